@@ -1,0 +1,3 @@
+"""mateclaw-mem: local Markdown memory for AI assistants."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""HTTP face (FastAPI): parse, call a service, render."""

@@ -1,0 +1,43 @@
+"""API-key authentication as a FastAPI dependency.
+
+No key configured: open (a loopback desktop daemon). Key configured: accept it as
+`Authorization: Bearer <key>`, `Authorization: Token <key>` or `X-Api-Key: <key>`; missing -> 401,
+wrong -> 403. The comparison is constant-time and the key never appears in a response or a log.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from fastapi import Request
+
+from mateclaw_mem.api.errors import ApiError
+
+
+def _presented_key(request: Request) -> str | None:
+    header = request.headers.get("authorization")
+    if header:
+        scheme, _, value = header.strip().partition(" ")
+        if scheme.lower() in ("bearer", "token") and value.strip():
+            return value.strip()
+    key = request.headers.get("x-api-key")
+    return key.strip() if key and key.strip() else None
+
+
+def require_api_key(request: Request) -> None:
+    """Dependency for every authenticated router; reads the key from `app.state.api_key`."""
+    expected: str | None = getattr(request.app.state, "api_key", None)
+    if not expected:
+        return
+    presented = _presented_key(request)
+    if presented is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "missing API key: send 'Authorization: Bearer <key>', 'Authorization: Token <key>' or 'X-Api-Key: <key>'",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    # Starlette decodes header bytes as latin-1; re-encoding restores the bytes sent, so a key
+    # with non-ASCII characters (configured as UTF-8) still compares equal.
+    if not hmac.compare_digest(presented.encode("latin-1"), expected.encode("utf-8")):
+        raise ApiError(403, "forbidden", "invalid API key")

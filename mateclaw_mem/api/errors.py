@@ -1,0 +1,94 @@
+"""Every HTTP error as `{"detail": {"reason": ...}}`, with statuses derived from error codes.
+
+Reasons are written for the caller and never carry secrets (the API key is only ever compared,
+see `api/auth.py`) or tracebacks; unexpected exceptions become a generic 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from mateclaw_mem.errors import MateclawError
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_CODE: dict[str, int] = {
+    "invalid_input": 400,
+    "invalid_path": 400,
+    "not_found": 404,
+    "conflict": 409,
+    "busy": 429,  # another run holds the lock: retry later
+    "too_large": 413,
+    "unauthorized": 401,
+    "forbidden": 403,
+    "config": 500,
+    "model": 502,
+}
+
+
+class ApiError(MateclawError):
+    """An HTTP-only failure (auth, body size) with its own status."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.headers = headers
+
+
+def error_response(status: int, reason: str, headers: dict[str, str] | None = None, **extra: Any) -> JSONResponse:
+    return JSONResponse({"detail": {"reason": reason, **extra}}, status_code=status, headers=headers)
+
+
+def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) or "body"
+
+
+async def _mateclaw_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, MateclawError)
+    if isinstance(exc, ApiError):
+        return error_response(exc.status, exc.message, exc.headers)
+    return error_response(STATUS_BY_CODE.get(exc.code, 500), exc.message)
+
+
+async def _validation_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    errors = [
+        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+        for e in exc.errors()
+    ]
+    # Unparseable JSON is a malformed request (400), not a body of the wrong shape (422).
+    if any(e["type"] == "json_invalid" for e in errors):
+        return error_response(400, "malformed JSON body", errors=errors)
+    first = errors[0] if errors else {"loc": [], "msg": "invalid request"}
+    reason = f"{_field_path(first['loc'])}: {first['msg']}"
+    if len(errors) > 1:
+        reason += f" (and {len(errors) - 1} more)"
+    return error_response(422, reason, errors=errors)
+
+
+async def _http_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    detail = exc.detail
+    if isinstance(detail, dict) and "reason" in detail:
+        return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=exc.headers)
+    return error_response(exc.status_code, str(detail), exc.headers)
+
+
+async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(500, "internal error; see the daemon log")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(MateclawError, _mateclaw_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)

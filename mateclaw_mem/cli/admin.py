@@ -1,0 +1,68 @@
+"""Admin commands: init, status, serve."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mateclaw_mem.cli.context import CliContext
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("init", parents=[common], help="create the workspace and seed an agent's files")
+    p.add_argument("agent", nargs="?", help="agent (default: default)")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("status", parents=[common], help="agents, files against budgets, last writes, runs")
+    p.add_argument("agent", nargs="?", help="only this agent")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("serve", parents=[common], help="run the daemon (Ctrl-C or SIGTERM stops it)")
+    p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default from config: 8765)")
+    p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=cmd_serve)
+
+
+def cmd_init(ctx: CliContext) -> int:
+    agent = ctx.agent()
+    created = ctx.services.store.ensure_agent(agent)
+    where = ctx.services.store.agent_dir(agent).resolve()
+    ctx.emit(
+        {"agent": agent, "path": str(where), "created": created},
+        f"agent {agent!r} at {where}: " + (f"created {', '.join(created)}" if created else "already set up"),
+    )
+    return 0
+
+
+def cmd_status(ctx: CliContext) -> int:
+    from mateclaw_mem.memory.status import collect
+
+    data = collect(ctx.services, [ctx.args.agent] if ctx.args.agent else None)
+    lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
+             f"workspace: {data['workspace']}"]
+    for agent, info in data["agents"].items():
+        lines.append(f"\nagent {agent}")
+        for f in info["files"]:
+            budget = f"{f['chars']}/{f['ceiling']}" if f["ceiling"] else str(f["chars"])
+            flags = " OVER BUDGET" if f["over_budget"] else ""
+            flags += f" ({f['frontmatter_error']})" if f["frontmatter_error"] else ""
+            lines.append(f"  {'on ' if f['enabled'] else 'off'} {budget:>11}  {f['file']}{flags}")
+        for w in info["last_writes"]:
+            lines.append(f"  last write {w['at']} {w['actor']}: {w['file']} ({w['reason']})")
+    for key, value in data.items():
+        if key not in ("mode", "model", "workspace", "config", "owner_isolation", "agents"):
+            lines.append(f"\n{key}: {value}")
+    ctx.emit(data, "\n".join(lines))
+    return 0
+
+
+def cmd_serve(ctx: CliContext) -> int:
+    import logging
+
+    from mateclaw_mem.runtime.daemon import Daemon
+
+    logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port).run_forever()
+    return 0

@@ -1,0 +1,46 @@
+"""What every command gets: settings and services built from the global options, and output helpers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from functools import cached_property
+from typing import Any
+
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import Settings, load_settings
+
+
+class CliContext:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.json: bool = bool(getattr(args, "json", False))
+
+    @cached_property
+    def settings(self) -> Settings:
+        return load_settings(getattr(self.args, "config", None), getattr(self.args, "workspace", None))
+
+    @cached_property
+    def services(self) -> Services:
+        return Services(self.settings)
+
+    def agent(self) -> str:
+        return getattr(self.args, "agent", None) or self.settings.default_agent
+
+    def emit(self, data: Any, human: str | None = None) -> None:
+        """JSON for scripts (`--json`), text for people."""
+        if self.json:
+            print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+        elif human is not None:
+            print(human)
+
+    def fail(self, message: str, *, code: str = "error") -> None:
+        if self.json:
+            print(json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False))
+        else:
+            print(f"mateclaw-mem: error: {message}", file=sys.stderr)
+
+    def close(self) -> None:
+        if "services" in self.__dict__:
+            self.services.close()

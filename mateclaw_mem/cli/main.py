@@ -1,0 +1,88 @@
+"""Entry point of `mateclaw-mem`.
+
+Exit codes (also in README): 0 ok · 1 error · 2 usage · 3 not found · 4 conflict (the file changed
+since it was read) · 5 busy (another run or daemon holds the lock) · 6 configuration error ·
+7 model error · 10 nothing to do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_CONFLICT = 4
+EXIT_BUSY = 5
+EXIT_CONFIG = 6
+EXIT_MODEL = 7
+EXIT_NOTHING = 10
+EXIT_BY_CODE = {
+    "not_found": EXIT_NOT_FOUND,
+    "conflict": EXIT_CONFLICT,
+    "busy": EXIT_BUSY,
+    "config": EXIT_CONFIG,
+    "model": EXIT_MODEL,
+    "invalid_path": EXIT_USAGE,
+    "invalid_input": EXIT_USAGE,
+}
+
+# Each module exposes register(subparsers, common_parent). Kept as names so --help imports no service code.
+COMMAND_MODULES = ("admin", "files")
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workspace", default=argparse.SUPPRESS, metavar="DIR",
+                        help="workspace root (env MATECLAW_WORKSPACE; default ./workspace)")
+    common.add_argument("--config", default=argparse.SUPPRESS, metavar="PATH",
+                        help="settings file (env MATECLAW_CONFIG; default ./config/mateclaw.yaml)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    return common
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(
+        prog="mateclaw-mem",
+        description="Local Markdown memory for AI assistants.",
+        parents=[common],
+        epilog="Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 conflict, 5 busy, 6 config, 7 model, "
+        "10 nothing to do.",
+    )
+    from mateclaw_mem import __version__
+
+    parser.add_argument("--version", action="version", version=f"mateclaw-mem {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"mateclaw_mem.cli.{name}").register(sub, common)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return EXIT_USAGE
+    from mateclaw_mem.cli.context import CliContext
+    from mateclaw_mem.errors import MateclawError
+
+    ctx = CliContext(args)
+    try:
+        return int(args.func(ctx) or 0)
+    except MateclawError as exc:
+        ctx.fail(exc.message, code=exc.code)
+        return EXIT_BY_CODE.get(exc.code, EXIT_ERROR)
+    except KeyboardInterrupt:
+        return 130
+    finally:
+        ctx.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The conversation log and the Add/Search (AML) service over it."""

@@ -1,0 +1,289 @@
+"""The conversation log: every message as it was said, in `workspace/.mateclaw/log.db`.
+
+A log, not derived data: nothing here is rebuilt from anything else, so rows are only ever
+appended. Search indexes (`index/message_index.py`) are derived from it and can be rebuilt.
+
+Idempotency records (request id -> body hash, response) live in the same database and are written
+in the same transaction as the messages they describe: a retried request either sees the record
+(and replays the response) or the messages were never committed. There is no window in which a
+retry can append the messages a second time.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from mateclaw_mem.db import connect
+from mateclaw_mem.errors import ConflictError
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    conversation_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    ts_ms INTEGER NOT NULL,
+    trigger_source TEXT NOT NULL DEFAULT 'chat',
+    finish_reason TEXT,
+    memoryless INTEGER NOT NULL DEFAULT 0,
+    request_id TEXT,
+    created_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation
+    ON messages (agent, owner, conversation_id, id);
+CREATE TABLE IF NOT EXISTS idempotency (
+    request_id TEXT PRIMARY KEY,
+    body_hash TEXT NOT NULL,
+    response TEXT NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+"""
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    role: str
+    content: str
+    ts_ms: int | None = None  # None: the time of the append
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    agent: str
+    owner: str
+    conversation_id: str
+    role: str
+    content: str
+    ts_ms: int
+    trigger_source: str
+    finish_reason: str | None
+    memoryless: bool
+    request_id: str | None
+
+
+@dataclass(frozen=True)
+class OnceResult:
+    """What `append_once` did: `replayed` means the request id was seen before with this body."""
+
+    ids: list[int]
+    response: str
+    replayed: bool
+
+
+def _row_to_message(row: sqlite3.Row) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"],
+        agent=row["agent"],
+        owner=row["owner"],
+        conversation_id=row["conversation_id"],
+        role=row["role"],
+        content=row["content"],
+        ts_ms=row["ts_ms"],
+        trigger_source=row["trigger_source"],
+        finish_reason=row["finish_reason"],
+        memoryless=bool(row["memoryless"]),
+        request_id=row["request_id"],
+    )
+
+
+class ConversationLog:
+    """Append-only message log. Thread-safe: one connection guarded by a lock.
+
+    One connection rather than one per thread because every operation is a few milliseconds and
+    SQLite serialises writers anyway; across processes, `BEGIN IMMEDIATE` plus the busy timeout
+    from `db.connect` keeps writers from interleaving.
+    """
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path
+        self._lock = threading.RLock()
+        self._conn = connect(db_path)
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def _insert(
+        self,
+        conn: sqlite3.Connection,
+        agent: str,
+        conversation_id: str,
+        messages: list[NewMessage],
+        *,
+        owner: str,
+        trigger_source: str,
+        finish_reason: str | None,
+        memoryless: bool,
+        request_id: str | None,
+        now_ms: int,
+    ) -> list[int]:
+        ids: list[int] = []
+        for m in messages:
+            cur = conn.execute(
+                "INSERT INTO messages (agent, owner, conversation_id, role, content, ts_ms,"
+                " trigger_source, finish_reason, memoryless, request_id, created_ms)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    agent,
+                    owner,
+                    conversation_id,
+                    m.role,
+                    m.content,
+                    m.ts_ms if m.ts_ms is not None else now_ms,
+                    trigger_source,
+                    finish_reason,
+                    int(memoryless),
+                    request_id,
+                    now_ms,
+                ),
+            )
+            assert cur.lastrowid is not None
+            ids.append(cur.lastrowid)
+        return ids
+
+    def append(
+        self,
+        agent: str,
+        conversation_id: str,
+        messages: list[NewMessage],
+        *,
+        owner: str = "",
+        trigger_source: str = "chat",
+        finish_reason: str | None = None,
+        memoryless: bool = False,
+        request_id: str | None = None,
+        now_ms: int,
+    ) -> list[int]:
+        """Append `messages` in one transaction; returns their ids in order."""
+        with self._write() as conn:
+            return self._insert(
+                conn,
+                agent,
+                conversation_id,
+                messages,
+                owner=owner,
+                trigger_source=trigger_source,
+                finish_reason=finish_reason,
+                memoryless=memoryless,
+                request_id=request_id,
+                now_ms=now_ms,
+            )
+
+    def append_once(
+        self,
+        request_id: str,
+        body_hash: str,
+        response: str,
+        agent: str,
+        conversation_id: str,
+        messages: list[NewMessage],
+        *,
+        owner: str = "",
+        trigger_source: str = "chat",
+        now_ms: int,
+    ) -> OnceResult:
+        """Append unless `request_id` was seen: same body -> replay, other body -> ConflictError.
+
+        The check and the insert share one IMMEDIATE transaction, so two concurrent deliveries
+        of the same request cannot both append.
+        """
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT body_hash, response FROM idempotency WHERE request_id = ?", (request_id,)
+            ).fetchone()
+            if row is not None:
+                if row["body_hash"] != body_hash:
+                    raise ConflictError(
+                        "request_id was already used with a different body; use a new request_id"
+                    )
+                ids = [
+                    r["id"]
+                    for r in conn.execute(
+                        "SELECT id FROM messages WHERE request_id = ? ORDER BY id", (request_id,)
+                    )
+                ]
+                return OnceResult(ids=ids, response=row["response"], replayed=True)
+            ids = self._insert(
+                conn,
+                agent,
+                conversation_id,
+                messages,
+                owner=owner,
+                trigger_source=trigger_source,
+                finish_reason=None,
+                memoryless=False,
+                request_id=request_id,
+                now_ms=now_ms,
+            )
+            conn.execute(
+                "INSERT INTO idempotency (request_id, body_hash, response, created_ms)"
+                " VALUES (?, ?, ?, ?)",
+                (request_id, body_hash, response, now_ms),
+            )
+            return OnceResult(ids=ids, response=response, replayed=False)
+
+    def messages(
+        self,
+        agent: str,
+        conversation_id: str,
+        *,
+        owner: str = "",
+        after_id: int = 0,
+        limit: int | None = None,
+    ) -> list[StoredMessage]:
+        """One conversation's messages in append order, starting after `after_id`."""
+        sql = (
+            "SELECT * FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ? AND id > ?"
+            " ORDER BY id"
+        )
+        params: list[object] = [agent, owner, conversation_id, after_id]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._lock:
+            return [_row_to_message(r) for r in self._conn.execute(sql, params)]
+
+    def since(self, after_id: int, *, limit: int = 1000) -> list[StoredMessage]:
+        """Messages of every conversation with id > `after_id`, in id order (for index catch-up)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM messages WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+            ).fetchall()
+        return [_row_to_message(r) for r in rows]
+
+    def conversation_flags(self, agent: str, conversation_id: str, owner: str = "") -> dict:
+        """Facts about a conversation that gate post-chat work (memoryless, sources, size)."""
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT COUNT(*) AS n, MAX(memoryless) AS memoryless,"
+                " GROUP_CONCAT(DISTINCT trigger_source) AS sources, MAX(id) AS last_id"
+                " FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ?",
+                (agent, owner, conversation_id),
+            ).fetchone()
+        return {
+            "message_count": row["n"],
+            "memoryless": bool(row["memoryless"] or 0),
+            "trigger_sources": sorted((row["sources"] or "").split(",")) if row["sources"] else [],
+            "last_id": row["last_id"] or 0,
+        }
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

@@ -1,0 +1,21 @@
+"""SQLite connections configured the same way everywhere (WAL, busy timeout, Row factory).
+
+Files under `workspace/.mateclaw/`: `log.db` (conversation log, runs, usage: logs),
+`state.db` (cooldowns, watermarks, lineage: bookkeeping), `index.db` (derived, rebuildable).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+
+def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connection:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute("PRAGMA foreign_keys=ON")
+    return conn

@@ -1,0 +1,55 @@
+"""Errors every layer may raise. Each carries a stable code and a message that names the problem.
+
+Faces map `code` to an exit status or an HTTP status; nothing here knows about either.
+"""
+
+from __future__ import annotations
+
+
+class MateclawError(Exception):
+    """Base for errors a user should see as a message, never as a traceback."""
+
+    code = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class ConfigError(MateclawError):
+    code = "config"
+
+
+class InvalidPathError(MateclawError):
+    code = "invalid_path"
+
+
+class InvalidInputError(MateclawError):
+    code = "invalid_input"
+
+
+class NotFoundError(MateclawError):
+    code = "not_found"
+
+
+class ConflictError(MateclawError):
+    """A write was refused because the file changed since the writer read it."""
+
+    code = "conflict"
+
+
+class BusyError(MateclawError):
+    """Another run holds the lock (a dream, an extraction, a second daemon)."""
+
+    code = "busy"
+
+
+class ModelError(MateclawError):
+    """The configured model failed. Never a reason to silently fall back to rules."""
+
+    code = "model"
+
+    def __init__(self, message: str, *, kind: str = "error", retryable: bool = False) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.retryable = retryable

@@ -1,0 +1,1 @@
+"""Derived SQLite search data (FTS5), the shared tokenizer, reconcile against disk."""

@@ -1,0 +1,112 @@
+"""One tokenizer for mixed Latin/CJK text, used the same way at index time and at query time.
+
+Public API (kept small on purpose; file search and message search both import it):
+
+- `tokenize(text) -> list[str]`: Latin/digit words lowercased and lightly stemmed; CJK runs (Han,
+  Hiragana, Katakana, Hangul) as overlapping character bigrams, a lone CJK character as itself.
+- `fts_query(tokens) -> str`: a safe FTS5 MATCH expression that ORs the quoted tokens.
+- `STOPWORDS`: English function words a *ranker* may ignore in queries. `tokenize` never drops
+  them, so an index built from its output can still answer a query made only of stopwords.
+
+Why our own tokenization: SQLite's `unicode61` treats a whole CJK run as one token, so "跑步" would
+never match "用户喜欢周日早上跑步". We store space-joined tokens from `tokenize` in FTS5 columns
+declared with `tokenize='unicode61'`; since every token is already lowercase word characters,
+unicode61 splits on our spaces and nothing else, and the tokenization stays ours.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Han (incl. extension A and compatibility), Hiragana, Katakana (+ phonetic ext.), Hangul
+# syllables and jamo. Kept as one class: any run of these is bigrammed.
+_CJK = (
+    "\u1100-\u11ff\u3040-\u309f\u30a0-\u30ff\u31f0-\u31ff\u3130-\u318f"
+    "\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+)
+# A CJK run, or a run of word characters that are not CJK (letters of any other script, digits).
+# Apostrophes inside words ("don't", "Caroline's") are dropped by splitting on them and then
+# discarding the clitic, so "caroline's" and "caroline" match.
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])[^\W_])+")
+_CLITICS = frozenset({"s", "t", "m", "re", "ve", "ll", "d"})
+
+_STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further had
+    has have having he her here hers herself him himself his how i if in into is it its itself just
+    me more most my myself no nor not now of off on once only or other our ours ourselves out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom why will with would you your yours yourself yourselves also ever get got go going
+    really yeah oh hey hi thanks thank wow much many"""
+
+
+def _stem(word: str) -> str:
+    """A light, conservative English stemmer: plural and -ing/-ed/-ly endings, then a final 'e'.
+
+    Why not Porter: it conflates too eagerly for short chat messages (e.g. "university"/"universe")
+    and needs a dependency. Both sides go through the same function, so "baked", "bakes",
+    "baking" and "bake" all become "bak" - the stem only has to be consistent, not a real word.
+    """
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    w = word
+    if w.endswith("ies") and len(w) > 4:
+        w = w[:-3] + "y"
+    elif w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    for suffix in ("ing", "ed", "ly"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            base = w[: -len(suffix)]
+            if any(v in base for v in "aeiouy"):
+                w = base
+                # "running" -> "runn" -> "run": undo the doubled consonant spelling adds.
+                if len(w) >= 4 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+                    w = w[:-1]
+            break
+    if w.endswith("y") and len(w) > 3:
+        w = w[:-1] + "i"
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+# Stemmed like the tokens they are compared with ("having" -> "hav").
+STOPWORDS: frozenset[str] = frozenset(_stem(w) for w in _STOPWORD_TEXT.split())
+
+
+def _is_cjk_char(ch: str) -> bool:
+    return bool(re.match(f"[{_CJK}]", ch))
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens of `text` in order (duplicates kept, so callers can count term frequency)."""
+    out: list[str] = []
+    lowered = text.lower()
+    for m in _TOKEN_RE.finditer(lowered):
+        run = m.group(0)
+        if _is_cjk_char(run[0]):
+            if len(run) == 1:
+                out.append(run)
+            else:
+                out.extend(run[i : i + 2] for i in range(len(run) - 1))
+            continue
+        if run in _CLITICS and m.start() > 0 and lowered[m.start() - 1] in "'\u2019":
+            continue  # the tail of "don't", "she's": no meaning alone
+        out.append(_stem(run))
+    return out
+
+
+def fts_query(tokens: list[str]) -> str:
+    """An FTS5 MATCH string: every distinct token double-quoted, joined by OR.
+
+    OR, never an implicit AND: a conversational question rarely shares every word with its answer,
+    so ranking (not matching) must decide. Quoting makes FTS5 operators and column filters in user
+    text inert. Returns "" for no tokens; callers must not run MATCH with an empty string.
+    """
+    seen: dict[str, None] = {}
+    for t in tokens:
+        if t:
+            seen.setdefault(t, None)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)

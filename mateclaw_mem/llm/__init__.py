@@ -1,0 +1,1 @@
+"""OpenAI-compatible model client, rules engine and one prompt module per step."""

@@ -1,0 +1,1 @@
+"""One module per LLM step: its prompt builder and its pydantic response model."""

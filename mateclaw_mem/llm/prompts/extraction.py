@@ -1,0 +1,157 @@
+"""Post-chat extraction: the prompt builder and the response model (shared with rules mode).
+
+The model sees the current PROFILE.md and MEMORY.md bodies, the tail of today's daily note, and a
+transcript in which messages an earlier run already examined are marked as context. It returns
+`ExtractionResult`; `memory_update` / `profile_update` are the FULL new bodies (frontmatter is
+kept by the writer) or "" for unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+TITLE_MAX = 30
+BODY_MAX = 4000
+REASON_MAX = 500
+MEMORY_MAX = 40_000  # far above the MEMORY.md ceiling; anything bigger is a runaway answer
+PROFILE_MAX = 20_000
+STRUCTURED_MAX_ITEMS = 20
+
+
+class DailyEntry(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    title: str = Field(min_length=1)
+    body: str = Field(default="", max_length=BODY_MAX)
+
+    @field_validator("title")
+    @classmethod
+    def _short_title(cls, value: str) -> str:
+        # A long title is a style slip, not a reason for a repair round trip: cut it on one line.
+        value = " ".join(value.replace("#", " ").split())
+        if not value:
+            raise ValueError("title is empty")
+        return value if len(value) <= TITLE_MAX else value[: TITLE_MAX - 1].rstrip() + "…"
+
+
+class StructuredItem(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    type: Literal["user", "feedback", "project", "reference"]
+    key: str = Field(min_length=1, max_length=80)
+    text: str = Field(min_length=1, max_length=1000)
+
+
+class ExtractionResult(BaseModel):
+    """What one extraction run decided. Same schema for the model and for rules mode."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    should_update: bool
+    reason: str = ""
+    daily_entry: DailyEntry | None = None
+    memory_update: str = Field(default="", max_length=MEMORY_MAX)
+    profile_update: str = Field(default="", max_length=PROFILE_MAX)
+    structured: list[StructuredItem] = Field(default_factory=list, max_length=STRUCTURED_MAX_ITEMS)
+
+    @field_validator("reason")
+    @classmethod
+    def _short_reason(cls, value: str) -> str:
+        return value[:REASON_MAX]
+
+    @field_validator("memory_update", "profile_update", mode="before")
+    @classmethod
+    def _none_is_unchanged(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("structured", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+@dataclass(frozen=True)
+class TranscriptMessage:
+    id: int
+    conversation_id: str
+    role: str
+    content: str
+    time: str  # "HH:MM" in the workspace timezone
+    new: bool  # False = an earlier run already examined it (context only)
+
+
+SYSTEM_PROMPT = """You maintain the long-term memory of an AI assistant about the person it works with.
+After each conversation you decide whether anything is worth remembering and return ONE JSON object.
+
+What is worth remembering: stable facts about the person (name, role, employer, location, timezone,
+language, tools and stack, likes and dislikes, working preferences), corrections of facts already
+stored, decisions taken, ongoing projects and commitments, and anything the person explicitly asked
+you to remember. Not worth remembering: small talk, one-off questions, the assistant's own answers,
+hypotheticals ("if I were…", "what if…") and questions.
+
+Rules:
+- Only messages marked NEW are new. Messages marked SEEN were examined by an earlier run: use them as
+  context, do not record them again.
+- Write memory in the person's own language (the language of their messages).
+- Never record secrets: passwords, API keys, tokens, private keys. Text like [REDACTED:...] must not be
+  copied into memory.
+- A correction replaces the old value; never keep both.
+- memory_update and profile_update are the FULL new body of MEMORY.md / PROFILE.md (Markdown, keep the
+  existing headings, sections and wording you do not change). Use "" (empty) when that file does not
+  need to change. Keep PROFILE.md as `- key: value` lines under `## Profile`.
+- daily_entry is a short note for today's journal: a title of at most 30 characters and a body of a few
+  bullet points; null when nothing happened worth noting.
+- If nothing is worth remembering, answer {"should_update": false, "reason": "..."} with the other fields
+  empty.
+
+Answer with JSON only, in exactly this shape:
+{"should_update": true|false,
+ "reason": "one sentence",
+ "daily_entry": {"title": "...", "body": "..."} | null,
+ "memory_update": "full new MEMORY.md body or empty",
+ "profile_update": "full new PROFILE.md body or empty",
+ "structured": [{"type": "user|feedback|project|reference", "key": "...", "text": "..."}]}"""
+
+
+def build_messages(
+    *,
+    agent: str,
+    now: str,
+    profile: str,
+    memory: str,
+    daily: str,
+    transcript: list[TranscriptMessage],
+    explicit: bool = False,
+    retry_note: str = "",
+) -> list[dict[str, str]]:
+    """Chat messages for one extraction run. All texts must already be redacted and bounded."""
+    parts: list[str] = [f"Agent: {agent}. Now: {now}."]
+    if explicit:
+        parts.append("The person explicitly asked to remember something: make sure it is recorded.")
+    if retry_note:
+        parts.append(retry_note)
+    parts.append(_block("PROFILE.md (current body)", profile))
+    parts.append(_block("MEMORY.md (current body)", memory))
+    parts.append(_block("Today's daily note (latest part)", daily))
+    lines: list[str] = []
+    conv = None
+    for msg in transcript:
+        if msg.conversation_id != conv:
+            conv = msg.conversation_id
+            lines.append(f"# conversation {conv}")
+        mark = "NEW" if msg.new else "SEEN"
+        lines.append(f"[{mark} {msg.time} {msg.role}] {msg.content}")
+    parts.append(_block("Transcript", "\n".join(lines)))
+    parts.append("Return the JSON object now.")
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": "\n\n".join(parts)},
+    ]
+
+
+def _block(title: str, text: str) -> str:
+    body = text.strip() or "(empty)"
+    return f"<<< {title} >>>\n{body}\n<<< end >>>"

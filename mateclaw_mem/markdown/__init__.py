@@ -1,0 +1,1 @@
+"""Pure text functions over Markdown memory files. Imports nothing else from mateclaw_mem."""

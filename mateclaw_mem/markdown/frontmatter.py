@@ -1,0 +1,97 @@
+"""YAML frontmatter that round-trips: the body's bytes and unknown keys are never reformatted.
+
+We parse the block for values but edit it line by line, because re-dumping YAML would reorder keys,
+drop comments and change quoting in files people wrote by hand.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+_OPEN = re.compile(r"\A---[ \t]*\r?\n")
+_CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    block: str  # the frontmatter block with its delimiters and trailing newline, "" if none
+    body: str
+    meta: dict[str, Any]
+    error: str | None = None  # set when the block exists but is not a YAML mapping
+
+
+def split(text: str) -> tuple[str, str]:
+    """Return (frontmatter block incl. delimiters, body). Block is "" when there is none."""
+    m = _OPEN.match(text)
+    if not m:
+        return "", text
+    close = _CLOSE.search(text, m.end())
+    if not close:
+        return "", text
+    return text[: close.end()], text[close.end() :]
+
+
+def parse(text: str) -> Parsed:
+    block, body = split(text)
+    if not block:
+        return Parsed("", body, {})
+    inner = block[_OPEN.match(block).end() : _CLOSE.search(block, 4).start()]  # type: ignore[union-attr]
+    try:
+        meta = yaml.safe_load(inner) if inner.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 2})" if mark is not None else ""
+        return Parsed(block, body, {}, f"frontmatter is not valid YAML{where}")
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        return Parsed(block, body, {}, "frontmatter is not a mapping of keys")
+    return Parsed(block, body, meta)
+
+
+def body(text: str) -> str:
+    return split(text)[1]
+
+
+def _yaml_scalar(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return yaml.safe_dump(value, default_flow_style=True, allow_unicode=True).strip().removesuffix("...").strip()
+
+
+def set_keys(text: str, updates: dict[str, Any]) -> str:
+    """Set top-level scalar keys, editing only their lines; add a block if the file has none."""
+    block, rest = split(text)
+    newline = "\r\n" if block.endswith("\r\n") or (not block and "\r\n" in text) else "\n"
+    if not block:
+        lines = [f"{k}: {_yaml_scalar(v)}" for k, v in updates.items()]
+        return "---" + newline + newline.join(lines) + newline + "---" + newline + rest
+    head_end = _OPEN.match(block).end()  # type: ignore[union-attr]
+    close = _CLOSE.search(block, head_end)
+    assert close is not None
+    inner = block[head_end : close.start()]
+    lines = inner.splitlines(keepends=True)
+    for key, value in updates.items():
+        rendered = f"{key}: {_yaml_scalar(value)}"
+        pattern = re.compile(rf"^{re.escape(key)}[ \t]*:")
+        for i, line in enumerate(lines):
+            if pattern.match(line):
+                ending = line[len(line.rstrip("\r\n")) :]
+                lines[i] = rendered + (ending or newline)
+                break
+        else:
+            if lines and not lines[-1].endswith(("\n", "\r")):
+                lines[-1] += newline
+            lines.append(rendered + newline)
+    return block[:head_end] + "".join(lines) + block[close.start() :] + rest
+
+
+def with_body(text: str, new_body: str) -> str:
+    """Replace the body, keeping the frontmatter block byte for byte."""
+    return split(text)[0] + new_body

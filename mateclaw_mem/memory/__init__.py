@@ -1,0 +1,1 @@
+"""Lifecycle services: context, extraction, dreaming, structured entries, learning memory, status."""

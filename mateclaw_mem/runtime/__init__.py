@@ -1,0 +1,1 @@
+"""Composition root: builds services from Settings; the daemon's threads live here."""

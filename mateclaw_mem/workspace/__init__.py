@@ -1,0 +1,1 @@
+"""The only code that touches memory files: safe paths, atomic CAS writes, locks, history, seeds."""

@@ -1,0 +1,96 @@
+"""Previous versions of memory files, kept before every change (and every delete).
+
+Layout: `.mateclaw/history/<agent dir>/<file path>/NNNNNN.md` plus `versions.jsonl` with one record
+per kept version. The newest `keep` versions per file are retained (default 50, `history.keep-versions`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mateclaw_mem.errors import NotFoundError
+
+
+@dataclass(frozen=True)
+class Version:
+    version: int
+    sha: str  # hash of the kept (previous) content
+    replaced_by: str  # hash of the content that replaced it ("" = deleted)
+    at: str  # ISO time of the change
+    actor: str
+    reason: str
+    size: int
+    batch: str | None = None
+    key: str = ""  # agent directory relative to the workspace ("default", "default/owners/bob")
+    rel: str = ""  # file path inside it
+    existed: bool = True  # False: the change created the file; undoing it removes the file
+
+
+class History:
+    def __init__(self, root: Path, keep: int = 50) -> None:
+        self.root = root
+        self.keep = keep
+
+    def _dir(self, key: str, rel: str) -> Path:
+        return self.root / key / rel
+
+    def _records(self, folder: Path) -> list[Version]:
+        index = folder / "versions.jsonl"
+        if not index.exists():
+            return []
+        out = []
+        for line in index.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                try:
+                    out.append(Version(**json.loads(line)))
+                except (ValueError, TypeError):
+                    continue  # a torn last line after a crash must not hide the rest
+        return out
+
+    def save(self, key: str, rel: str, content: bytes, record: Version) -> Version:
+        folder = self._dir(key, rel)
+        folder.mkdir(parents=True, exist_ok=True)
+        records = self._records(folder)
+        number = (records[-1].version + 1) if records else 1
+        saved = Version(**{**asdict(record), "version": number, "key": key, "rel": rel})
+        data = folder / f"{number:06d}.md"
+        with open(data, "wb") as fh:
+            fh.write(content)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with open(folder / "versions.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(asdict(saved), ensure_ascii=False) + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        records.append(saved)
+        if len(records) > self.keep:
+            self._prune(folder, records)
+        return saved
+
+    def _prune(self, folder: Path, records: list[Version]) -> None:
+        drop, keep = records[: -self.keep], records[-self.keep :]
+        tmp = folder / "versions.jsonl.tmp"
+        tmp.write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+        os.replace(tmp, folder / "versions.jsonl")
+        for r in drop:
+            (folder / f"{r.version:06d}.md").unlink(missing_ok=True)
+
+    def list(self, key: str, rel: str) -> list[Version]:
+        return self._records(self._dir(key, rel))
+
+    def content(self, key: str, rel: str, version: int) -> bytes:
+        path = self._dir(key, rel) / f"{version:06d}.md"
+        if not path.exists():
+            raise NotFoundError(f"{rel}: no kept version {version} (see `mateclaw-mem history`)")
+        return path.read_bytes()
+
+    def batch(self, batch: str) -> list[Version]:
+        """Every version saved under one batch id (a whole dream run, say), oldest first."""
+        out: list[Version] = []
+        if self.root.exists():
+            for index in self.root.rglob("versions.jsonl"):
+                out.extend(r for r in self._records(index.parent) if r.batch == batch)
+        return sorted(out, key=lambda r: (r.at, r.version))

@@ -1,0 +1,122 @@
+"""Score AML retrieval in-process (no HTTP) with the exact ingestion and scoring of aml_bench.py.
+
+For quick iteration on ranking; confirm with scripts/bench/aml_locomo.sh (the real HTTP bench).
+
+    python scripts/bench/aml_inprocess.py [--data PATH] [--set question_penalty=0.8 ...] [--misses N]
+
+`--set` overrides a field of `Ranking` (JSON values; dict fields merge, e.g. b='{"body": 0.2}').
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from mateclaw_mem.clock import ManualClock  # noqa: E402
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
+from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
+from mateclaw_mem.index.message_index import MessageIndex, Ranking  # noqa: E402
+
+SHARED_BENCH = REPO.parent / "shared" / "bench"
+
+
+def load_bench(path: Path):  # noqa: ANN201 - a module object
+    spec = importlib.util.spec_from_file_location("aml_bench", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def ranking_with(overrides: list[str]) -> Ranking:
+    r = Ranking()
+    for item in overrides:
+        key, _, raw = item.partition("=")
+        value = json.loads(raw)
+        current = getattr(r, key)
+        if isinstance(current, dict):
+            value = {**current, **value}
+        r = replace(r, **{key: value})
+    return r
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(SHARED_BENCH / "locomo" / "locomo_dev.json"))
+    ap.add_argument("--bench", default=str(SHARED_BENCH / "aml_bench.py"))
+    ap.add_argument("--categories", default="all")
+    ap.add_argument("--top-k", type=int, default=100)
+    ap.add_argument("--set", action="append", default=[], help="Ranking field=JSON value")
+    ap.add_argument("--misses", type=int, default=0, help="print N questions whose evidence is not ranked first")
+    ap.add_argument("--out", default=None, help="write per-question ranks (JSON) here")
+    args = ap.parse_args(argv)
+
+    bench = load_bench(Path(args.bench))
+    bargs = argparse.Namespace(
+        categories=bench.parse_categories(args.categories), repair_evidence=False,
+        chunk_messages=20, chunk_words=2000, ts_step_ms=0,
+    )
+    convs = bench.load_conversations([args.data])
+    plan, questions, _ = bench.build_plan(convs, "inproc", bargs)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp)
+        log = ConversationLog(state / "log.db")
+        index = MessageIndex(state / "messages.db", ranking_with(args.set))
+        svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+        add_ms: list[float] = []
+        for conv in plan:
+            for call in conv["calls"]:
+                msgs = [AmlMessage(m["role"], m["content"], m.get("timestamp")) for m in call["messages"]]
+                t0 = time.perf_counter()
+                svc.add(call["request_id"], call["user_id"], call["session_id"], msgs)
+                add_ms.append((time.perf_counter() - t0) * 1000)
+        rows, search_ms = [], []
+        for q in questions:
+            t0 = time.perf_counter()
+            items = svc.search(q["question"], q["user_id"], args.top_k)
+            search_ms.append((time.perf_counter() - t0) * 1000)
+            got = [{"id": i.id, "content": i.content} for i in items]
+            sc = bench.score_question(q, got, 2000)
+            rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
+                         "category": q["category"], "question": q["question"], "qid": q["qid"],
+                         "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"]})
+        log.close()
+        index.close()
+
+    cats = sorted({r["category"] for r in rows})
+    print(f"{'category':<14} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}")
+    for name, sub in [(str(c), [r for r in rows if r["category"] == c]) for c in cats] + [("overall", rows)]:
+        a = bench.aggregate(sub)
+        print(f"{name:<14} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f} {a['recall@2k']:>7.4f}")
+    print(f"latency ms: add p50={bench.percentile(add_ms, 50):.2f} p95={bench.percentile(add_ms, 95):.2f} | "
+          f"search p50={bench.percentile(search_ms, 50):.2f} p95={bench.percentile(search_ms, 95):.2f}")
+    shown = 0
+    for r in rows:
+        if shown >= args.misses:
+            break
+        if r["first_hit_rank"] != 1:
+            shown += 1
+            print(f"\n[{r['category']}] {r['question']}  rank={r['first_hit_rank']}")
+            for e in r["evidence_text"].values():
+                print(f"   want: {e[:160]}")
+            for t in r["top"][:2]:
+                print(f"   got : {t[:160]}")
+    if args.out:
+        Path(args.out).write_text(json.dumps([{k: r[k] for k in ("qid", "category", "first_hit_rank", "recall@2k")}
+                                              for r in rows]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Run a real ASGI app under uvicorn on a free loopback port, in a background thread.
+
+    with ApiServer(create_app(services)) as server:
+        httpx.get(server.url + "/health")
+
+`daemon_services(workspace, api_key=...)` builds the daemon's real services on a temp workspace.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ApiServer:
+    def __init__(self, app: Any, *, startup_timeout: float = 20.0) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        self._server = uvicorn.Server(config)
+        self._thread = threading.Thread(target=self._server.run, name=f"uvicorn-{self.port}", daemon=True)
+        self._startup_timeout = startup_timeout
+
+    def start(self) -> ApiServer:
+        self._thread.start()
+        deadline = time.monotonic() + self._startup_timeout
+        while not self._server.started:
+            if not self._thread.is_alive():
+                raise RuntimeError("uvicorn exited during start-up")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"uvicorn did not start on port {self.port}")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> ApiServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def daemon_services(workspace: Path, *, api_key: str | None = None, **overrides: Any) -> Services:
+    """Real services on `workspace`; `api_key` is passed the way the daemon reads it (environment)."""
+    env_name = f"MATECLAW_TEST_KEY_{os.getpid()}_{id(workspace)}"
+    server = dict(overrides.pop("server", {}))
+    server["api_key_env"] = env_name
+    settings = load_settings(workspace=workspace, overrides={"server": server, **overrides})
+    if api_key is not None:
+        os.environ[env_name] = api_key
+    try:
+        services = Services(settings)
+        assert (services.api_key is not None) == (api_key is not None)  # read while the variable is set
+        return services
+    finally:
+        os.environ.pop(env_name, None)

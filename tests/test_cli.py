@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mateclaw_mem.cli.main import main
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
+    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.chdir(tmp_path)  # ./workspace, no ./config
+
+    def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
+        if stdin is not None:
+            import io
+
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        code = main(list(args))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def test_init_ls_cat_write_edit_history_undo(cli, tmp_path: Path) -> None:
+    assert cli("init")[0] == 0
+    assert (tmp_path / "workspace/default/AGENTS.md").exists()
+    code, out, _ = cli("ls", "--json")
+    assert code == 0 and [r["file"] for r in json.loads(out)] == ["AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"]
+    code, out, _ = cli("write", "default", "notes/todo.md", stdin="# Todo\n- buy milk\n")
+    assert code == 0
+    code, out, _ = cli("cat", "default", "notes/todo.md", "--json")
+    data = json.loads(out)
+    assert data["content"].startswith("---\nenabled: false\n") and "buy milk" in data["content"]
+    assert cli("edit", "default", "notes/todo.md", "--old", "milk", "--new", "oat milk")[0] == 0
+    code, _, err = cli("edit", "default", "notes/todo.md", "--old", "bread", "--new", "x")
+    assert code == 2 and "not found" in err
+    code, _, err = cli("write", "default", "notes/todo.md", "--text", "x", "--expect", data["sha"])
+    assert code == 4 and "changed since" in err
+    assert cli("enable", "default", "notes/todo.md")[0] == 0
+    code, out, _ = cli("history", "default", "notes/todo.md", "--json")
+    assert len(json.loads(out)) == 3
+    assert cli("undo", "default", "notes/todo.md")[0] == 0
+    code, out, _ = cli("cat", "default", "notes/todo.md")
+    assert "enabled: false" in out and "oat milk" in out
+
+
+def test_errors_have_exit_codes_and_no_traceback(cli) -> None:
+    code, out, err = cli("cat", "default", "../../etc/passwd")
+    assert code == 2 and "'..'" in err and "Traceback" not in err
+    code, out, err = cli("cat", "default", "missing.md")
+    assert code == 3 and "does not exist" in err
+    code, out, _ = cli("cat", "default", "missing.md", "--json")
+    assert json.loads(out)["error"]["code"] == "not_found"
+    code, _, err = cli("status", "--config", "nope.yaml")
+    assert code == 6 and "nope.yaml" in err
+
+
+def test_help_lists_commands() -> None:
+    proc = subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0
+    for cmd in ("init", "serve", "status", "ls", "cat", "write", "edit", "history", "undo"):
+        assert cmd in proc.stdout
+    # --help must not pull in the heavy layers (lazy imports keep start-up fast).
+    probe = "import sys; sys.argv=['x','--help']\nfrom mateclaw_mem.cli import main as m\ntry:\n m.main()\nexcept SystemExit: pass\n" \
+        "print(sorted(k for k in sys.modules if k.split('.')[0] in ('openai','fastapi','uvicorn','apscheduler','watchdog','mcp')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_serve_starts_seeds_logs_mode_and_stops_on_sigterm(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+    env["MATECLAW_WORKSPACE"] = str(tmp_path / "ws")
+    cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--port", "0"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        lines.append(line)
+        if "ready" in line or not line:
+            break
+    log = "".join(lines)
+    assert "mode: rules" in log and str(tmp_path / "ws") in log
+    assert (tmp_path / "ws/default/MEMORY.md").exists()
+    second = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert second.returncode == 5 and "already running" in second.stderr
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert "stopped" in proc.stderr.read()

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from mateclaw_mem.errors import InvalidPathError
+from mateclaw_mem.workspace.paths import check_agent, owner_dirname
+from mateclaw_mem.workspace.store import WorkspaceStore
+
+HOSTILE = {
+    "/etc/passwd.md": "absolute",
+    "../escape.md": "'..'",
+    "memory/../../escape.md": "'..'",
+    "%2e%2e/escape.md": "percent-encoded",
+    "..%2fescape.md": "percent-encoded",
+    "notes.txt": "not a Markdown file",
+    "bad\x00name.md": "NUL or control",
+    "tab\tname.md": "NUL or control",
+    "a" * 10_000 + ".md": "characters long",
+    ".mateclaw/state.md": "hidden",
+    "C:/Windows/x.md": "absolute",
+    "memory\\x.md": "backslash",
+    "": "empty",
+}
+
+
+@pytest.mark.parametrize("rel,rule", list(HOSTILE.items()), ids=list(range(len(HOSTILE))))
+def test_hostile_paths_are_refused_naming_the_rule(store: WorkspaceStore, rel: str, rule: str) -> None:
+    with pytest.raises(InvalidPathError) as err:
+        store.write("default", rel, "x", expected_sha=None, actor="tool")
+    assert rule in err.value.message
+    with pytest.raises(InvalidPathError):
+        store.read("default", rel)
+
+
+def test_symlink_out_of_the_workspace_is_refused(store: WorkspaceStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("secret")
+    os.symlink(outside, store.agent_dir("default") / "linked")
+    with pytest.raises(InvalidPathError, match="outside"):
+        store.read("default", "linked/secret.md")
+    with pytest.raises(InvalidPathError, match="outside"):
+        store.write("default", "linked/new.md", "x", expected_sha=None, actor="tool")
+    assert not (outside / "new.md").exists()
+
+
+def test_agent_names_and_owner_keys() -> None:
+    assert check_agent("default") == "default"
+    for bad in ("", "../x", "a/b", ".hidden", "x" * 65):
+        with pytest.raises(InvalidPathError):
+            check_agent(bad)
+    # Owner keys that share a prefix or contain separators map to distinct single folder names.
+    names = {owner_dirname(o) for o in ("bench:r:conv-2", "bench:r:conv-26", "a/b", "..", "user@example.com")}
+    assert len(names) == 5
+    assert all("/" not in n and not n.startswith(".") for n in names)

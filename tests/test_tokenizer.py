@@ -1,0 +1,56 @@
+"""The shared tokenizer: Latin words, CJK bigrams, and FTS5 queries that are safe and OR-ed."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
+
+
+def test_latin_words_are_lowercased_and_stemmed_consistently() -> None:
+    assert tokenize("Hello WORLD 2023") == ["hello", "world", "2023"]
+    for group in (["bake", "baked", "bakes", "baking"], ["run", "running", "runs"], ["puppy", "puppies"]):
+        stems = {tokenize(w)[0] for w in group}
+        assert len(stems) == 1, (group, stems)
+    assert tokenize("Caroline's") == tokenize("caroline")
+    assert tokenize("don't") == ["don"]
+    assert tokenize("yes, no; (maybe)!") == ["yes", "no", tokenize("maybe")[0]]
+
+
+def test_cjk_runs_become_overlapping_bigrams_and_a_lone_char_itself() -> None:
+    assert tokenize("周日早上") == ["周日", "日早", "早上"]
+    assert tokenize("猫") == ["猫"]
+    assert tokenize("カタカナ") == ["カタ", "タカ", "カナ"]
+    assert tokenize("한국어") == ["한국", "국어"]
+    assert tokenize("我在Tokyo跑步2次") == ["我在", "tokyo", "跑步", "2", "次"]
+
+
+def test_mixed_text_splits_scripts_cleanly() -> None:
+    assert tokenize("我在Tokyo跑步") == ["我在", "tokyo", "跑步"]
+    assert tokenize("用户喜欢周日早上跑步") == ["用户", "户喜", "喜欢", "欢周", "周日", "日早", "早上", "上跑", "跑步"]
+    # Every bigram of a CJK query appears in the indexed text's bigrams: "跑步" finds the sentence.
+    assert set(tokenize("跑步")) <= set(tokenize("用户喜欢周日早上跑步"))
+    assert set(tokenize("周日早上")) <= set(tokenize("用户喜欢周日早上跑步"))
+
+
+def test_stopwords_are_kept_by_tokenize_and_listed_stemmed() -> None:
+    assert tokenize("what is the plan") == ["what", "is", "the", "plan"]
+    assert {"what", "is", "the"} <= STOPWORDS and "plan" not in STOPWORDS
+    assert tokenize("having")[0] in STOPWORDS
+
+
+def test_fts_query_is_or_of_quoted_tokens_and_safe_in_fts5() -> None:
+    assert fts_query(["a", "b", "a"]) == '"a" OR "b"'
+    assert fts_query([]) == ""
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(body, tokenize='unicode61')")
+    docs = ["周日 早上 跑步", "near or and not", "plan x"]
+    for d in docs:
+        conn.execute("INSERT INTO t (body) VALUES (?)", (" ".join(tokenize(d)),))
+    hostile = 'NEAR( "quote" body: * OR AND NOT) ^x -y'
+    q = fts_query(tokenize(hostile))
+    rows = conn.execute("SELECT body FROM t WHERE t MATCH ?", (q,)).fetchall()  # must not raise
+    assert {r[0] for r in rows} == {"near or and not", "plan x"}
+    # OR, never AND-all-terms: one shared token is enough to match.
+    rows = conn.execute("SELECT body FROM t WHERE t MATCH ?", (fts_query(tokenize("跑步 zebra")),)).fetchall()
+    assert [r[0] for r in rows] == [" ".join(tokenize("周日 早上 跑步"))]
