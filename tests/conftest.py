@@ -46,3 +46,7 @@ def services(settings, clock: ManualClock):
     svc = Services(settings, clock)
     yield svc
     svc.close()
+
+
+# Shared fixtures from tests/support (the scripted model server, ...).
+from tests.support.fixtures import model_server, model_settings_overrides  # noqa: E402, F401

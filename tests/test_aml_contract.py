@@ -76,7 +76,7 @@ def test_add_echoes_ids_byte_for_byte_and_is_searchable_at_once(client: httpx.Cl
     assert len(hits) == 1
     item = hits[0]
     assert "Caroline: I adopted a puppy named Biscuit" in item["content"]
-    assert "2023" in item["content"] and "May" in item["content"]  # the date prefix
+    assert item["content"].startswith("[2023-05-08 Mon] ")  # the date prefix
     assert item["created_at"].startswith("2023-05-08T13:56")
     assert isinstance(item["score"], float) and isinstance(item["id"], str) and item["id"]
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mateclaw_mem import __version__
-from mateclaw_mem.api import aml
+from mateclaw_mem.api import aml, health, memory, workspace
+from mateclaw_mem.api import learning as learning_api
+from mateclaw_mem.api.auth import RequireApiKey
 from mateclaw_mem.api.errors import error_response, install_error_handlers
 from mateclaw_mem.runtime.services import Services
 
@@ -63,20 +66,56 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-def create_app(services: Services) -> FastAPI:
-    app = FastAPI(title="mateclaw-mem", version=__version__)
+def create_app(services: Services, *, mcp: bool = True, host: str | None = None) -> FastAPI:
+    """The HTTP face. `mcp` mounts the MCP server (streamable HTTP) at `/mcp`; `host` is the bind
+    address, which decides whether MCP's DNS-rebinding protection (loopback only) applies."""
+    mcp_app = _McpHttp(services, host or services.settings.server.host) if mcp else None
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if mcp_app is None:
+            yield
+            return
+        async with mcp_app.session_manager.run():  # the MCP transport's task group lives here
+            yield
+
+    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan)
     app.state.services = services
     app.state.api_key = services.api_key
     _ = services.aml  # built now: the index catches up with the log before the first request
     install_error_handlers(app)
 
-    @app.get("/health", tags=["health"])
-    def health() -> dict[str, Any]:
-        # Unauthenticated and secret-free: says whether auth is on, never what the key is.
-        return {"status": "ok", "version": __version__, "auth": bool(services.api_key)}
-
+    app.include_router(health.router)
     app.include_router(aml.router)
+    app.include_router(memory.router)
+    app.include_router(workspace.router)
+    app.include_router(learning_api.router)
+    _ = services.lineage  # built now: it records harness versions from the first write on
     # Other faces' routers go here, one line each.
 
+    if mcp_app is not None:
+        for route in mcp_app.routes:
+            app.router.routes.append(route)
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes)
     return app
+
+
+class _McpHttp:
+    """The MCP server's streamable-HTTP routes, guarded by the same API key as the REST routes."""
+
+    def __init__(self, services: Services, host: str) -> None:
+        from starlette.routing import Route
+
+        from mateclaw_mem.mcp.server import build_server
+
+        server = build_server(services)
+        # Stateless + JSON: no per-client session state or SSE streams to keep alive in an idle daemon.
+        starlette_app = server.streamable_http_app(
+            streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+        )
+        self.session_manager = server.session_manager
+        self.routes = [
+            Route(r.path, endpoint=RequireApiKey(r.endpoint, services.api_key), methods=r.methods)
+            if isinstance(r, Route) else r
+            for r in starlette_app.routes
+        ]

@@ -8,10 +8,12 @@ wrong -> 403. The comparison is constant-time and the key never appears in a res
 from __future__ import annotations
 
 import hmac
+import ipaddress
 
 from fastapi import Request
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from mateclaw_mem.api.errors import ApiError
+from mateclaw_mem.api.errors import ApiError, error_response
 
 
 def _presented_key(request: Request) -> str | None:
@@ -26,7 +28,11 @@ def _presented_key(request: Request) -> str | None:
 
 def require_api_key(request: Request) -> None:
     """Dependency for every authenticated router; reads the key from `app.state.api_key`."""
-    expected: str | None = getattr(request.app.state, "api_key", None)
+    check_key(request, getattr(request.app.state, "api_key", None))
+
+
+def check_key(request: Request, expected: str | None) -> None:
+    """Raise the 401/403 `ApiError` unless `request` presents `expected` (None = open)."""
     if not expected:
         return
     presented = _presented_key(request)
@@ -41,3 +47,30 @@ def require_api_key(request: Request) -> None:
     # with non-ASCII characters (configured as UTF-8) still compares equal.
     if not hmac.compare_digest(presented.encode("latin-1"), expected.encode("utf-8")):
         raise ApiError(403, "forbidden", "invalid API key")
+
+
+class RequireApiKey:
+    """The same check for a mounted ASGI app that is not a FastAPI route (the MCP endpoint)."""
+
+    def __init__(self, app: ASGIApp, expected: str | None) -> None:
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and self.expected:
+            try:
+                check_key(Request(scope), self.expected)
+            except ApiError as exc:
+                await error_response(exc.status, exc.message, exc.headers)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach; anything else needs an API key."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything

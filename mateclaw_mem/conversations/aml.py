@@ -27,7 +27,6 @@ MAX_CONTENT_CHARS = 2_000_000
 MAX_ID_CHARS = 1024
 MAX_TOP_K = 1000
 _WEEKDAY_ABBR = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTH_ABBR = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
 class TooLargeError(InvalidInputError):
@@ -74,9 +73,13 @@ def _body_hash(user_id: str, session_id: str, messages: list[AmlMessage]) -> str
 
 
 def render_content(hit: Hit) -> str:
-    """"[Mon 8 May 2023] Caroline: text" - the stored text with its date and speaker in front."""
+    """"[2023-05-08 Mon] Caroline: text" - the stored text with its date and speaker in front.
+
+    ISO date plus weekday: two whitespace tokens (results are read under token budgets), and the
+    weekday lets an answer model resolve "last Friday" without a calendar.
+    """
     d = datetime.fromtimestamp(hit.ts_ms / 1000, tz=UTC)
-    date = f"[{_WEEKDAY_ABBR[d.weekday()]} {d.day} {_MONTH_ABBR[d.month - 1]} {d.year}]"
+    date = f"[{d:%Y-%m-%d} {_WEEKDAY_ABBR[d.weekday()]}]"
     if hit.speaker:  # the content already starts with "Speaker: "
         return f"{date} {hit.content}"
     return f"{date} {hit.role}: {hit.content}"

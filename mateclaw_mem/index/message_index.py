@@ -21,10 +21,12 @@ k1/b and computes IDF over all owners together. See `Ranking` for the knobs and 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import re
+import sqlite3
 import threading
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -117,20 +119,42 @@ def owner_key(agent: str, owner: str) -> str:
     return "k" + hashlib.sha256(f"{agent}\x00{owner}".encode()).hexdigest()[:32]
 
 
+# Words that place an event in time. A "when" question's answer usually sits in a turn that says
+# "yesterday", "last week" or "in May" - relative to the message date the answer model sees.
+_TEMPORAL = frozenset(
+    tokenize(
+        "yesterday today tomorrow tonight ago last next week weekend weeks month months year years day days"
+        " morning evening night recently soon earlier later since before after until"
+        " " + " ".join(_MONTHS) + " " + " ".join(_WEEKDAYS)
+    )
+) - STOPWORDS
+_WHEN_RE = re.compile(
+    r"\b(when|how long|what (?:year|month|day|date|time)|which (?:year|month|day))\b", re.IGNORECASE
+)
+
+
 @dataclass(frozen=True)
 class Ranking:
-    """Ranking knobs. Defaults were chosen on LoCoMo dev as whole features, not per question."""
+    """Ranking knobs. Defaults were chosen on LoCoMo dev as whole features, not per question;
+    `scripts/bench/aml_inprocess.py --set name=value` measures a change in seconds."""
 
     k1: float = 1.2
     # Per-field length normalisation. Short chat turns: a 6-word "Thanks, that's sweet!" must not
     # outrank an informative 40-word turn just for being short, so b is well below the usual 0.75.
     b: dict[str, float] = field(default_factory=lambda: {"body": 0.3, "ctx": 0.3, "nb": 0.3, "dt": 0.0})
-    weights: dict[str, float] = field(
-        default_factory=lambda: {"body": 1.0, "ctx": 0.5, "nb": 0.15, "dt": 0.3}
-    )
-    question_penalty: float = 0.85  # a turn that only asks rarely holds the answer
-    speaker_boost: float = 1.15  # the question names who said it
+    # ctx (the question this turn answers) counts as much as the turn itself; neighbours only a
+    # little (they add recall but blur which turn of an exchange is the answer).
+    weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.3})
+    question_penalty: float = 0.6  # a turn that only asks rarely holds the answer
+    speaker_boost: float = 1.3  # the question names who said it
+    drop_speaker_names: bool = True  # speaker names are not search terms (see `search`)
+    when_boost: float = 1.2  # a "when"/"how long" question and a turn that mentions time
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
+    session_weight: float = 0.3  # boost for turns of the sessions that match best overall
+    neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
+    prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
+    prf_terms: int = 10  # ...with this many of their strongest terms...
+    prf_weight: float = 0.15  # ...each weighted this much relative to a query term
 
 
 @dataclass(frozen=True)
@@ -147,22 +171,69 @@ class Hit:
 
 
 @dataclass
+class _Pending:
+    """A row being indexed in this batch (its `nb` may still grow when the next turn arrives)."""
+
+    msg: LoggedMessage
+    speaker: str | None
+    body: list[str]
+    ctx: list[str]
+    nb: list[str]
+    is_question: bool
+
+
+@dataclass
 class _Doc:
     id: int
     speaker: str | None
     is_question: bool
-    fields: dict[str, Counter[str]]
-    lens: dict[str, int]
+    has_time: bool
+    tf: dict[str, tuple[int, int, int, int]]  # term -> count in (body, ctx, nb, dt)
+    lens: tuple[int, int, int, int]
+    conversation_id: str
+    prev: int | None = None  # neighbouring turns of the same conversation (set by the view)
+    next: int | None = None
+
+
+class _OwnerView:
+    """One owner's parsed documents and statistics, cached in memory.
+
+    Parsing field text into term counts is what made pure-SQL ranking slow (10+ ms per search);
+    the view is rebuilt only when the owner's documents change (max id / count differ).
+    """
+
+    def __init__(self, stamp: tuple[int, int], docs: list[_Doc]) -> None:
+        self.stamp = stamp
+        self.by_id = {d.id: d for d in docs}
+        self.n = len(docs)
+        self.avg = tuple(max(sum(d.lens[i] for d in docs) / max(len(docs), 1), 1.0) for i in range(4))
+        self.df: Counter[str] = Counter()
+        for d in docs:
+            self.df.update(t for t, c in d.tf.items() if c[0])
+        self.speakers = {d.speaker for d in docs if d.speaker}
+        by_conv: dict[str, list[_Doc]] = {}
+        for d in sorted(docs, key=lambda d: d.id):
+            by_conv.setdefault(d.conversation_id, []).append(d)
+        for turns in by_conv.values():
+            for a, b in itertools.pairwise(turns):
+                a.next, b.prev = b.id, a.id
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0)
+        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
 
 
 class MessageIndex:
     """Thread-safe (one connection behind a lock); `sync` is idempotent and crash-safe."""
+
+    _MAX_VIEWS = 64  # owners kept parsed in memory (least recently used evicted)
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None) -> None:
         self.path = db_path
         self.ranking = ranking or Ranking()
         self._lock = threading.RLock()
         self._conn = connect(db_path)
+        self._views: OrderedDict[tuple[str, str], _OwnerView] = OrderedDict()
         with self._lock:
             self._conn.executescript(_SCHEMA)
 
@@ -182,14 +253,10 @@ class MessageIndex:
                 try:
                     # Read the watermark inside the write transaction: another process may have
                     # indexed since we last looked.
-                    row = self._conn.execute(
-                        "SELECT value FROM meta WHERE key = 'watermark'"
-                    ).fetchone()
-                    mark = int(row["value"]) if row else 0
-                    msgs = log.since(mark, limit=batch)
-                    for m in msgs:
-                        self._add(m)
+                    row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+                    msgs = log.since(int(row["value"]) if row else 0, limit=batch)
                     if msgs:
+                        self._add_batch(msgs)
                         self._conn.execute(
                             "INSERT INTO meta (key, value) VALUES ('watermark', ?)"
                             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
@@ -206,66 +273,96 @@ class MessageIndex:
     def rebuild(self, log: MessageSource) -> int:
         """Drop everything derived and index the whole log again."""
         with self._lock:
-            self._conn.executescript(
-                "DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;"
-            )
+            self._conn.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;")
             self._conn.executescript(_SCHEMA)
+            self._views.clear()
             return self.sync(log)
 
-    def _add(self, m: LoggedMessage) -> None:
+    def _add_batch(self, msgs: Sequence[LoggedMessage]) -> None:
         conn = self._conn
-        agent, owner, conv = m.agent, m.owner, m.conversation_id
-        speaker, text = split_speaker(m.content)
-        body = tokenize(text)
-        prev = conn.execute(
-            "SELECT d.id, d.speaker, d.content, d.is_question FROM docs d"
-            " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? ORDER BY d.id DESC LIMIT 1",
-            (agent, owner, conv),
-        ).fetchone()
-        ctx: list[str] = []
-        nb: list[str] = []
-        if prev is not None:
-            prev_text = split_speaker(prev["content"])[1]
-            prev_toks = tokenize(prev_text)
-            nb = list(prev_toks)
-            if prev["is_question"] and prev["speaker"] != speaker:
-                ctx = prev_toks
-            # The previous turn gains this one as its "next" neighbour.
-            old = conn.execute("SELECT nb FROM fts WHERE rowid = ?", (prev["id"],)).fetchone()
-            new_nb = (old["nb"] + " " if old and old["nb"] else "") + " ".join(body)
-            conn.execute("UPDATE fts SET nb = ? WHERE rowid = ?", (new_nb, prev["id"]))
-            conn.execute("UPDATE docs SET nb_len = ? WHERE id = ?", (len(new_nb.split()), prev["id"]))
-        conn.execute(
+        last: dict[tuple[str, str, str], _Pending | sqlite3.Row | None] = {}
+        pending: list[_Pending] = []
+        grown: dict[int, list[str]] = {}  # already indexed turns whose next neighbour arrived now
+        for m in msgs:
+            key = (m.agent, m.owner, m.conversation_id)
+            if key not in last:
+                last[key] = conn.execute(
+                    "SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs d JOIN fts f ON f.rowid = d.id"
+                    " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? ORDER BY d.id DESC LIMIT 1",
+                    key,
+                ).fetchone()
+            prev = last[key]
+            speaker, text = split_speaker(m.content)
+            doc = _Pending(m, speaker, tokenize(text), [], [], _is_question(text))
+            if isinstance(prev, _Pending):
+                prev_body, prev_speaker, prev_q = prev.body, prev.speaker, prev.is_question
+                prev.nb.extend(doc.body)
+            elif prev is not None:
+                prev_body = tokenize(split_speaker(prev["content"])[1])
+                prev_speaker, prev_q = prev["speaker"], bool(prev["is_question"])
+                grown.setdefault(prev["id"], prev["nb"].split()).extend(doc.body)
+            else:
+                prev_body, prev_speaker, prev_q = [], None, False
+            doc.nb.extend(prev_body)
+            if prev_q and prev_speaker != speaker:
+                doc.ctx = prev_body
+            last[key] = doc
+            pending.append(doc)
+        for doc_id, nb in grown.items():
+            conn.execute("UPDATE fts SET nb = ? WHERE rowid = ?", (" ".join(nb), doc_id))
+            conn.execute("UPDATE docs SET nb_len = ? WHERE id = ?", (len(nb), doc_id))
+        conn.executemany(
             "INSERT INTO docs (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
             " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                m.id,
-                agent,
-                owner,
-                conv,
-                m.role,
-                speaker,
-                m.content,
-                m.ts_ms,
-                int(_is_question(text)),
-                len(body),
-                len(ctx),
-                len(nb),
-            ),
+            [
+                (p.msg.id, p.msg.agent, p.msg.owner, p.msg.conversation_id, p.msg.role, p.speaker,
+                 p.msg.content, p.msg.ts_ms, int(p.is_question), len(p.body), len(p.ctx), len(p.nb))
+                for p in pending
+            ],
         )
-        conn.execute(
+        conn.executemany(
             "INSERT INTO fts (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, ?)",
-            (
-                m.id,
-                owner_key(agent, owner),
-                " ".join(body),
-                " ".join(ctx),
-                " ".join(nb),
-                " ".join(_date_tokens(m.ts_ms)),
-            ),
+            [
+                (p.msg.id, owner_key(p.msg.agent, p.msg.owner), " ".join(p.body), " ".join(p.ctx),
+                 " ".join(p.nb), " ".join(_date_tokens(p.msg.ts_ms)))
+                for p in pending
+            ],
         )
 
     # ------------------------------------------------------------------ search
+
+    def _view(self, agent: str, owner: str) -> _OwnerView | None:
+        """The owner's parsed documents; re-read only when they changed. Call with the lock held."""
+        row = self._conn.execute(
+            "SELECT MAX(id) AS last, COUNT(*) AS n FROM docs WHERE agent = ? AND owner = ?", (agent, owner)
+        ).fetchone()
+        if not row["n"]:
+            return None
+        stamp = (row["last"], row["n"])
+        key = (agent, owner)
+        view = self._views.get(key)
+        if view is not None and view.stamp == stamp:
+            self._views.move_to_end(key)
+            return view
+        docs = []
+        for r in self._conn.execute(
+            "SELECT d.id, d.speaker, d.is_question, d.conversation_id, f.body, f.ctx, f.nb, f.dt FROM docs d"
+            " JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ?",
+            (agent, owner),
+        ):
+            counts = [Counter(r[f].split()) for f in _FIELDS]
+            tf: dict[str, tuple[int, int, int, int]] = {}
+            for t in set().union(*counts):
+                tf[t] = (counts[0][t], counts[1][t], counts[2][t], counts[3][t])
+            lens = (sum(counts[0].values()), sum(counts[1].values()), sum(counts[2].values()),
+                    sum(counts[3].values()))
+            docs.append(_Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
+                             tf, lens, r["conversation_id"]))  # type: ignore[arg-type]
+        view = _OwnerView(stamp, docs)
+        self._views[key] = view
+        while len(self._views) > self._MAX_VIEWS:
+            self._views.popitem(last=False)
+        return view
 
     def search(
         self,
@@ -278,90 +375,118 @@ class MessageIndex:
     ) -> list[Hit]:
         """The owner's messages best matching `query`, best first, at most `limit`."""
         r = self.ranking
+        if limit <= 0:
+            return []
+        with self._lock:
+            view = self._view(agent, owner)
+        if view is None:
+            return []
         qtoks = tokenize(query)
-        content_toks = [t for t in qtoks if t not in STOPWORDS] or qtoks
-        qweights: dict[str, float] = {}
-        for t in content_toks:
-            qweights[t] = 1.0
+        named = {s for s in view.speakers if not set(tokenize(s)).isdisjoint(qtoks)}
+        # In a chat, a speaker's name in other turns is mostly a vocative ("Thanks, Melanie!"), so
+        # as a search term it pulls up the *other* speaker's turns. Names count through the
+        # speaker boost instead - unless the query is nothing but names.
+        name_toks = {t for s in named for t in tokenize(s)} if r.drop_speaker_names else set()
+        content_toks = [t for t in qtoks if t not in STOPWORDS and t not in name_toks]
+        content_toks = content_toks or [t for t in qtoks if t not in STOPWORDS] or qtoks
+        qweights: dict[str, float] = dict.fromkeys(content_toks, 1.0)
         for opt in options:
             for t in tokenize(opt):
                 if t not in STOPWORDS and t not in qweights:
                     qweights[t] = r.option_weight
-        if not qweights or limit <= 0:
+        if not qweights:
             return []
-        okey = owner_key(agent, owner)
-        match = f'okey:"{okey}" AND {{body ctx nb dt}}: ({fts_query(list(qweights))})'
+        match = f'okey:"{owner_key(agent, owner)}" AND {{body ctx nb dt}}: ({fts_query(list(qweights))})'
         with self._lock:
-            stats = self._conn.execute(
-                "SELECT COUNT(*) AS n, AVG(body_len) AS body, AVG(ctx_len) AS ctx,"
-                " AVG(nb_len) AS nb FROM docs WHERE agent = ? AND owner = ?",
-                (agent, owner),
-            ).fetchone()
-            if not stats["n"]:
-                return []
-            rows = self._conn.execute(
-                "SELECT f.rowid AS id, f.body, f.ctx, f.nb, f.dt, d.agent, d.owner, d.speaker,"
-                " d.is_question FROM fts f JOIN docs d ON d.id = f.rowid WHERE fts MATCH ?",
-                (match,),
-            ).fetchall()
-        # Exact owner check on top of the hashed key: isolation must not rest on a hash alone.
-        rows = [row for row in rows if row["agent"] == agent and row["owner"] == owner]
-        if not rows:
-            return []
-        n_docs = stats["n"]
-        avg = {
-            "body": max(stats["body"] or 1.0, 1.0),
-            "ctx": max(stats["ctx"] or 1.0, 1.0),
-            "nb": max(stats["nb"] or 1.0, 1.0),
-            "dt": 3.0,
-        }
-        docs = []
-        df: Counter[str] = Counter()
-        for row in rows:
-            fields = {f: Counter(row[f].split()) for f in _FIELDS}
-            lens = {f: sum(c.values()) for f, c in fields.items()}
-            docs.append(_Doc(row["id"], row["speaker"], bool(row["is_question"]), fields, lens))
-            # Every message holding a query token in any field is a candidate, so the document
-            # frequency of a query token within this owner's messages is exact from the candidates.
-            for t in qweights:
-                if t in fields["body"]:
-                    df[t] += 1
-        idf = {
-            t: math.log(1.0 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in qweights
-        }
-        speakers = {d.speaker for d in docs if d.speaker}
-        named = {s for s in speakers if set(tokenize(s)) & set(qtoks)}
+            cand = [row[0] for row in self._conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))]
+        # Exact owner check on top of the hashed key: isolation must not rest on a hash alone
+        # (the view holds only this owner's documents).
+        docs = [view.by_id[i] for i in cand if i in view.by_id]
+        when = bool(_WHEN_RE.search(query))
+        scores = self._score(view, docs, qweights, named, when)
+        if r.prf_docs and r.prf_terms and r.prf_weight and scores:
+            expanded = self._feedback(view, docs, scores, qweights)
+            if expanded:
+                scores = self._score(view, docs, expanded, named, when)
+        by_id = {d.id: sc for d, sc in zip(docs, scores, strict=True) if sc > 0}
+        if r.neighbour_weight:
+            # A turn in the middle of the right exchange inherits part of its best neighbour's score:
+            # conversations answer across turns ("Did you like it?" / "Loved it, the ending...").
+            inherited: dict[int, float] = {}
+            for i, sc in by_id.items():
+                d = view.by_id[i]
+                for j in (d.prev, d.next):
+                    if j is not None:
+                        inherited[j] = max(inherited.get(j, 0.0), sc)
+            by_id = {i: by_id.get(i, 0.0) + r.neighbour_weight * inherited.get(i, 0.0)
+                     for i in by_id.keys() | inherited.keys()}
+        if r.session_weight and by_id:
+            # A session that talks about the topic at length is where the answer most likely is.
+            per_session: dict[str, list[float]] = {}
+            for i, sc in by_id.items():
+                per_session.setdefault(view.by_id[i].conversation_id, []).append(sc)
+            strength = {c: sum(sorted(v, reverse=True)[:3]) for c, v in per_session.items()}
+            top = max(strength.values()) or 1.0
+            by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
+                     for i, sc in by_id.items()}
+        ranked = sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
+        return self._hits(ranked[:limit])
 
-        scored: list[tuple[float, int]] = []
-        for i, d in enumerate(docs):
+    def _score(
+        self,
+        view: _OwnerView,
+        docs: list[_Doc],
+        qweights: dict[str, float],
+        named: set[str],
+        when: bool,
+    ) -> list[float]:
+        r = self.ranking
+        k1 = r.k1
+        w = tuple(r.weights[f] for f in _FIELDS)
+        b = tuple(r.b[f] for f in _FIELDS)
+        avg = view.avg
+        idf = {t: view.idf(t) for t in qweights}
+        out = []
+        for d in docs:
+            norm = tuple(1.0 - b[i] + b[i] * d.lens[i] / avg[i] for i in range(4))
             s = 0.0
             for t, qw in qweights.items():
-                tf = 0.0
-                for f in _FIELDS:
-                    c = d.fields[f].get(t)
-                    if c:
-                        b = r.b[f]
-                        norm = 1.0 - b + b * d.lens[f] / avg[f]
-                        tf += r.weights[f] * c / norm
-                if tf:
-                    s += qw * idf[t] * tf / (r.k1 + tf)
+                c = d.tf.get(t)
+                if c is None:
+                    continue
+                tf = sum(w[i] * c[i] / norm[i] for i in range(4) if c[i])
+                s += qw * idf[t] * tf / (k1 + tf)
             if d.is_question:
                 s *= r.question_penalty
             if d.speaker in named:
                 s *= r.speaker_boost
-            scored.append((s, i))
-        scored.sort(key=lambda x: (-x[0], docs[x[1]].id))
-        top = [(s, docs[i].id) for s, i in scored[:limit] if s > 0]
-        return self._hits(top)
+            if when and d.has_time:
+                s *= r.when_boost
+            out.append(s)
+        return out
+
+    def _feedback(
+        self, view: _OwnerView, docs: list[_Doc], scores: list[float], qweights: dict[str, float]
+    ) -> dict[str, float]:
+        """Query + the strongest body terms of the top turns (RM3-like, idf-weighted)."""
+        r = self.ranking
+        top = sorted(range(len(docs)), key=lambda i: -scores[i])[: r.prf_docs]
+        gain: Counter[str] = Counter()
+        for i in top:
+            for t, c in docs[i].tf.items():
+                if c[0] and t not in qweights and t not in STOPWORDS:
+                    gain[t] += view.idf(t) / len(top)
+        expanded = dict(qweights)
+        for t, _ in gain.most_common(r.prf_terms):
+            expanded[t] = r.prf_weight
+        return expanded if len(expanded) > len(qweights) else {}
 
     def _hits(self, top: list[tuple[float, int]]) -> list[Hit]:
         if not top:
             return []
         ids = [i for _, i in top]
         with self._lock:
-            rows = self._conn.execute(
-                f"SELECT * FROM docs WHERE id IN ({','.join('?' * len(ids))})", ids
-            ).fetchall()
+            rows = self._conn.execute(f"SELECT * FROM docs WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
         by_id = {row["id"]: row for row in rows}
         return [
             Hit(

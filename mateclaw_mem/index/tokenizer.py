@@ -110,3 +110,26 @@ def fts_query(tokens: list[str]) -> str:
         if t:
             seen.setdefault(t, None)
     return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
+
+
+def token_spans(text: str) -> list[tuple[str, int, int]]:
+    """(token, start, end) for every token `tokenize(text)` yields, with its character span in `text`.
+
+    For snippets and highlighting: the same regex and rules as `tokenize`, so a highlighted span is
+    exactly what matched. A CJK bigram spans two characters (neighbouring bigrams overlap).
+    """
+    out: list[tuple[str, int, int]] = []
+    lowered = text.lower()
+    # lower() can change length for a few characters (e.g. "İ"); spans then only approximate.
+    for m in _TOKEN_RE.finditer(lowered):
+        run, start = m.group(0), m.start()
+        if _is_cjk_char(run[0]):
+            if len(run) == 1:
+                out.append((run, start, start + 1))
+            else:
+                out.extend((run[i : i + 2], start + i, start + i + 2) for i in range(len(run) - 1))
+            continue
+        if run in _CLITICS and start > 0 and lowered[start - 1] in "'\u2019":
+            continue
+        out.append((_stem(run), start, m.end()))
+    return out

@@ -1,34 +1,50 @@
 """The long-running process: one per workspace, started by `mateclaw-mem serve`.
 
 It seeds the workspace, takes the daemon lock (a second daemon on the same workspace refuses to
-start), starts what the configuration enables and stops cleanly on SIGTERM / Ctrl-C.
+start), starts the extraction workers, the file watcher, the scheduler and the HTTP API (uvicorn,
+with MCP mounted at `/mcp`) and stops them cleanly, in reverse order, on SIGTERM / Ctrl-C.
+
+Nothing here polls: the main thread sleeps on an Event that the signal handler sets, the watcher
+sleeps on OS file events, the scheduler on its next fire time, the workers on their queue.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock, Timeout
 
-from mateclaw_mem.errors import BusyError
+from mateclaw_mem.errors import BusyError, ConfigError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import clean_temp_files
 
 log = logging.getLogger("mateclaw_mem.daemon")
 
+HTTP_START_TIMEOUT = 30.0
+HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing them
+
 
 class Daemon:
-    def __init__(self, services: Services, *, host: str | None = None, port: int | None = None) -> None:
+    def __init__(
+        self, services: Services, *, host: str | None = None, port: int | None = None, http: bool = True
+    ) -> None:
         self.services = services
         self.host = host or services.settings.server.host
         self.port = services.settings.server.port if port is None else port
+        self.http = http
+        self.url = ""
         self._stop = threading.Event()
         self._lock: FileLock | None = None
-        self._stoppers: list[Callable[[], None]] = []
+        self._stoppers: list[tuple[str, Callable[[], None]]] = []
+        self._server: Any = None
+        self._server_thread: threading.Thread | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -36,30 +52,127 @@ class Daemon:
 
     def start(self) -> None:
         settings = self.services.settings
+        self._check_auth()
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.lock_path))
         try:
             self._lock.acquire(timeout=0)
         except Timeout:
+            self._lock = None
             raise BusyError(
                 f"another mateclaw-mem daemon is already running on workspace {settings.workspace.resolve()}"
             ) from None
+        try:
+            self._start_parts()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _check_auth(self) -> None:
+        from mateclaw_mem.api.auth import is_loopback
+
+        if self.http and not is_loopback(self.host) and not self.services.api_key:
+            env = self.services.settings.server.api_key_env
+            raise ConfigError(
+                f"refusing to listen on {self.host}: any address other than loopback needs an API key. "
+                f"Put the key in the environment variable {env} (setting server.api-key-env), "
+                "or bind to 127.0.0.1"
+            )
+
+    def _start_parts(self) -> None:
+        settings = self.services.settings
         removed = clean_temp_files(settings.workspace)
         if removed:
             log.info("removed %d temp file(s) left by an interrupted write", removed)
         created = self.services.store.ensure_agent(settings.default_agent)
         if created:
             log.info("seeded agent %r: %s", settings.default_agent, ", ".join(created))
-        mode = self.services.mode
         log.info("workspace %s", settings.workspace.resolve())
         log.info("config %s", settings.config_path or "(built-in defaults)")
-        if mode == "rules":
+        if self.services.mode == "rules":
             log.info("mode: rules (no model configured; deterministic extraction and consolidation)")
         else:
             log.info("mode: model %s at %s", settings.model.model, settings.model.base_url)
 
-    def add_stopper(self, fn: Callable[[], None]) -> None:
-        self._stoppers.append(fn)
+        # Workers first (they resume persisted work), then the sources of new work, then the API.
+        if self._has("extraction"):
+            extraction = self.services.extraction
+            self.add_stopper("extraction workers", lambda: extraction.shutdown(wait=True))
+            log.info("extraction workers started")
+        else:
+            log.warning("extraction service not available in this build: turns are logged only")
+        for name, label in (("watcher", "file watcher"), ("scheduler", "scheduler")):
+            part = getattr(self.services, name) if self._has(name) else None
+            if part is None:
+                log.warning("%s not available in this build", label)
+                continue
+            part.start()
+            self.add_stopper(label, part.stop)
+            log.info("%s started", label)
+        if self._has("scheduler"):
+            for job, when in self._next_runs():
+                log.info("next run: %s at %s", job, when)
+        if self.http:
+            self._start_http()
+
+    def _has(self, name: str) -> bool:
+        return hasattr(type(self.services), name)
+
+    def _next_runs(self) -> list[tuple[str, str]]:
+        runs = self.services.scheduler.next_runs()
+        items = runs.items() if isinstance(runs, dict) else runs
+        out = []
+        for item in items:
+            if isinstance(item, dict):
+                out.append((str(item.get("job") or item.get("name") or item.get("id")),
+                            str(item.get("next_run") or item.get("at") or item.get("when"))))
+            else:
+                job, when = item
+                out.append((str(job), when.isoformat(timespec="minutes") if hasattr(when, "isoformat") else str(when)))
+        return out
+
+    def _start_http(self) -> None:
+        import uvicorn
+
+        from mateclaw_mem.api.app import create_app
+
+        sock = _bind(self.host, self.port)
+        bound_port = sock.getsockname()[1]
+        app = create_app(self.services, host=self.host)
+        config = uvicorn.Config(
+            app,
+            log_config=None,  # keep our logging set-up
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=HTTP_STOP_GRACE,
+        )
+        server = uvicorn.Server(config)
+        # A thread, not the main thread: signals stay with us, so one handler stops everything in order.
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
+        self._server, self._server_thread = server, thread
+        self.add_stopper("HTTP API", self._stop_http)
+        thread.start()
+        # uvicorn exposes start-up only as a flag; this short wait happens once, at start.
+        deadline = time.monotonic() + HTTP_START_TIMEOUT
+        while thread.is_alive() and not server.started and time.monotonic() < deadline:
+            thread.join(0.02)
+        if not server.started:
+            raise ConfigError(f"the HTTP API did not start on {self.host}:{bound_port}; see the log above")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        self.url = f"http://{host}:{bound_port}"
+        log.info("listening on %s (auth %s); OpenAPI at %s/docs; MCP at %s/mcp",
+                 self.url, "on" if self.services.api_key else "off", self.url, self.url)
+
+    def _stop_http(self) -> None:
+        if self._server is None or self._server_thread is None:
+            return
+        self._server.should_exit = True
+        self._server_thread.join(HTTP_STOP_GRACE + 5)
+        self._server = None
+
+    def add_stopper(self, label: str, fn: Callable[[], None]) -> None:
+        self._stoppers.append((label, fn))
 
     def request_stop(self, *_: object) -> None:
         self._stop.set()
@@ -70,11 +183,13 @@ class Daemon:
             pass
 
     def stop(self) -> None:
-        for fn in reversed(self._stoppers):
+        while self._stoppers:
+            label, fn = self._stoppers.pop()
             try:
                 fn()
+                log.info("%s stopped", label)
             except Exception:
-                log.exception("error while stopping")
+                log.exception("error while stopping the %s", label)
         self.services.close()
         if self._lock is not None:
             self._lock.release()
@@ -82,11 +197,30 @@ class Daemon:
         log.info("stopped")
 
     def run_forever(self) -> None:
-        self.start()
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
+        self.start()
         log.info("ready; Ctrl-C or SIGTERM to stop")
         try:
             self.wait()
         finally:
+            log.info("stopping")
             self.stop()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """Bind here, in the main thread, so "address in use" is a clear error rather than a dead thread."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot bind to {host}:{port}: {exc.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror} (another process uses the port?)") from None
+    sock.set_inheritable(True)
+    return sock

@@ -13,8 +13,18 @@ from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.aml import AmlService
     from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.index.file_index import FileIndex
     from mateclaw_mem.index.message_index import MessageIndex
+    from mateclaw_mem.index.search import SearchService
+    from mateclaw_mem.llm.client import ModelClient
+    from mateclaw_mem.memory.context import ContextService
+    from mateclaw_mem.memory.learning import LearningService
+    from mateclaw_mem.memory.lineage import HarnessLineage
+    from mateclaw_mem.memory.structured import StructuredMemory
+    from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+    from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.file_commands import FileCommands
     from mateclaw_mem.workspace.store import WorkspaceStore
     from mateclaw_mem.workspace.tools import WorkspaceTools
 
@@ -26,6 +36,9 @@ class Services:
         self._closers: list[Any] = []
         self._reporters: list[tuple[str, Any]] = []
         self._lock = threading.RLock()
+        self.add_status("index", lambda: _index_wiring().index_status(self))
+        # Cheap to register: nothing is built until `status` calls it.
+        self.add_status("prompt_budget", lambda: self.context.budget_report())
 
     @property
     def mode(self) -> str:
@@ -36,13 +49,23 @@ class Services:
     def store(self) -> WorkspaceStore:
         from mateclaw_mem.workspace.store import WorkspaceStore
 
-        return WorkspaceStore.from_settings(self.settings, self.clock)
+        store = WorkspaceStore.from_settings(self.settings, self.clock)
+        # Every write refreshes the search index once one exists (CLI writes included).
+        store.subscribe(lambda event: _index_wiring().on_store_write(self, event))
+        return store
 
     @cached_property
     def tools(self) -> WorkspaceTools:
         from mateclaw_mem.workspace.tools import WorkspaceTools
 
         return WorkspaceTools(self.store)
+
+    @cached_property
+    def file_commands(self) -> FileCommands:
+        """view/create/str_replace/insert/delete/rename over `/memories/...` (MCP's file-memory set)."""
+        from mateclaw_mem.workspace.file_commands import FileCommands
+
+        return FileCommands(self.store, self.tools)
 
     @cached_property
     def log(self) -> ConversationLog:
@@ -70,6 +93,93 @@ class Services:
             return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent)
 
     @cached_property
+    def lineage(self) -> HarnessLineage:
+        """Harness lineage; subscribes to the store when built (the daemon builds it at start)."""
+        from mateclaw_mem.memory.lineage import HarnessLineage
+
+        with self._lock:
+            lineage = HarnessLineage(self.store, self.settings.state_dir / "state.db", self.clock)
+            self.store.subscribe(lineage.on_write)
+            self.on_close(lineage)
+            return lineage
+
+    @cached_property
+    def learning(self) -> LearningService:
+        from mateclaw_mem.memory.learning import LearningService
+        from mateclaw_mem.memory.task_runs import TaskRunLog
+
+        with self._lock:
+            service = LearningService(
+                self.store, TaskRunLog(self.settings.state_dir / "log.db"), self.clock, lineage=self.lineage
+            )
+            self.on_close(service)
+            return service
+
+    @cached_property
+    def file_index(self) -> FileIndex:
+        with self._lock:
+            return _index_wiring().build_file_index(self)
+
+    @cached_property
+    def search(self) -> SearchService:
+        with self._lock:
+            return _index_wiring().build_search(self)
+
+    @cached_property
+    def watcher(self) -> Watcher:
+        """Built here, not started: the daemon (`serve`) starts it."""
+        with self._lock:
+            return _index_wiring().build_watcher(self)
+
+    @cached_property
+    def prompt_model(self) -> ModelClient | None:
+        """The model client for prompt-side steps (window summaries, structured consolidation);
+        None in rules mode."""
+        if not self.settings.model.configured:
+            return None
+        from mateclaw_mem.llm.client import ModelClient
+        from mateclaw_mem.llm.usage import UsageLog
+
+        with self._lock:
+            usage = UsageLog(self.settings.state_dir / "log.db")
+            self.on_close(usage)
+            client = ModelClient.from_settings(self.settings, usage=usage)
+            self.on_close(client)
+            return client
+
+    @cached_property
+    def structured(self) -> StructuredMemory:
+        from mateclaw_mem.memory.structured import StructuredMemory
+
+        memory = self.settings.mate.memory
+        return StructuredMemory(self.store, self.clock, max_chars=memory.system_block_max_chars,
+                                max_entries_per_type=memory.system_block_max_entries_per_type,
+                                relevance=_structured_relevance(self))
+
+    @cached_property
+    def context(self) -> ContextService:
+        from mateclaw_mem.memory.context import ContextService
+        from mateclaw_mem.memory.window import Summarizer, WindowDefense
+
+        window = self.settings.mate.agent.conversation.window
+        summarizer = Summarizer(self.clock, client=self.prompt_model, max_tokens=window.summary_max_tokens)
+        return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log)
+
+    @cached_property
+    def structured_consolidation(self) -> StructuredConsolidation:
+        from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+
+        memory = self.settings.mate.memory
+        with self._lock:
+            svc = StructuredConsolidation(
+                self.store, self.clock, state_db=self.settings.state_dir / "state.db",
+                min_entries=memory.structured_consolidation_min_entries,
+                max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.prompt_model,
+            )
+            self.on_close(svc)
+            return svc
+
+    @cached_property
     def api_key(self) -> str | None:
         """The HTTP API key from the environment variable the settings name; None = open.
 
@@ -95,3 +205,16 @@ class Services:
                 if callable(fn):
                     fn()
                     break
+
+
+def _index_wiring() -> Any:
+    from mateclaw_mem.runtime import index_wiring
+
+    return index_wiring
+
+
+def _structured_relevance(services: Services) -> Any:
+    """Project/reference entries are matched through the search index (built on first use)."""
+    from mateclaw_mem.memory.structured import search_relevance
+
+    return search_relevance(lambda: services.search)

@@ -286,6 +286,7 @@ class WorkspaceStore:
         actor: str,
         owner: str | None = None,
         reason: str = "",
+        batch: str | None = None,
     ) -> WriteResult:
         path = self.path(agent, rel, owner)
         with self.lock(path):
@@ -294,7 +295,7 @@ class WorkspaceStore:
                 raise NotFoundError(f"{rel} does not exist")
             if expected_sha is not None and expected_sha != current.sha:
                 raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
-            version = self._keep(agent, owner, rel, current, "", actor, reason or "deleted", None)
+            version = self._keep(agent, owner, rel, current, "", actor, reason or "deleted", batch)
             path.unlink()
             self._notify(WriteEvent(agent, owner, rel, path, "", actor))
             return WriteResult(rel, path, "", current.sha, True, version=version.version)

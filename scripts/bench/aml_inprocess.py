@@ -30,7 +30,7 @@ from mateclaw_mem.index.message_index import MessageIndex, Ranking  # noqa: E402
 SHARED_BENCH = REPO.parent / "shared" / "bench"
 
 
-def load_bench(path: Path):  # noqa: ANN201 - a module object
+def load_bench(path: Path):  # returns the aml_bench module
     spec = importlib.util.spec_from_file_location("aml_bench", path)
     assert spec and spec.loader
     mod = importlib.util.module_from_spec(spec)
@@ -59,7 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="Ranking field=JSON value")
     ap.add_argument("--misses", type=int, default=0, help="print N questions whose evidence is not ranked first")
     ap.add_argument("--out", default=None, help="write per-question ranks (JSON) here")
+    ap.add_argument("--no-stem", action="store_true", help="experiment: tokenizer without stemming")
     args = ap.parse_args(argv)
+    if args.no_stem:
+        import mateclaw_mem.index.tokenizer as tokenizer
+
+        tokenizer._stem = lambda w: w  # type: ignore[assignment]
 
     bench = load_bench(Path(args.bench))
     bargs = argparse.Namespace(

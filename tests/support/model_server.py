@@ -91,7 +91,7 @@ class Answer:
 class RecordedRequest:
     method: str
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names lower-cased
     body: dict[str, Any] | None
     ts: float
 
@@ -158,7 +158,10 @@ class ModelServer:
 
         self._httpd = ThreadingHTTPServer((self._host, 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="model-server", daemon=True)
+        httpd = self._httpd
+        self._thread = threading.Thread(
+            target=lambda: httpd.serve_forever(poll_interval=0.05), name="model-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -319,18 +322,18 @@ class _Handler(BaseHTTPRequestHandler):
     owner: ModelServer
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
 
-    def do_GET(self) -> None:  # noqa: N802 - stdlib naming
+    def do_GET(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
-        self.owner._record(RecordedRequest("GET", path, dict(self.headers), None, time.time()))
+        self.owner._record(RecordedRequest("GET", path, {k.lower(): v for k, v in self.headers.items()}, None, time.time()))
         if path in ("/v1/models", "/models"):
             self._send_json(200, {"object": "list", "data": [_model_card(self.owner.model)]})
         else:
             self._send_error_body(404, "not found", "not_found_error", None, None)
 
-    def do_POST(self) -> None:  # noqa: N802 - stdlib naming
+    def do_POST(self) -> None:
         path = self.path.split("?", 1)[0].rstrip("/")
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
@@ -338,7 +341,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw.decode("utf-8")) if raw else {}
         except (UnicodeDecodeError, json.JSONDecodeError):
             body = None
-        self.owner._record(RecordedRequest("POST", path, dict(self.headers), body, time.time()))
+        self.owner._record(RecordedRequest("POST", path, {k.lower(): v for k, v in self.headers.items()}, body, time.time()))
         if not isinstance(body, dict):
             self._send_error_body(400, "request body is not a JSON object", "invalid_request_error", None, None)
             return

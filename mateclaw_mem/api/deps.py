@@ -1,0 +1,28 @@
+"""Shared FastAPI dependencies: the composition root and the services a router needs from it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+
+from mateclaw_mem.api.errors import ApiError
+from mateclaw_mem.runtime.services import Services
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services
+
+
+def service(services: Services, name: str) -> Any:
+    """`services.<name>`, or a 503 naming what is missing from this build instead of a 500."""
+    # Look at the class, not the instance: an AttributeError raised while *building* a service is
+    # a bug and must surface as one, not as "unavailable".
+    if not hasattr(type(services), name):
+        raise ApiError(503, "unavailable", f"the {name} service is not available in this build")
+    return getattr(services, name)
+
+
+def owner_key(owner: str | None) -> str:
+    """Services take "" for "no owner" (the single-user default)."""
+    return owner or ""

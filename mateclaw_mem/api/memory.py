@@ -1,0 +1,210 @@
+"""`/api/v1/memory/{agentId}/...`: the memory lifecycle over HTTP.
+
+Conversation turns (recorded, extraction triggered off the request thread), manual extraction,
+dreaming ("emergence"), structured consolidation, the dreaming status and the assembled prompt
+context. Parse, call the service, render.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, is_dataclass
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from mateclaw_mem.api.auth import require_api_key
+from mateclaw_mem.api.deps import get_services, owner_key, service
+from mateclaw_mem.api.errors import error_response
+from mateclaw_mem.runtime.services import Services
+
+router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"], dependencies=[Depends(require_api_key)])
+
+AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
+ConversationId = Path(alias="conversationId", min_length=1, max_length=200)
+Owner = Query(None, max_length=200, description="owner key (end user) the memory belongs to")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TurnIn(_Body):
+    user: str = Field(min_length=1, max_length=200_000, description="what the user said")
+    assistant: str = Field("", max_length=200_000, description="what the assistant answered")
+    owner: str | None = Field(None, max_length=200, description="owner key; defaults to endUserId")
+    end_user_id: str | None = Field(None, alias="endUserId", max_length=200)
+    trigger_source: Literal["chat", "cron", "consolidation"] = "chat"
+    finish_reason: str | None = Field(None, max_length=100)
+    memoryless: bool = Field(False, description="log the turn but never extract memory from it")
+
+
+class TriggerOut(BaseModel):
+    scheduled: bool
+    reason: str
+    explicit: bool
+    when: str
+
+
+class TurnOut(BaseModel):
+    recorded: bool
+    agent: str
+    conversation_id: str
+    extraction: TriggerOut
+
+
+class RunOut(BaseModel):
+    """One extraction / dream / consolidation run as the service reports it."""
+
+    model_config = ConfigDict(extra="allow")
+
+    outcome: str
+
+
+class EmergenceIn(_Body):
+    topic: str | None = Field(None, max_length=500, description="focused dream on this topic; omit for a full one")
+    owner: str | None = Field(None, max_length=200)
+
+
+class ConsolidationOut(BaseModel):
+    """The seed's response shape, plus the run id, mode and what happened per bucket."""
+
+    model_config = ConfigDict(extra="allow")
+
+    owners_consolidated: int = Field(alias="ownersConsolidated")
+    updated: int
+    entries_before: int = Field(alias="entriesBefore")
+    entries_after: int = Field(alias="entriesAfter")
+    run_id: str = Field(alias="runId")
+    mode: str
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = Field(max_length=200_000)
+
+
+class ContextIn(_Body):
+    query: str = Field("", max_length=20_000, description="the user's new message the prompt is for")
+    owner: str | None = Field(None, max_length=200, description="owner key; defaults to endUserId")
+    end_user_id: str | None = Field(None, alias="endUserId", max_length=200)
+    conversation_id: str | None = Field(
+        None, alias="conversationId", max_length=200, description="a memoryless conversation gets no memory"
+    )
+    system_prompt: str = Field("", alias="systemPrompt", max_length=100_000, description="your own system prompt")
+    history: list[ChatMessage] = Field(default_factory=list, max_length=1000, description="earlier messages")
+    budget: int | None = Field(None, ge=256, le=10_000_000, description="input token budget for the window")
+
+
+class ContextOut(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    agent: str
+    owner: str | None
+    memoryless: bool
+    tokens: int
+    messages: list[dict[str, Any]] = Field(description="what to send to the model, system message first")
+    files: list[dict[str, Any]]
+
+
+def _plain(obj: Any) -> Any:
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if is_dataclass(obj) and not isinstance(obj, type):
+        return asdict(obj)
+    return obj
+
+
+def _run_response(outcome: Any) -> Any:
+    """A run that failed (a model error) is a 502 carrying the run record, never a quiet 200."""
+    data = _plain(outcome)
+    if isinstance(data, dict) and data.get("outcome") == "error":
+        return error_response(502, str(data.get("error") or "the run failed"), run=data)
+    return data
+
+
+@router.post(
+    "/conversations/{conversationId}/turns",
+    status_code=202,
+    response_model=TurnOut,
+    summary="record a chat turn; extraction runs in the background",
+)
+def record_turn(
+    body: TurnIn,
+    agent: str = AgentId,
+    conversation_id: str = ConversationId,
+    services: Services = Depends(get_services),
+) -> TurnOut:
+    result = service(services, "extraction").record_turn(
+        agent,
+        conversation_id,
+        body.user,
+        body.assistant,
+        owner=owner_key(body.owner or body.end_user_id),
+        trigger_source=body.trigger_source,
+        finish_reason=body.finish_reason,
+        memoryless=body.memoryless,
+    )
+    return TurnOut(
+        recorded=True,
+        agent=agent,
+        conversation_id=conversation_id,
+        extraction=TriggerOut(scheduled=result.scheduled, reason=result.reason, explicit=result.explicit,
+                              when=result.when),
+    )
+
+
+@router.post(
+    "/summarize/{conversationId}",
+    response_model=RunOut,
+    responses={502: {"description": "the configured model failed; the run record is in detail.run"}},
+    summary="extract memory from a conversation now (no gates, no cooldown)",
+)
+def summarize(
+    agent: str = AgentId,
+    conversation_id: str = ConversationId,
+    owner: str | None = Owner,
+    services: Services = Depends(get_services),
+) -> Any:
+    return _run_response(service(services, "extraction").extract_now(agent, conversation_id, owner_key(owner)))
+
+
+@router.post(
+    "/emergence",
+    response_model=RunOut,
+    responses={502: {"description": "the configured model failed; the run record is in detail.run"}},
+    summary="dream now: consolidate recent daily notes into MEMORY.md (focused when a topic is given)",
+)
+def emergence(
+    body: EmergenceIn | None = None, agent: str = AgentId, services: Services = Depends(get_services)
+) -> Any:
+    body = body or EmergenceIn()
+    dreaming = service(services, "dreaming")
+    return _run_response(dreaming.dream(agent, topic=body.topic, owner=owner_key(body.owner), trigger="api"))
+
+
+@router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,
+             summary="merge near-duplicate structured entries now")
+def structured_consolidation(agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    return service(services, "structured_consolidation").run(agent).as_dict()
+
+
+@router.get("/dreaming/status", summary="last dreams, next scheduled run, pending candidates")
+def dreaming_status(agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    return _plain(service(services, "dreaming").status(agent))
+
+
+@router.post("/context", response_model=ContextOut, summary="the assembled prompt for a query and owner")
+def context(body: ContextIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    built = service(services, "context").build(
+        agent,
+        owner=body.owner or body.end_user_id,
+        query=body.query,
+        history=[m.model_dump() for m in body.history],
+        system_prompt=body.system_prompt,
+        conversation_id=body.conversation_id,
+        budget=body.budget,
+    )
+    return built.as_dict()

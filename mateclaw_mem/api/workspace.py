@@ -1,0 +1,225 @@
+"""`/api/v1/agents/{agentId}/workspace/memory/...`: the seed's workspace memory tools over HTTP.
+
+List, read, write, edit, enable/disable, keyword search, history and undo. Parse, call
+`services.tools` / `services.store` / `services.search`, render. Writes are machine writes
+(`actor="api"`) unless the caller says a person typed the text (`by_person: true`, e.g. an editor
+in a desktop UI) — then ceilings never cut it, exactly as for a hand edit.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query
+from pydantic import BaseModel, ConfigDict, Field
+
+from mateclaw_mem.api.auth import require_api_key
+from mateclaw_mem.api.deps import get_services, service
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.workspace.store import FileInfo, WriteResult
+
+router = APIRouter(
+    prefix="/api/v1/agents/{agentId}/workspace/memory",
+    tags=["workspace"],
+    dependencies=[Depends(require_api_key)],
+)
+
+AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
+FilePath = Query(min_length=1, max_length=255, description="file path inside the agent, e.g. MEMORY.md")
+Owner = Query(None, max_length=200, description="owner key (personal memory when owner isolation is on)")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class FileOut(BaseModel):
+    path: str
+    enabled: bool
+    sort_order: int
+    chars: int
+    size: int
+    ceiling: int
+    over_budget: bool
+    frontmatter_error: str | None = None
+
+
+class FileList(BaseModel):
+    agent: str
+    files: list[FileOut]
+
+
+class FileContent(BaseModel):
+    path: str
+    content: str
+    sha: str
+
+
+class WriteOut(BaseModel):
+    path: str
+    sha: str
+    previous_sha: str
+    changed: bool
+    archived: list[str] = Field(description="archive files that received text cut by a ceiling")
+    version: int | None = Field(None, description="history version holding the previous content")
+
+
+class EditOut(WriteOut):
+    replacements: int
+
+
+class WriteIn(_Body):
+    path: str = Field(min_length=1, max_length=255)
+    content: str
+    expected_sha: str | None = Field(None, description="refuse (409) unless the file still has this hash")
+    owner: str | None = Field(None, max_length=200)
+    by_person: bool = Field(False, description="a person typed this: never cut by ceilings")
+
+
+class EditIn(_Body):
+    path: str = Field(min_length=1, max_length=255)
+    old: str = Field(min_length=1, description="exact text to find")
+    new: str
+    replace_all: bool = False
+    owner: str | None = Field(None, max_length=200)
+    by_person: bool = False
+
+
+class PathIn(_Body):
+    path: str = Field(min_length=1, max_length=255)
+    owner: str | None = Field(None, max_length=200)
+
+
+class UndoIn(PathIn):
+    version: int | None = Field(None, ge=1, description="version from history (default: before the last change)")
+
+
+class VersionOut(BaseModel):
+    version: int
+    at: str
+    actor: str
+    reason: str
+    size: int
+    sha: str
+    replaced_by: str
+    batch: str | None = None
+
+
+class HistoryOut(BaseModel):
+    path: str
+    versions: list[VersionOut]
+
+
+class SearchHit(BaseModel):
+    file: str = Field(description="path inside the agent, or conversations/<id> for a message")
+    line: int
+    line_start: int
+    line_end: int
+    title: str
+    snippet: str
+    score: float
+    kind: str
+    agent: str
+    owner: str | None = None
+    conversation_id: str | None = None
+    message_id: int | None = None
+
+
+class SearchOut(BaseModel):
+    query: str
+    scope: str
+    mode: str = Field(description="keyword, or hybrid when dense retrieval took part")
+    warnings: list[str]
+    hits: list[SearchHit]
+
+
+def _file(f: FileInfo) -> FileOut:
+    return FileOut(
+        path=f.rel, enabled=f.enabled, sort_order=f.sort_order, chars=f.chars, size=f.size, ceiling=f.ceiling,
+        over_budget=f.over_budget, frontmatter_error=f.meta_error,
+    )
+
+
+def _write(r: WriteResult) -> dict[str, Any]:
+    return {"path": r.rel, "sha": r.sha, "previous_sha": r.previous_sha, "changed": r.changed,
+            "archived": list(r.archived), "version": r.version}
+
+
+def _actor(by_person: bool) -> str:
+    return "person" if by_person else "api"
+
+
+@router.get("", response_model=FileList, summary="list memory files")
+def list_files(
+    agent: str = AgentId,
+    prefix: str = Query("", max_length=255, description="only paths starting with this, e.g. memory/"),
+    owner: str | None = Owner,
+    services: Services = Depends(get_services),
+) -> FileList:
+    return FileList(agent=agent, files=[_file(f) for f in services.tools.list(agent, prefix=prefix, owner=owner)])
+
+
+@router.get("/file", response_model=FileContent, summary="read a memory file")
+def read_file(
+    agent: str = AgentId, path: str = FilePath, owner: str | None = Owner, services: Services = Depends(get_services)
+) -> FileContent:
+    snap = services.tools.read(agent, path, owner=owner)
+    return FileContent(path=snap.rel, content=snap.text, sha=snap.sha)
+
+
+@router.put("/file", response_model=WriteOut, summary="replace (or create) a memory file")
+def write_file(body: WriteIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    r = services.tools.write(agent, body.path, body.content, actor=_actor(body.by_person), owner=body.owner,
+                             expected_sha=body.expected_sha)
+    return _write(r)
+
+
+@router.post("/file/edit", response_model=EditOut, summary="find and replace text in a memory file")
+def edit_file(body: EditIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    r = services.tools.edit(agent, body.path, body.old, body.new, actor=_actor(body.by_person), owner=body.owner,
+                            replace_all=body.replace_all)
+    return {**_write(r.write), "replacements": r.replacements}
+
+
+@router.post("/file/enable", response_model=WriteOut, summary="include a file in the always-on prompt")
+def enable_file(body: PathIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    return _write(services.tools.set_enabled(agent, body.path, True, actor="api", owner=body.owner))
+
+
+@router.post("/file/disable", response_model=WriteOut, summary="exclude a file from the always-on prompt")
+def disable_file(body: PathIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    return _write(services.tools.set_enabled(agent, body.path, False, actor="api", owner=body.owner))
+
+
+@router.get("/history", response_model=HistoryOut, summary="kept versions of a file")
+def history(
+    agent: str = AgentId, path: str = FilePath, owner: str | None = Owner, services: Services = Depends(get_services)
+) -> HistoryOut:
+    versions = services.store.history(agent, path, owner=owner)
+    return HistoryOut(
+        path=path,
+        versions=[
+            VersionOut(version=v.version, at=v.at, actor=v.actor, reason=v.reason, size=v.size, sha=v.sha,
+                       replaced_by=v.replaced_by, batch=v.batch)
+            for v in versions
+        ],
+    )
+
+
+@router.post("/undo", response_model=WriteOut, summary="restore a kept version (itself undoable)")
+def undo(body: UndoIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
+    return _write(services.store.undo(agent, body.path, owner=body.owner, version=body.version))
+
+
+@router.get("/search", response_model=SearchOut, summary="keyword search over the agent's memory")
+def search(
+    agent: str = AgentId,
+    q: str = Query(min_length=1, max_length=1000, description="keywords (Latin or CJK)"),
+    limit: int = Query(10, ge=1, le=50),
+    scope: Literal["all", "memory", "profile", "persona", "conversations", "files"] = Query(
+        "files", description="files (default): every memory file; all: files and conversations; ..."
+    ),
+    owner: str | None = Owner,
+    services: Services = Depends(get_services),
+) -> dict[str, Any]:
+    return service(services, "search").search(q, agent=agent, owner=owner, scope=scope, limit=limit).to_dict()

@@ -1,0 +1,31 @@
+"""`mateclaw-mem mcp`: serve one agent's memory to an MCP client over stdio."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mateclaw_mem.cli.context import CliContext
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("mcp", parents=[common], help="serve an agent's memory over MCP (stdio)")
+    p.add_argument("--agent", help="the agent whose memory to serve (default: default)")
+    p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.set_defaults(func=cmd_mcp)
+
+
+def cmd_mcp(ctx: CliContext) -> int:
+    import logging
+    import sys
+
+    from mateclaw_mem.mcp.server import run_stdio
+
+    # stdout carries the protocol: every log line goes to stderr.
+    logging.basicConfig(level=ctx.args.log_level, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    agent = ctx.agent()
+    ctx.services.store.ensure_agent(agent)
+    run_stdio(ctx.services, agent)
+    return 0

@@ -1,0 +1,316 @@
+"""Keyword search over memory files and the conversation log (and, optionally, dense retrieval).
+
+Query: tokenized like the index (`index/tokenizer.py`), OR-ed - never "every term must match";
+English stopwords are dropped when the query has other words.
+
+Ranking, per chunk (FTS5 picks the candidates by its bm25, then we score them in Python):
+
+- BM25 (k1 1.2, b 0.75) with a smoothed IDF `ln(1 + (N - n + 0.5) / (n + 0.5))`, title tokens
+  counted twice. Why not FTS5's bm25 as the score: it clamps the IDF of any term in half the chunks
+  or more to 1e-6, which on a small workspace (tens of chunks) flattens every score to zero.
+- Coverage bonus: `× (1 + COVERAGE_BONUS × c)`, `c` the IDF-weighted share of query terms the chunk
+  holds, so covering "周日", "日早" and "早上" beats repeating "早上" five times.
+- Phrase bonus: the query text appearing verbatim (case-insensitive): `× PHRASE_BONUS`.
+- File weight (`search.file-weights`): looked up by exact path (`MEMORY.md`, `structured/user.md`),
+  then by kind (`daily`, `structured`, `archive`, `conversations`), then the built-in default.
+- Recency for daily notes (and conversation messages): `× (1 + 0.5 × 2^(-age_days / half_life))`,
+  age from the note's file date (`search.daily-recency-half-life-days`): today's note ×1.5.
+
+Scopes (which chunks a search may return):
+
+- `all`: every memory file and the conversation log.
+- `memory`: what the agent learned - MEMORY.md, daily notes, structured entries, archives
+  (memory/archive, memory/dreams), DREAMS.md and any other file except the four below.
+- `profile`: PROFILE.md (facts about the person).
+- `persona`: AGENTS.md and SOUL.md (how the agent works, who it is).
+- `conversations`: the conversation log's messages only.
+- `files`: every memory file, no conversation messages.
+
+Owner: `owner=None` searches the agent's shared files; an owner key adds that owner's personal
+files (owner isolation on) and their conversations.
+
+Dense retrieval (`model.embedding-model` set): the keyword ranking and a cosine ranking over chunk
+embeddings are fused by reciprocal-rank fusion, `Σ 1 / (60 + rank)`. Why RRF rather than a weighted
+sum of scores: BM25 is unbounded and depends on the corpus, cosine similarity is bounded and depends
+on the model, so any fixed weighting between them is wrong for some workspace or model; ranks are
+comparable as they are, RRF has one constant that is robust across collections, and a chunk strong
+in either list surfaces. File weights and recency apply after fusion. If embedding fails the search
+returns the keyword hits with a warning (never an error, never silently).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.index.chunker import daily_date
+from mateclaw_mem.index.file_index import CONVERSATION, Candidate, FileIndex, MessageSource
+from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
+from mateclaw_mem.index.snippets import make_snippet
+from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.index.dense import DenseRetriever
+    from mateclaw_mem.settings import SearchSettings
+
+log = logging.getLogger(__name__)
+
+_FILE_KINDS = ("memory", "daily", "structured", "archive", "dreams", "other", "profile", "agents", "soul")
+SCOPES: dict[str, tuple[str, ...]] = {
+    "all": (*_FILE_KINDS, CONVERSATION),
+    "memory": ("memory", "daily", "structured", "archive", "dreams", "other"),
+    "profile": ("profile",),
+    "persona": ("agents", "soul"),
+    "conversations": (CONVERSATION,),
+    "files": _FILE_KINDS,
+}
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 50
+K1, B = 1.2, 0.75
+TITLE_TF = 2
+COVERAGE_BONUS = 1.0
+PHRASE_BONUS = 1.2
+RRF_K = 60
+# Weights for kinds the settings do not name (settings keys win).
+_KIND_KEYS = {"memory": "MEMORY.md", "profile": "PROFILE.md", "agents": "AGENTS.md", "soul": "SOUL.md",
+              "dreams": "DREAMS.md", CONVERSATION: "conversations"}
+DEFAULT_WEIGHTS = {"DREAMS.md": 0.4, "conversations": 0.5, "other": 0.6}
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    file: str  # path inside the agent (or `conversations/<id>` for a message)
+    line: int  # line of the first highlighted term (0 for a message)
+    line_start: int
+    line_end: int
+    title: str
+    snippet: str
+    score: float
+    kind: str
+    agent: str
+    owner: str | None = None
+    conversation_id: str | None = None
+    message_id: int | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    query: str
+    scope: str
+    hits: list[SearchHit]
+    mode: str = "keyword"  # "hybrid" when dense retrieval took part
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"query": self.query, "scope": self.scope, "mode": self.mode, "warnings": list(self.warnings),
+                "hits": [h.to_dict() for h in self.hits]}
+
+
+@dataclass
+class _Scored:
+    cand: Candidate
+    keyword: float = 0.0
+    score: float = 0.0
+    covered: set[str] = field(default_factory=set)
+
+
+class SearchService:
+    def __init__(
+        self,
+        index: FileIndex,
+        retrievals: RetrievalLog,
+        settings: SearchSettings,
+        clock: Clock,
+        *,
+        default_agent: str = "default",
+        messages: MessageSource | None = None,
+        dense: DenseRetriever | None = None,
+        freshen: Callable[[], None] | None = None,
+    ) -> None:
+        self.index = index
+        self.retrievals = retrievals
+        self.settings = settings
+        self.clock = clock
+        self.default_agent = default_agent
+        self.messages = messages
+        self.dense = dense
+        # Called before the first search in this process (a reconcile, when no watcher keeps us fresh).
+        self._freshen = freshen
+
+    # -- the search --------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        agent: str | None = None,
+        owner: str | None = None,
+        scope: str = "all",
+        limit: int = DEFAULT_LIMIT,
+        record: bool = True,
+    ) -> SearchResult:
+        agent = agent or self.default_agent
+        if scope not in SCOPES:
+            raise InvalidInputError(f"unknown search scope {scope!r}: use one of {', '.join(SCOPES)}")
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+            raise InvalidInputError(f"search limit {limit!r} is out of range: use 1 to {MAX_LIMIT}")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("search query is empty")
+        if self._freshen is not None:
+            freshen, self._freshen = self._freshen, None
+            freshen()
+        kinds = list(SCOPES[scope])
+        owner_key = self.index.owner_key(owner)
+        owners = sorted({"", owner_key})
+        if CONVERSATION in kinds and self.messages is not None:
+            # Messages may have been logged by another process: catch up (one cheap query if none).
+            try:
+                self.index.sync_messages(self.messages)
+            except Exception as exc:  # the log is optional evidence; files must still be searchable
+                log.warning("could not index new conversation messages: %s", exc)
+        terms = _query_terms(query)
+        warnings: list[str] = []
+        if not terms:
+            return SearchResult(query, scope, [], warnings=["the query has no searchable words"])
+        pool = max(50, limit * 5)
+        cands = self.index.match(fts_query(terms), agent=agent, owners=owners, kinds=kinds, limit=pool)
+        scored = self._keyword_scores(cands, terms, query)
+        mode = "keyword"
+        if self.dense is not None:
+            try:
+                ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds, limit=pool)
+            except Exception as exc:
+                warnings.append(f"dense retrieval failed ({exc}); showing keyword results only")
+                log.warning("dense retrieval failed, keyword results only: %s", exc)
+            else:
+                scored = self._fuse(scored, ranked, terms)
+                mode = "hybrid"
+        for s in scored:
+            s.score *= self._weight(s.cand) * self._recency(s.cand)
+        scored.sort(key=lambda s: (-s.score, s.cand.rel, s.cand.line_start))
+        hits = [self._hit(s, set(terms)) for s in scored[:limit]]
+        if record:
+            self._record(hits, query)
+        return SearchResult(query, scope, hits, mode=mode, warnings=warnings)
+
+    def _keyword_scores(self, cands: list[Candidate], terms: list[str], query: str) -> list[_Scored]:
+        if not cands:
+            return []
+        n_docs, avgdl = self.index.corpus_stats()
+        n_docs = max(n_docs, 1)
+        avgdl = avgdl or 1.0
+        dfs = self.index.doc_freqs(terms)
+        idf = {t: math.log(1 + (n_docs - dfs.get(t, 0) + 0.5) / (dfs.get(t, 0) + 0.5)) for t in terms}
+        idf_total = sum(idf.values()) or 1.0
+        phrase = " ".join(query.lower().split())
+        out = []
+        for c in cands:
+            counts = Counter(c.tokens.split())
+            for t in tokenize(c.title):
+                counts[t] += TITLE_TF
+            dl = sum(counts.values()) or 1
+            rel = 0.0
+            covered = set()
+            for t in terms:
+                tf = counts.get(t, 0)
+                if tf:
+                    covered.add(t)
+                    rel += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+            coverage = sum(idf[t] for t in covered) / idf_total
+            score = rel * (1 + COVERAGE_BONUS * coverage)
+            if len(phrase) >= 2 and phrase in " ".join(c.text.lower().split()):
+                score *= PHRASE_BONUS
+            out.append(_Scored(c, keyword=score, score=score, covered=covered))
+        out.sort(key=lambda s: -s.keyword)
+        return out
+
+    def _fuse(self, keyword: list[_Scored], dense: list[tuple[int, float]], terms: list[str]) -> list[_Scored]:
+        by_id = {s.cand.id: s for s in keyword}
+        fused: dict[int, float] = {}
+        for rank, s in enumerate(keyword):
+            fused[s.cand.id] = fused.get(s.cand.id, 0.0) + 1.0 / (RRF_K + rank + 1)
+        for rank, (cid, _sim) in enumerate(dense):
+            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
+        missing = [cid for cid in fused if cid not in by_id]
+        for c in self.index.chunks_by_ids(missing):
+            by_id[c.id] = _Scored(c, covered={t for t in terms if t in set(c.tokens.split())})
+        out = []
+        for cid, value in fused.items():
+            s = by_id.get(cid)
+            if s is not None:  # a chunk deleted between the two rankings
+                s.score = value
+                out.append(s)
+        return out
+
+    def _weight(self, c: Candidate) -> float:
+        weights = self.settings.file_weights
+        if c.rel in weights:
+            return weights[c.rel]
+        key = _KIND_KEYS.get(c.kind, c.kind)
+        if key in weights:
+            return weights[key]
+        if c.kind in weights:
+            return weights[c.kind]
+        return DEFAULT_WEIGHTS.get(key, DEFAULT_WEIGHTS["other"])
+
+    def _recency(self, c: Candidate) -> float:
+        today = self.clock.now().date()
+        if c.kind == "daily":
+            day = daily_date(c.rel)
+        elif c.kind == CONVERSATION and c.ts_ms:
+            day = datetime.fromtimestamp(c.ts_ms / 1000, self.clock.tz).date()
+        else:
+            return 1.0
+        if day is None:
+            return 1.0
+        age = max(0, (today - day).days)
+        return 1.0 + 0.5 * 2 ** (-age / self.settings.daily_recency_half_life_days)
+
+    def _hit(self, s: _Scored, terms: set[str]) -> SearchHit:
+        c = s.cand
+        snip = make_snippet(c.text, terms)
+        line = c.line_start
+        if snip.offset > 0 and c.kind != CONVERSATION:
+            line += c.text.count("\n", 0, snip.offset)
+        return SearchHit(
+            file=c.rel, line=line, line_start=c.line_start, line_end=c.line_end, title=c.title,
+            snippet=snip.text, score=round(s.score, 6), kind=c.kind, agent=c.agent, owner=c.owner or None,
+            conversation_id=c.conversation_id, message_id=c.message_id,
+        )
+
+    def _record(self, hits: list[SearchHit], query: str) -> None:
+        # Conversation messages are not memory sections: Dreaming scores files, so only file hits count.
+        records = [
+            RetrievalRecord(h.agent, h.owner or "", h.file, h.title, h.line_start, h.line_end)
+            for h in hits
+            if h.kind != CONVERSATION
+        ]
+        try:
+            self.retrievals.record(records, query, self.clock.now())
+        except Exception as exc:  # a search answer must not fail because its bookkeeping did
+            log.warning("could not record retrievals: %s", exc)
+
+    # -- evidence for Dreaming ---------------------------------------------------------------------
+
+    def retrieval_hits(self, agent: str, *, owner: str | None = None, since: datetime) -> list[RetrievalHit]:
+        """How often each section was returned by a search since `since` (most retrieved first).
+
+        `owner=None` covers the agent's shared files; an owner key covers that owner's personal files
+        (with owner isolation off every file is shared, so the owner key is ignored)."""
+        return self.retrievals.hits(agent, self.index.owner_key(owner), since)
+
+
+def _query_terms(query: str) -> list[str]:
+    tokens = list(dict.fromkeys(tokenize(query)))
+    content = [t for t in tokens if t not in STOPWORDS]
+    return content or tokens

@@ -1,0 +1,1 @@
+"""MCP face: the agent's memory as MCP tools (stdio and streamable HTTP)."""

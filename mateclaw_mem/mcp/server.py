@@ -1,0 +1,229 @@
+"""The MCP face: one agent's memory as MCP tools, over stdio (`mateclaw-mem mcp`) or streamable
+HTTP (mounted at `/mcp` in the daemon).
+
+Tools are thin: parse arguments (the SDK validates them against the signatures), call a service,
+render. A `MateclawError` becomes a tool error whose text is the service's message, so the model
+reads what was wrong ("path '../x.md' contains '..'") instead of a generic failure.
+
+Annotations are hints for clients deciding what needs confirmation; they are set from what each
+tool really does: reads are read-only; writes that add without removing are non-destructive;
+anything that replaces or deletes text is destructive (history keeps it, but the file changes);
+a tool is idempotent when repeating the same call leaves the same files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field
+
+from mateclaw_mem import __version__
+from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.runtime.services import Services
+
+ACTOR = "mcp"
+T = TypeVar("T")
+
+READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+REPLACE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
+
+INSTRUCTIONS = """\
+Memory of agent {agent!r}, kept as Markdown files a person can read and edit.
+Always-on files (AGENTS.md, SOUL.md, PROFILE.md, MEMORY.md) are in every prompt; daily notes live in
+memory/YYYY-MM-DD.md; structured entries (remember/recall/forget) in structured/<type>.md.
+File commands (view, create, str_replace, insert, delete, rename) take paths under /memories.
+Every change is kept in history and can be undone by the person."""
+
+Path_ = Annotated[str, Field(description="file path inside the agent, e.g. MEMORY.md or memory/2026-01-31.md")]
+MemPath = Annotated[str, Field(description="a path under /memories, e.g. /memories/notes.md")]
+Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)")]
+EntryType = Literal["user", "feedback", "project", "reference"]
+
+
+def call(fn: Callable[[], T]) -> T:
+    """Run a service call; its own errors reach the model as readable tool errors."""
+    try:
+        return fn()
+    except MateclawError as exc:
+        raise ToolError(exc.message) from None
+
+
+def _has(services: Services, name: str) -> bool:
+    return hasattr(type(services), name)
+
+
+def build_server(services: Services, agent: str | None = None) -> MCPServer:
+    """An MCP server bound to one agent (default: the configured default agent)."""
+    agent = agent or services.settings.default_agent
+    server = MCPServer("mateclaw-mem", version=__version__, instructions=INSTRUCTIONS.format(agent=agent))
+    tools = services.tools
+
+    # -- the seed's workspace memory tools ----------------------------------------------------------
+
+    def list_workspace_memory_files(
+        prefix: Annotated[str, Field(description="only paths starting with this, e.g. memory/")] = "",
+        owner: Owner = None,
+    ) -> list[dict[str, Any]]:
+        """List the agent's memory files with enabled flag, sort order and size."""
+        files = call(lambda: tools.list(agent, prefix=prefix, owner=owner))
+        return [
+            {"path": f.rel, "enabled": f.enabled, "sort_order": f.sort_order, "chars": f.chars,
+             "ceiling": f.ceiling, "over_budget": f.over_budget}
+            for f in files
+        ]
+
+    def read_workspace_memory_file(path: Path_, owner: Owner = None) -> dict[str, str]:
+        """Read a memory file. `sha` identifies this version (pass it back as expected_sha to write safely)."""
+        snap = call(lambda: tools.read(agent, path, owner=owner))
+        return {"path": snap.rel, "content": snap.text, "sha": snap.sha}
+
+    def write_workspace_memory_file(
+        path: Path_,
+        content: Annotated[str, Field(description="the whole new content")],
+        expected_sha: Annotated[str | None, Field(description="refuse unless the file still has this sha")] = None,
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Replace (or create) a memory file. New files start disabled (not in the always-on prompt)."""
+        r = call(lambda: tools.write(agent, path, content, actor=ACTOR, owner=owner, expected_sha=expected_sha))
+        return {"path": r.rel, "sha": r.sha, "changed": r.changed, "archived": list(r.archived)}
+
+    def edit_workspace_memory_file(
+        path: Path_,
+        old_text: Annotated[str, Field(description="exact text to find")],
+        new_text: Annotated[str, Field(description="replacement")],
+        replace_all: bool = False,
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Find and replace text in a memory file (the text must be unique unless replace_all)."""
+        r = call(lambda: tools.edit(agent, path, old_text, new_text, actor=ACTOR, owner=owner,
+                                    replace_all=replace_all))
+        return {"path": r.write.rel, "sha": r.write.sha, "changed": r.write.changed, "replacements": r.replacements}
+
+    server.add_tool(list_workspace_memory_files, annotations=READ)
+    server.add_tool(read_workspace_memory_file, annotations=READ)
+    server.add_tool(write_workspace_memory_file, annotations=REPLACE)
+    server.add_tool(edit_workspace_memory_file, annotations=CHANGE)
+
+    # -- keyword search ------------------------------------------------------------------------------
+
+    if _has(services, "search"):
+
+        def search_memory(
+            query: Annotated[str, Field(description="keywords (Latin or CJK)", min_length=1)],
+            limit: Annotated[int, Field(ge=1, le=50)] = 8,
+            scope: Annotated[
+                Literal["all", "memory", "profile", "persona", "conversations", "files"],
+                Field(description="all: files and past conversations; memory: what was learned; files: every file"),
+            ] = "all",
+            owner: Owner = None,
+        ) -> dict[str, Any]:
+            """Keyword search over the agent's memory files, daily notes, archives and past conversations."""
+            result = call(lambda: services.search.search(query, agent=agent, owner=owner, scope=scope, limit=limit))
+            return result.to_dict()
+
+        server.add_tool(search_memory, annotations=READ)
+
+    # -- structured entries --------------------------------------------------------------------------
+
+    if _has(services, "structured"):
+
+        def remember(
+            type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
+            key: Annotated[str, Field(description="short name of the entry, e.g. coffee")],
+            text: Annotated[str, Field(description="what to remember")],
+            owner: Owner = None,
+        ) -> dict[str, Any]:
+            """Add a structured entry, or replace the one with the same key."""
+            r = call(lambda: services.structured.remember(agent, type, key, text, actor=ACTOR, owner=owner))
+            return {"type": r.type, "key": r.entry.key, "created": r.created, "changed": r.changed}
+
+        def recall(
+            type: Annotated[EntryType | None, Field(description="only this type")] = None,
+            key: Annotated[str | None, Field(description="only the entry with this key")] = None,
+            owner: Owner = None,
+        ) -> list[dict[str, Any]]:
+            """Structured entries, all or of one type, or the one with a given key."""
+            return [e.as_dict() for e in call(lambda: services.structured.recall(agent, type, key, owner=owner))]
+
+        def forget(
+            type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
+            key: Annotated[str, Field(description="the entry's key")],
+            owner: Owner = None,
+        ) -> dict[str, Any]:
+            """Remove a structured entry (the previous file version stays in history)."""
+            return call(lambda: services.structured.forget(agent, type, key, actor=ACTOR, owner=owner)).as_dict()
+
+        server.add_tool(remember, annotations=REPLACE)
+        server.add_tool(recall, annotations=READ)
+        server.add_tool(forget, annotations=REPLACE)
+
+    # -- the standard file-memory command set ----------------------------------------------------------
+
+    commands = services.file_commands
+
+    def view(
+        path: MemPath = "/memories",
+        view_range: Annotated[
+            list[int] | None, Field(description="[first, last] line to show (last -1 = to the end)",
+                                    min_length=2, max_length=2)
+        ] = None,
+    ) -> str:
+        """Show a folder's files, or a file's lines numbered from 1."""
+        rng = (view_range[0], view_range[1]) if view_range else None
+        return call(lambda: commands.view(agent, path, view_range=rng)).text
+
+    def create(path: MemPath, file_text: Annotated[str, Field(description="the file's content")]) -> str:
+        """Create a file, or replace the content of an existing one."""
+        return call(lambda: commands.create(agent, path, file_text, actor=ACTOR)).text
+
+    def str_replace(
+        path: MemPath,
+        old_str: Annotated[str, Field(description="exact text to replace; must occur exactly once")],
+        new_str: Annotated[str, Field(description="replacement text")],
+    ) -> str:
+        """Replace text that occurs exactly once in a file."""
+        return call(lambda: commands.str_replace(agent, path, old_str, new_str, actor=ACTOR)).text
+
+    def insert(
+        path: MemPath,
+        insert_line: Annotated[int, Field(ge=0, description="insert after this line (0 = at the top)")],
+        insert_text: Annotated[str, Field(description="the text to insert")],
+    ) -> str:
+        """Insert text after a line of a file (lines numbered as `view` shows them)."""
+        return call(lambda: commands.insert(agent, path, insert_line, insert_text, actor=ACTOR)).text
+
+    def delete(path: MemPath) -> str:
+        """Delete a file or a folder of files (kept in history; a person can undo it)."""
+        return call(lambda: commands.delete(agent, path, actor=ACTOR)).text
+
+    def rename(old_path: MemPath, new_path: MemPath) -> str:
+        """Rename or move a file or folder; the target must not exist."""
+        return call(lambda: commands.rename(agent, old_path, new_path, actor=ACTOR)).text
+
+    server.add_tool(view, annotations=READ)
+    server.add_tool(create, annotations=REPLACE)
+    server.add_tool(str_replace, annotations=CHANGE)
+    server.add_tool(insert, annotations=ADD)
+    server.add_tool(delete, annotations=REPLACE)  # repeating it changes nothing more: idempotent
+    server.add_tool(rename, annotations=REPLACE)
+
+    # -- learning memory (issue 8), when that module is present -------------------------------------------
+
+    if importlib.util.find_spec("mateclaw_mem.mcp.learning_tools") is not None:
+        importlib.import_module("mateclaw_mem.mcp.learning_tools").register(server, services, agent)
+
+    return server
+
+
+def run_stdio(services: Services, agent: str | None = None) -> None:
+    """Serve over stdin/stdout until the client closes the pipe."""
+    build_server(services, agent).run("stdio")

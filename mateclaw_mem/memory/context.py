@@ -1,0 +1,245 @@
+"""Context assembly: what the model sees for one turn, in a fixed order.
+
+1. one system message: the caller's system prompt, then the enabled workspace files by `sort_order`
+   as `--- NAME ---` blocks (body only: frontmatter is never injected), the structured block (user
+   and feedback entries within budget) and, when a query is given, the project/reference entries
+   relevant to it;
+2. a summary of earlier turns if the window defense compressed them — as a USER message;
+3. the recent messages;
+4. the current user message, last.
+
+Owner isolation: identity files (AGENTS.md, SOUL.md, and other agent-level files) come from the
+agent's folder, personal memory (PROFILE.md, MEMORY.md, daily notes) from the owner's folder.
+
+Memoryless mode (the Clawdiators seed): no memory beyond the agent's identity — only AGENTS.md and
+SOUL.md, no structured block, no relevant entries, no prefetch. The flag lives with the conversation
+in the conversation log (`ConversationLog.append(memoryless=True)`, which is also what extraction
+gates on), and a conversation once memoryless stays memoryless: `build` looks the flag up.
+
+A file over its size ceiling is injected whole (a person's edit is never cut on disk) with a one-line
+note in its block, so both the model and `status` show the overrun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.memory.structured import StructuredBlock, TypedEntry
+from mateclaw_mem.memory.tokens import estimate_tokens, messages_tokens
+
+if TYPE_CHECKING:
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.memory.structured import StructuredMemory
+    from mateclaw_mem.memory.window import Window, WindowDefense
+    from mateclaw_mem.workspace.store import FileInfo, WorkspaceStore
+
+T = TypeVar("T")
+Message = dict[str, Any]
+
+IDENTITY_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md")
+PERSONAL_FILES: tuple[str, ...] = ("PROFILE.md", "MEMORY.md")
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def is_personal(rel: str) -> bool:
+    """Memory about the person (lives in the owner's folder when owner isolation is on)."""
+    return rel in PERSONAL_FILES or rel.startswith("memory/")
+
+
+@dataclass(frozen=True)
+class FileBlock:
+    rel: str
+    chars: int
+    tokens: int
+    ceiling: int
+    personal: bool  # read from the owner's folder
+
+    @property
+    def over_budget(self) -> bool:
+        return self.ceiling > 0 and self.chars > self.ceiling
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.rel, "chars": self.chars, "tokens": self.tokens, "budget": self.ceiling or None,
+                "over_budget": self.over_budget, "personal": self.personal}
+
+
+@dataclass
+class Context:
+    agent: str
+    owner: str | None
+    memoryless: bool
+    messages: list[Message]
+    system: str
+    files: list[FileBlock] = field(default_factory=list)
+    structured: StructuredBlock | None = None
+    relevant: list[TypedEntry] = field(default_factory=list)
+    window: Window | None = None
+    # What the window defense needs to retry (kept apart from the assembled messages).
+    prefix: list[Message] = field(default_factory=list)
+    history: list[Message] = field(default_factory=list)
+    current: Message | None = None
+
+    @property
+    def tokens(self) -> int:
+        return messages_tokens(self.messages)
+
+    def as_dict(self) -> dict[str, Any]:
+        block = self.structured
+        return {
+            "agent": self.agent,
+            "owner": self.owner,
+            "memoryless": self.memoryless,
+            "tokens": self.tokens,
+            "messages": self.messages,
+            "files": [f.as_dict() for f in self.files],
+            "structured": None if block is None else {
+                "chars": len(block.text), "tokens": estimate_tokens(block.text), "budget": block.max_chars,
+                "included": block.included, "omitted": block.omitted,
+            },
+            "relevant": [r.as_dict() for r in self.relevant],
+            "window": self.window.as_dict() if self.window else None,
+        }
+
+
+class ContextService:
+    def __init__(
+        self,
+        store: WorkspaceStore,
+        structured: StructuredMemory,
+        window: WindowDefense,
+        *,
+        log: ConversationLog | None = None,
+        relevant_limit: int = 5,
+    ) -> None:
+        self.store = store
+        self.structured = structured
+        self.window = window
+        self.log = log
+        self.relevant_limit = relevant_limit
+
+    # -- assembly ----------------------------------------------------------------------------------
+
+    def build(
+        self,
+        agent: str,
+        *,
+        owner: str | None = None,
+        query: str = "",
+        history: Sequence[Mapping[str, Any]] = (),
+        current: str | Mapping[str, Any] | None = None,
+        system_prompt: str = "",
+        memoryless: bool = False,
+        conversation_id: str | None = None,
+        budget: int | None = None,
+    ) -> Context:
+        """Assemble the prompt for one turn. `current` (the new user message) defaults to `query`;
+        `query` (what relevance is judged on) defaults to the current message's text."""
+        owner = owner or None
+        if conversation_id and not memoryless and self.log is not None:
+            memoryless = self.is_memoryless(agent, conversation_id, owner=owner)
+        current_msg = _as_message(current) if current is not None else (
+            {"role": "user", "content": query} if query else None)
+        if not query and current_msg is not None:
+            query = str(current_msg.get("content") or "")
+        system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless)
+        prefix = [{"role": "system", "content": system}] if system else []
+        hist = [_as_message(m) for m in history]
+        window = self.window.fit(prefix, hist, current_msg, budget=budget)
+        return Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
+                       prefix, hist, current_msg)
+
+    def send(self, context: Context, send: Callable[[list[Message]], T], *, budget: int | None = None) -> T:
+        """Send an assembled context through the window defense (stages 2 and 3 on refusal);
+        `context.window` records what was finally sent."""
+        answer, window = self.window.send_with_defense(context.prefix, context.history, context.current, send,
+                                                       budget=budget or (context.window.budget if context.window
+                                                                         else None))
+        context.window, context.messages = window, window.messages
+        return answer
+
+    def is_memoryless(self, agent: str, conversation_id: str, *, owner: str | None = None) -> bool:
+        if self.log is None:
+            return False
+        return bool(self.log.conversation_flags(agent, conversation_id, owner or "").get("memoryless"))
+
+    def _system(
+        self, agent: str, owner: str | None, query: str, system_prompt: str, memoryless: bool
+    ) -> tuple[str, list[FileBlock], StructuredBlock | None, list[TypedEntry]]:
+        parts: list[str] = [system_prompt.strip()] if system_prompt.strip() else []
+        files: list[FileBlock] = []
+        for info, personal in self._files(agent, owner, memoryless):
+            snap = self.store.read(agent, info.rel, owner=owner if personal else None)
+            body = snap.body.strip()
+            if not body:
+                continue
+            block = f"--- {info.rel} ---\n"
+            if info.ceiling and len(snap.body) > info.ceiling:
+                block += (f"[note: {info.rel} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
+                          "it was edited by hand and is shown whole]\n")
+            parts.append(block + body)
+            files.append(FileBlock(info.rel, len(snap.body), estimate_tokens(body), info.ceiling, personal))
+        block_out: StructuredBlock | None = None
+        relevant: list[TypedEntry] = []
+        if not memoryless:
+            block_out = self.structured.always_on_block(agent, owner=owner)
+            if block_out.text:
+                parts.append(block_out.text)
+            relevant = self.structured.relevant(agent, query, owner=owner, limit=self.relevant_limit)
+            if relevant:
+                parts.append(self.structured.render_relevant(relevant))
+        return "\n\n".join(parts), files, block_out, relevant
+
+    def _files(self, agent: str, owner: str | None, memoryless: bool) -> list[tuple[FileInfo, bool]]:
+        """Enabled files by (sort_order, name), each with whether it comes from the owner's folder."""
+        isolated = bool(owner and self.store.owner_isolation)
+        chosen: list[tuple[FileInfo, bool]] = []
+        for info in self.store.list_files(agent):
+            if not info.enabled or info.rel.startswith("structured/"):
+                continue
+            if memoryless and info.rel not in IDENTITY_FILES:
+                continue
+            if isolated and is_personal(info.rel):
+                continue  # the owner's own copy is used instead
+            chosen.append((info, False))
+        if isolated and not memoryless:
+            for info in self.store.list_files(agent, owner=owner):
+                if info.enabled and not info.rel.startswith("structured/"):
+                    chosen.append((info, True))
+        chosen.sort(key=lambda x: (x[0].sort_order, x[0].rel))
+        return chosen
+
+    # -- budgets -----------------------------------------------------------------------------------
+
+    def budget_report(self, agents: Sequence[str] | None = None) -> dict[str, Any]:
+        """Each always-on file and the structured block against its budget (chars and tokens)."""
+        out: dict[str, Any] = {}
+        for agent in agents or self.store.agents():
+            files = []
+            for info, _personal in self._files(agent, None, False):
+                body = self.store.read(agent, info.rel).body
+                files.append({"file": info.rel, "chars": len(body), "tokens": estimate_tokens(body),
+                              "budget_chars": info.ceiling or None,
+                              "budget_tokens": -(-info.ceiling // 4) if info.ceiling else None,
+                              "over_budget": bool(info.ceiling and len(body) > info.ceiling)})
+            block = self.structured.always_on_block(agent)
+            out[agent] = {
+                "files": files,
+                "structured_block": {
+                    "chars": len(block.text), "tokens": estimate_tokens(block.text),
+                    "budget_chars": block.max_chars, "budget_per_type": self.structured.max_entries_per_type,
+                    "included": block.included, "omitted": block.omitted,
+                },
+            }
+        return out
+
+
+def _as_message(m: str | Mapping[str, Any]) -> Message:
+    if isinstance(m, str):
+        return {"role": "user", "content": m}
+    role = m.get("role")
+    if role not in ROLES:
+        raise InvalidInputError(f"message role {role!r} is not one of {', '.join(ROLES)}")
+    return {"role": role, "content": "" if m.get("content") is None else m.get("content")}

@@ -1,0 +1,146 @@
+"""How `Services` builds the search index, the search service and the watcher (kept out of
+services.py so the composition root stays a list of one-liners)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mateclaw_mem.index.file_index import FileIndex
+    from mateclaw_mem.index.search import SearchService
+    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.runtime.watcher import Watcher
+    from mateclaw_mem.workspace.store import WriteEvent
+
+log = logging.getLogger(__name__)
+INDEX_DB = "index.db"
+
+
+def build_file_index(services: Services) -> FileIndex:
+    from mateclaw_mem.index.file_index import FileIndex
+
+    index = FileIndex(services.settings.state_dir / INDEX_DB, services.store, services.clock)
+    services.on_close(index)
+    return index
+
+
+def on_store_write(services: Services, event: WriteEvent) -> None:
+    """Store listener: ingest the write when an index exists (so CLI writes keep it fresh too),
+    without creating one just because a file was written."""
+    if "file_index" in services.__dict__ or (services.settings.state_dir / INDEX_DB).exists():
+        services.file_index.on_write(event)
+
+
+def build_search(services: Services) -> SearchService:
+    from mateclaw_mem.index.reconcile import reconcile
+    from mateclaw_mem.index.retrievals import RetrievalLog
+    from mateclaw_mem.index.search import SearchService
+
+    index = services.file_index
+    retrievals = RetrievalLog(services.settings.state_dir / "log.db", services.clock.tz)
+    services.on_close(retrievals)
+
+    def freshen() -> None:
+        # With a running watcher the index is already fresh; otherwise (a CLI search) one stat-only
+        # reconcile makes it so - it reads only files whose mtime or size changed.
+        watcher = services.__dict__.get("watcher")
+        if watcher is None or watcher.state != "running":
+            reconcile(index)
+
+    return SearchService(
+        index,
+        retrievals,
+        services.settings.search,
+        services.clock,
+        default_agent=services.settings.default_agent,
+        messages=services.log,
+        dense=_build_dense(services, index),
+        freshen=freshen,
+    )
+
+
+def _build_dense(services: Services, index: FileIndex) -> Any:
+    model = services.settings.model
+    if not (model.embedding_model and model.configured):
+        return None
+    from mateclaw_mem.index.dense import DenseRetriever
+    from mateclaw_mem.llm.client import ModelClient
+
+    client = ModelClient.from_settings(services.settings)
+    services.on_close(client)
+    return DenseRetriever(index, lambda texts: client.embed(texts, step="search-embed"), model.embedding_model)
+
+
+def build_watcher(services: Services) -> Watcher:
+    """A watcher on the workspace, not started: `serve` starts it."""
+    from mateclaw_mem.runtime.watcher import Watcher
+
+    index = services.file_index
+
+    def sync_messages() -> None:
+        try:
+            index.sync_messages(services.log)
+        except Exception as exc:
+            log.warning("could not index new conversation messages: %s", exc)
+
+    watcher = Watcher(
+        index,
+        services.settings.workspace,
+        reconcile_interval=services.settings.search.reconcile_interval_seconds,
+        on_reconcile=sync_messages,
+    )
+    services.on_close(watcher)
+    return watcher
+
+
+def reindex(services: Services, *, agent: str | None = None, progress: Any = None) -> dict:
+    """Full rebuild (built aside and swapped) or, for one agent, a forced re-read of its files;
+    then a reconcile for whatever changed while it ran."""
+    from mateclaw_mem.index.reconcile import reconcile
+
+    index = services.file_index
+    if agent:
+        files = list(index.disk_files(agent))
+        if progress:
+            progress(0, len(files))
+        for i, f in enumerate(files, 1):
+            index.ingest(f.agent, f.owner, f.rel, force=True)
+            if progress:
+                progress(i, len(files))
+        report = reconcile(index, agent=agent)
+        return {"agent": agent, "files": len(files), "removed": len(report.removed)}
+    built = index.rebuild(services.log, progress=progress)
+    report = reconcile(index)
+    return {"files": built.files, "chunks": built.chunks, "messages": built.messages, "skipped": built.skipped,
+            "changed_during_rebuild": report.touched}
+
+
+def index_status(services: Services) -> dict:
+    """Files indexed against files on disk, the last sync, the watcher - without creating an index."""
+    path = services.settings.state_dir / INDEX_DB
+    if "file_index" not in services.__dict__ and not path.exists():
+        return {"built": False, "hint": "run `mateclaw-mem reindex` (or `serve`) to build the search index"}
+    index = services.file_index
+    counts = index.counts()
+    on_disk = sum(1 for _ in index.disk_files())
+    last = index.last_sync_ms
+    tz = services.clock.tz
+    out: dict[str, Any] = {
+        "built": True,
+        "files_indexed": counts["files"],
+        "files_on_disk": on_disk,
+        "chunks": counts["chunks"],
+        "messages": counts["messages"],
+        "last_sync": datetime.fromtimestamp(last / 1000, tz).isoformat(timespec="seconds") if last else None,
+        "size_bytes": path.stat().st_size if path.exists() else 0,
+    }
+    watcher = services.__dict__.get("watcher")
+    out["watcher"] = watcher.status() if watcher is not None else {"state": "not running (`serve` starts it)"}
+    model = services.settings.model.embedding_model
+    vectors = index.vector_counts()
+    if model or vectors:
+        out["embeddings"] = {"model": model or None, "vectors": vectors.get(model, 0),
+                             "stale": sum(n for m, n in vectors.items() if m != model)}
+    return out

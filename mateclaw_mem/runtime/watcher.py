@@ -1,0 +1,264 @@
+"""Keeps the search index fresh while the daemon runs: hand edits, other processes, missed events.
+
+- A watchdog observer on the workspace. Changed, created, moved and deleted `.md` files are
+  re-indexed after a debounce (`debounce_seconds`, about 1 s: an editor's save is often several
+  events, and a burst of writes becomes one ingest per file).
+- The daemon's own writes arrive first through the store listener (`FileIndex.on_write`), so when
+  their watchdog echo comes the file's mtime and size already match the index: nothing is read.
+- Ignored: editor swap and temp files (`.name.tmp` from atomic writes, `*.swp`, `*~`, vim's `4913`,
+  emacs' `.#name`), anything in a hidden folder (`.mateclaw/`, `.git/`), anything not `.md`.
+- A periodic reconcile (`search.reconcile-interval-seconds`, stat only; a deep one at start) catches
+  whatever the observer missed. One worker thread sleeps on a condition until the next debounce
+  deadline, reconcile or health check: no polling loop.
+- A dead observer (e.g. inotify limits) is restarted, logged as an error, counted in `status()`,
+  and followed by a reconcile for what it missed - never silent.
+
+`subscribe(fn(agent, owner, rel, deleted))` tells other services about changes this process did not
+make itself (hand edits, other processes), e.g. prompt lineage bookkeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from mateclaw_mem.index.file_index import FileIndex
+from mateclaw_mem.index.reconcile import reconcile
+
+log = logging.getLogger("mateclaw_mem.watcher")
+
+ChangeListener = Callable[[str, "str | None", str, bool], None]
+_RECONCILE = "<reconcile>"
+
+
+def ignored(path: str) -> bool:
+    """True for paths that are never memory files (temp, swap, backup, hidden)."""
+    p = Path(path)
+    name = p.name
+    if not name.endswith(".md"):
+        return True  # *.swp, *~, 4913, .tmp and every other non-Markdown file
+    return any(part.startswith((".", "#")) for part in p.parts[-8:]) or name.startswith(".#")
+
+
+class _Handler(FileSystemEventHandler):
+    def __init__(self, watcher: Watcher) -> None:
+        self.watcher = watcher
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        paths = [event.src_path]
+        dest = getattr(event, "dest_path", "")
+        if dest:
+            paths.append(dest)
+        if event.is_directory:
+            # A folder moved or deleted (an agent renamed, memory/ removed): let reconcile sort it out.
+            if event.event_type in ("moved", "deleted"):
+                self.watcher._schedule(_RECONCILE)
+            return
+        for raw in paths:
+            path = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if not ignored(self.watcher._relative(path)):
+                self.watcher._schedule(path)
+
+
+class Watcher:
+    def __init__(
+        self,
+        index: FileIndex,
+        root: Path,
+        *,
+        reconcile_interval: float = 300.0,
+        debounce_seconds: float = 1.0,
+        health_interval: float = 5.0,
+        on_reconcile: Callable[[], None] | None = None,
+    ) -> None:
+        self.index = index
+        self.root = Path(root)
+        self.reconcile_interval = reconcile_interval
+        self.debounce_seconds = debounce_seconds
+        self.health_interval = health_interval
+        self._on_reconcile = on_reconcile
+        self._listeners: list[ChangeListener] = []
+        self._cond = threading.Condition()
+        self._pending: dict[str, float] = {}  # path -> monotonic deadline
+        self._observer: Any = None
+        self._worker: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._busy = False
+        self.state = "stopped"
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.last_event_at: float | None = None
+        self.last_reconcile: dict | None = None
+        self.ingested = 0
+
+    # -- public ----------------------------------------------------------------------------------
+
+    def subscribe(self, fn: ChangeListener) -> None:
+        """`fn(agent, owner, rel, deleted)` after a change this process did not write is indexed."""
+        self._listeners.append(fn)
+
+    def start(self) -> None:
+        if self._worker is not None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._stopping.clear()
+        self._start_observer()
+        self._worker = threading.Thread(target=self._run, name="index-watcher", daemon=True)
+        self._worker.start()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with self._cond:
+            self._cond.notify_all()
+        if self._worker is not None:
+            self._worker.join(timeout=10)
+            self._worker = None
+        self._stop_observer()
+        self.state = "stopped"
+
+    def status(self) -> dict:
+        with self._cond:
+            pending = len(self._pending)
+        return {
+            "state": self.state,
+            "restarts": self.restarts,
+            "last_error": self.last_error,
+            "pending": pending,
+            "ingested": self.ingested,
+            "last_reconcile": self.last_reconcile,
+        }
+
+    def idle(self) -> bool:
+        """Nothing queued and nothing being processed (tests wait on this, with their own timeout)."""
+        with self._cond:
+            return not self._pending and not self._busy
+
+    # -- observer --------------------------------------------------------------------------------
+
+    def _start_observer(self) -> None:
+        observer = Observer()
+        observer.schedule(_Handler(self), str(self.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        self.state = "running"
+
+    def _stop_observer(self) -> None:
+        observer, self._observer = self._observer, None
+        if observer is not None:
+            try:
+                observer.stop()
+                observer.join(timeout=5)
+            except Exception:
+                log.exception("error while stopping the file observer")
+
+    def _check_health(self) -> None:
+        observer = self._observer
+        if observer is not None and observer.is_alive():
+            return
+        self.restarts += 1
+        self.last_error = "file observer stopped unexpectedly; restarted"
+        log.error("file observer died; restarting it (restart %d) and reconciling the index", self.restarts)
+        self._stop_observer()
+        try:
+            self._start_observer()
+        except Exception as exc:
+            self.state = "failed"
+            self.last_error = f"file observer could not restart: {exc}"
+            log.error("file observer could not restart: %s (retrying; reconcile keeps the index fresh)", exc)
+            return
+        self._schedule(_RECONCILE, delay=0)
+
+    # -- queue -----------------------------------------------------------------------------------
+
+    def _relative(self, path: str) -> str:
+        try:
+            return Path(path).relative_to(self.root).as_posix()
+        except ValueError:
+            return path
+
+    def _schedule(self, path: str, delay: float | None = None) -> None:
+        with self._cond:
+            self._pending[path] = time.monotonic() + (self.debounce_seconds if delay is None else delay)
+            self.last_event_at = time.time()
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        now = time.monotonic()
+        next_reconcile = now + self.reconcile_interval
+        next_health = now + self.health_interval
+        self._do_reconcile(deep=True)  # whatever changed while no daemon was watching
+        while not self._stopping.is_set():
+            with self._cond:
+                now = time.monotonic()
+                due = [p for p, deadline in self._pending.items() if deadline <= now]
+                if not due and now < next_reconcile and now < next_health:
+                    wake = min([next_reconcile, next_health, *self._pending.values()])
+                    self._cond.wait(timeout=max(0.0, wake - now))
+                    continue
+                for p in due:
+                    del self._pending[p]
+                self._busy = True
+            try:
+                if _RECONCILE in due:
+                    due.remove(_RECONCILE)
+                    self._do_reconcile(deep=False)
+                for path in due:
+                    self._ingest(path)
+                now = time.monotonic()
+                if now >= next_health:
+                    next_health = now + self.health_interval
+                    self._check_health()
+                if now >= next_reconcile:
+                    next_reconcile = now + self.reconcile_interval
+                    self._do_reconcile(deep=False)
+            except Exception as exc:  # keep watching; say what went wrong
+                self.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("index watcher error")
+            finally:
+                with self._cond:
+                    self._busy = False
+
+    def _ingest(self, path: str) -> None:
+        where = self.index.locate(Path(path))
+        if where is None:
+            return
+        agent, owner, rel = where
+        result = self.index.ingest(agent, owner, rel)
+        if result.changed:
+            self.ingested += 1
+            self._notify(agent, owner, rel, result.deleted)
+
+    def _do_reconcile(self, *, deep: bool) -> None:
+        try:
+            report = reconcile(self.index, deep=deep)
+        except Exception as exc:
+            self.last_error = f"reconcile failed: {type(exc).__name__}: {exc}"
+            log.exception("index reconcile failed")
+            return
+        self.last_reconcile = {"at": self.index.last_sync_ms, "deep": deep, **report.to_dict()}
+        if report.touched:
+            log.info("reconcile: %d added, %d changed, %d removed", len(report.added), len(report.changed),
+                     len(report.removed))
+        for agent, owner, rel in report.added + report.changed:
+            self._notify(agent, owner, rel, False)
+        for agent, owner, rel in report.removed:
+            self._notify(agent, owner, rel, True)
+        if self._on_reconcile is not None:
+            self._on_reconcile()
+
+    def _notify(self, agent: str, owner: str, rel: str, deleted: bool) -> None:
+        for fn in list(self._listeners):
+            try:
+                fn(agent, owner or None, rel, deleted)
+            except Exception:
+                log.exception("watcher listener failed for %s/%s", agent, rel)

@@ -1,0 +1,240 @@
+"""Replay a scripted week of chat against the test model server: our extraction vs the seed's.
+
+    python scripts/bench/extraction_week.py [--turns-per-day 36] [--seed 7]
+
+Ours: the real ExtractionService (model mode) on a temp workspace with a controlled clock; trailing
+runs fire when their cooldown ends (as the timer would). The seed: on a trigger that passes the gates
+outside the cooldown, send the conversation's last 30 messages plus the FULL daily note; triggers
+during the cooldown are dropped. Both talk to a real OpenAI-compatible server on loopback with the
+same scripted model behaviour and the same system prompt; the server counts tokens the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from mateclaw_mem.clock import ManualClock  # noqa: E402
+from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
+from mateclaw_mem.llm import rules  # noqa: E402
+from mateclaw_mem.llm.client import ModelClient  # noqa: E402
+from mateclaw_mem.llm.prompts.extraction import ExtractionResult, TranscriptMessage, build_messages  # noqa: E402
+from mateclaw_mem.memory.extraction import MESSAGE_CHARS, ExtractionService  # noqa: E402
+from mateclaw_mem.settings import load_settings  # noqa: E402
+from mateclaw_mem.workspace.store import WorkspaceStore  # noqa: E402
+from tests.support.model_server import ModelServer  # noqa: E402
+
+TZ = ZoneInfo("Europe/Berlin")
+AGENT = "default"
+COOLDOWN_MIN = 5
+SEED_TRANSCRIPT = 30
+
+FACTS = [
+    "My name is Dana Whitfield.", "I work at Northwind Labs as a platform engineer.", "I live in Rotterdam.",
+    "I prefer short answers with code first.", "I hate YAML anchors.", "I use Neovim and tmux every day.",
+    "Remember that the staging cluster is called kiwi.", "We decided to use Postgres 16 for the billing service.",
+    "Let's go with Terraform for the new VPC.", "Please note the on-call rotation changes on Mondays.",
+    "Actually, I work at Northwind Labs as a staff engineer now.", "My timezone is Europe/Amsterdam.",
+    "Don't forget that Priya owns the release checklist.", "I like Rust for CLI tools.",
+    "记住：周五之前要交季度报告。", "我们决定用 Grafana 做监控。",
+]
+CHATTER = [
+    "How do I rotate the logs in journald without losing the last week?",
+    "Can you explain the difference between a mutex and a semaphore with an example?",
+    "Write a bash one-liner that finds the ten largest files under /var.",
+    "Why does my Docker build cache get invalidated when I only change a comment?",
+    "Summarise this error: connection reset by peer during TLS handshake.",
+    "What's a good way to structure a Python package with optional extras?",
+    "Give me three options for naming this feature flag.",
+    "Review this SQL: SELECT * FROM orders WHERE created_at > now() - interval '1 day'.",
+    "thanks, that works",
+    "ok",
+    "Translate 'deployment window' into German and Dutch.",
+    "How can I make this regex non-greedy?",
+]
+FILLER = (
+    "Here is a detailed answer. First, consider the constraints you mentioned and the trade-offs between "
+    "simplicity and robustness. A common approach is to start with the smallest change that solves the problem, "
+    "then measure. In practice you would also add a test that reproduces the issue, so the fix stays fixed. "
+)
+
+
+@dataclass
+class Turn:
+    when: datetime
+    conversation: str
+    user: str
+    assistant: str
+
+
+def scripted_week(turns_per_day: int, seed: int) -> list[Turn]:
+    rnd = random.Random(seed)
+    start = datetime(2026, 11, 23, tzinfo=TZ)  # a Monday
+    turns: list[Turn] = []
+    fact_i = 0
+    for day in range(7):
+        t = start + timedelta(days=day, hours=8, minutes=rnd.randint(0, 40))
+        sessions = rnd.randint(3, 5)
+        per_session = max(2, turns_per_day // sessions)
+        for s in range(sessions):
+            conv = f"d{day}-s{s}"
+            for _ in range(per_session):
+                if rnd.random() < 0.18:
+                    user = FACTS[fact_i % len(FACTS)]
+                    fact_i += 1
+                else:
+                    user = rnd.choice(CHATTER)
+                answer = (FILLER * rnd.randint(2, 6))[: rnd.randint(500, 1600)]
+                turns.append(Turn(t, conv, user, answer))
+                t += timedelta(minutes=rnd.randint(1, 4), seconds=rnd.randint(0, 59))
+            t += timedelta(minutes=rnd.randint(45, 150))
+    return turns
+
+
+def responder(body: dict[str, Any]) -> dict[str, Any]:
+    """A scripted model: records facts found in NEW user lines (deduplicated against MEMORY.md)."""
+    prompt = body["messages"][-1]["content"]
+    memory = prompt.split("<<< MEMORY.md (current body) >>>\n", 1)[1].split("\n<<< end >>>", 1)[0]
+    memory = "" if memory == "(empty)" else memory
+    facts: list[str] = []
+    for line in prompt.splitlines():
+        if line.startswith("[NEW") and " user] " in line:
+            text = line.split(" user] ", 1)[1]
+            if rules.facts_from_text(text) and f"- {text}" not in memory and text not in facts:
+                facts.append(text)
+    if not facts:
+        return {"should_update": False, "reason": "nothing new worth keeping"}
+    new_memory = memory.rstrip("\n") + "\n" + "".join(f"- {f}\n" for f in facts)
+    return {
+        "should_update": True,
+        "reason": "new facts",
+        "daily_entry": {"title": "Noted", "body": "\n".join(f"- {f}" for f in facts)},
+        "memory_update": new_memory,
+        "profile_update": "",
+    }
+
+
+@dataclass
+class SeedSim:
+    """The seed's behaviour, minimally: last 30 messages + full daily note per cooldown window."""
+
+    client: ModelClient
+    clock: ManualClock
+    memory: str = "# MEMORY.md — long-term memory\n"
+    profile: str = "## Profile\n"
+    daily: dict[str, str] = field(default_factory=dict)
+    convs: dict[str, list[tuple[str, str, datetime]]] = field(default_factory=dict)
+    cooldown_until: datetime | None = None
+    calls: int = 0
+
+    def turn(self, t: Turn) -> None:
+        msgs = self.convs.setdefault(t.conversation, [])
+        msgs.append(("user", t.user, t.when))
+        msgs.append(("assistant", t.assistant, t.when))
+        explicit = rules.is_explicit_remember(t.user)
+        if not explicit and (len(msgs) < 4 or len(t.user.strip()) < 10):
+            return
+        if not explicit and self.cooldown_until is not None and t.when < self.cooldown_until:
+            return  # the seed drops it: the lost tail
+        day = t.when.strftime("%Y-%m-%d")
+        transcript = [
+            TranscriptMessage(i, t.conversation, role, text[:MESSAGE_CHARS], when.strftime("%H:%M"), True)
+            for i, (role, text, when) in enumerate(msgs[-SEED_TRANSCRIPT:])
+        ]
+        messages = build_messages(agent=AGENT, now=t.when.strftime("%Y-%m-%d %H:%M"), profile=self.profile,
+                                  memory=self.memory, daily=self.daily.get(day, ""), transcript=transcript)
+        result = self.client.chat_json(messages, ExtractionResult, step="seed")
+        self.calls += 1
+        if result.should_update:
+            if result.memory_update.strip():
+                self.memory = result.memory_update
+            if result.daily_entry:
+                self.daily[day] = (self.daily.get(day, f"# {day}\n") + f"\n## {t.when:%H:%M} "
+                                   f"{result.daily_entry.title}\n\n{result.daily_entry.body}\n")
+        self.cooldown_until = t.when + timedelta(minutes=COOLDOWN_MIN)
+
+
+def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any]:
+    cfg = tmp / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+    settings = load_settings(cfg, tmp / "workspace", {"model": {"base_url": server.base_url, "model": "bench"}})
+    clock = ManualClock(turns[0].when)
+    store = WorkspaceStore.from_settings(settings, clock)
+    store.ensure_agent(AGENT)
+    log = ConversationLog(settings.state_dir / "log.db")
+    svc = ExtractionService(settings, store, log, clock=clock, timers=False)
+
+    def fire_due(until: datetime) -> None:
+        # What the timer would do: start trailing runs whose time came before `until`.
+        while True:
+            dues = [b["next_run"] for b in svc.status()["buckets"] if b["next_run"]]
+            due = min((datetime.fromisoformat(d) for d in dues), default=None)
+            if due is None or due > until:
+                return
+            clock.set(max(due, clock.now()))
+            svc.run_due()
+            svc.wait_idle(60)
+
+    for t in turns:
+        fire_due(t.when)
+        clock.set(t.when)
+        svc.record_turn(AGENT, t.conversation, t.user, t.assistant)
+        svc.wait_idle(60)
+    fire_due(turns[-1].when + timedelta(hours=1))
+    runs = svc.runs(limit=10_000)
+    outcome = {
+        "runs": len(runs),
+        "errors": sum(1 for r in runs if r["outcome"] == "error"),
+        "memory_lines": store.read(AGENT, "MEMORY.md").body.count("\n- "),
+    }
+    svc.shutdown()
+    log.close()
+    return outcome
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns-per-day", type=int, default=36)
+    parser.add_argument("--seed", type=int, default=7)
+    args = parser.parse_args()
+    turns = scripted_week(args.turns_per_day, args.seed)
+    convs = len({t.conversation for t in turns})
+    with tempfile.TemporaryDirectory() as tmpdir, ModelServer(responder=responder) as ours_server, ModelServer(
+        responder=responder
+    ) as seed_server:
+        ours = run_ours(turns, ours_server, Path(tmpdir))
+        seed_client = ModelClient(base_url=seed_server.base_url, model="bench", timeout_seconds=30)
+        seed = SeedSim(seed_client, ManualClock(turns[0].when))
+        for t in turns:
+            seed.turn(t)
+        seed_client.close()
+        u_ours, u_seed = ours_server.usage, seed_server.usage
+    print(f"Scripted week: {len(turns)} turns, {convs} conversations, 7 days; cooldown {COOLDOWN_MIN} min")
+    print()
+    header = f"{'':<34}{'model calls':>12}{'prompt tok':>12}{'compl. tok':>12}{'total tok':>12}"
+    print(header)
+    print("-" * len(header))
+    for name, u in (("seed (30 msgs + full daily note)", u_seed), ("mateclaw-mem (watermark + tail)", u_ours)):
+        print(f"{name:<34}{u['calls']:>12}{u['prompt_tokens']:>12}{u['completion_tokens']:>12}{u['total_tokens']:>12}")
+    ratio = u_ours["total_tokens"] / max(1, u_seed["total_tokens"])
+    print("-" * len(header))
+    print(f"{'ours / seed':<34}{u_ours['calls'] / max(1, u_seed['calls']):>12.2f}"
+          f"{u_ours['prompt_tokens'] / max(1, u_seed['prompt_tokens']):>12.2f}"
+          f"{u_ours['completion_tokens'] / max(1, u_seed['completion_tokens']):>12.2f}{ratio:>12.2f}")
+    print()
+    print(f"ours: {ours['runs']} runs recorded ({ours['errors']} errors), MEMORY.md bullet lines: "
+          f"{ours['memory_lines']}; seed MEMORY.md bullet lines: {seed.memory.count(chr(10) + '- ')}")
+
+
+if __name__ == "__main__":
+    main()

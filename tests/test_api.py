@@ -1,0 +1,233 @@
+"""The HTTP API (memory, workspace, health, auth, MCP over HTTP) against a real uvicorn server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from mateclaw_mem.api.app import create_app
+from tests.support.server import ApiServer, daemon_services
+
+KEY = "api-key-\u00e9-never-shown"
+WS = "/api/v1/agents/default/workspace/memory"
+MEM = "/api/v1/memory/default"
+
+
+def _serve(workspace: Path, api_key: str | None = None) -> Iterator[httpx.Client]:
+    services = daemon_services(workspace, api_key=api_key)
+    services.store.ensure_agent("default")
+    try:
+        with ApiServer(create_app(services)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+            client.services = services  # type: ignore[attr-defined]  # for assertions on the files
+            yield client
+    finally:
+        services.close()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[httpx.Client]:
+    yield from _serve(tmp_path / "ws")
+
+
+@pytest.fixture
+def keyed(tmp_path: Path) -> Iterator[httpx.Client]:
+    yield from _serve(tmp_path / "ws", api_key=KEY)
+
+
+def reason(r: httpx.Response) -> str:
+    detail = r.json()["detail"]
+    assert isinstance(detail["reason"], str) and detail["reason"]
+    return detail["reason"]
+
+
+# ---------------------------------------------------------------------------- health and docs
+
+
+def test_health_says_mode_version_and_index_without_auth(keyed: httpx.Client) -> None:
+    r = keyed.get("/health")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["status"] == "ok" and body["mode"] == "rules" and body["version"]
+    assert body["auth"] is True
+    assert "index" in body
+    assert KEY not in r.text
+
+
+def test_openapi_lists_every_area(client: httpx.Client) -> None:
+    assert client.get("/docs").status_code == 200
+    paths = client.get("/openapi.json").json()["paths"]
+    for path in (
+        "/health",
+        "/api/v1/memory/{agentId}/conversations/{conversationId}/turns",
+        "/api/v1/memory/{agentId}/summarize/{conversationId}",
+        "/api/v1/memory/{agentId}/emergence",
+        "/api/v1/memory/{agentId}/structured-consolidation",
+        "/api/v1/memory/{agentId}/dreaming/status",
+        "/api/v1/memory/{agentId}/context",
+        "/api/v1/agents/{agentId}/workspace/memory",
+        "/api/v1/agents/{agentId}/workspace/memory/file",
+        "/api/v1/agents/{agentId}/workspace/memory/search",
+        "/api/v1/agents/{agentId}/workspace/memory/history",
+        "/api/v1/agents/{agentId}/workspace/memory/undo",
+        "/v1/aml/add",
+    ):
+        assert path in paths, path
+
+
+# ---------------------------------------------------------------------------- workspace tools
+
+
+def test_list_read_write_edit_round_trip(client: httpx.Client) -> None:
+    files = client.get(WS).json()["files"]
+    assert [f["path"] for f in files][:4] == ["AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"]
+    r = client.put(f"{WS}/file", json={"path": "notes/ideas.md", "content": "# Ideas\n\n- a kite\n"})
+    assert r.status_code == 200, r.text
+    assert r.json()["changed"] is True
+    new = next(f for f in client.get(WS, params={"prefix": "notes/"}).json()["files"])
+    assert new["path"] == "notes/ideas.md" and new["enabled"] is False  # new files are not injected by surprise
+    r = client.post(f"{WS}/file/edit", json={"path": "notes/ideas.md", "old": "a kite", "new": "a red kite"})
+    assert r.status_code == 200 and r.json()["replacements"] == 1
+    got = client.get(f"{WS}/file", params={"path": "notes/ideas.md"}).json()
+    assert "- a red kite" in got["content"] and len(got["sha"]) == 64
+
+
+def test_compare_and_swap_conflict_is_409_and_keeps_the_file(client: httpx.Client) -> None:
+    old = client.get(f"{WS}/file", params={"path": "MEMORY.md"}).json()
+    assert client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": "## A\nfirst\n",
+                                          "expected_sha": old["sha"]}).status_code == 200
+    r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": "## B\nlost\n", "expected_sha": old["sha"]})
+    assert r.status_code == 409 and "changed since it was read" in reason(r)
+    assert "first" in client.get(f"{WS}/file", params={"path": "MEMORY.md"}).json()["content"]
+
+
+def test_enable_disable_history_and_undo(client: httpx.Client) -> None:
+    client.put(f"{WS}/file", json={"path": "extra.md", "content": "extra\n"})
+    assert client.post(f"{WS}/file/enable", json={"path": "extra.md"}).status_code == 200
+    assert next(f for f in client.get(WS).json()["files"] if f["path"] == "extra.md")["enabled"] is True
+    client.post(f"{WS}/file/disable", json={"path": "extra.md"})
+    assert next(f for f in client.get(WS).json()["files"] if f["path"] == "extra.md")["enabled"] is False
+    hist = client.get(f"{WS}/history", params={"path": "extra.md"}).json()["versions"]
+    assert [v["actor"] for v in hist] == ["api", "api", "api"]
+    r = client.post(f"{WS}/undo", json={"path": "extra.md"})
+    assert r.status_code == 200
+    assert next(f for f in client.get(WS).json()["files"] if f["path"] == "extra.md")["enabled"] is True
+
+
+def test_a_person_writing_through_the_api_is_never_cut(client: httpx.Client) -> None:
+    big = "## Long\n" + "word " * 2000 + "\n"  # over the 8,000-char MEMORY.md ceiling
+    r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": big, "by_person": True})
+    assert r.status_code == 200 and r.json()["archived"] == []
+    r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": big + "## More\nx\n"})
+    assert r.status_code == 200 and r.json()["archived"]  # a machine write is kept under the ceiling
+
+
+@pytest.mark.parametrize(
+    "method, path, kwargs, status, words",
+    [
+        ("get", f"{WS}/file", {"params": {"path": "../../etc/passwd.md"}}, 400, "'..'"),
+        ("get", f"{WS}/file", {"params": {"path": "missing.md"}}, 404, "does not exist"),
+        ("get", f"{WS}/file", {"params": {"path": "notes.txt"}}, 400, "Markdown"),
+        ("get", "/api/v1/agents/-bad!/workspace/memory", {}, 400, "invalid agent name"),
+        ("post", f"{WS}/file/edit", {"json": {"path": "MEMORY.md", "old": "absent", "new": "x"}}, 400, "not found"),
+        ("post", f"{WS}/undo", {"json": {"path": "never.md"}}, 404, "no earlier versions"),
+    ],
+)
+def test_errors_have_a_reason_and_the_right_status(client, method, path, kwargs, status, words) -> None:
+    r = getattr(client, method)(path, **kwargs)
+    assert r.status_code == status, r.text
+    assert words in reason(r)
+
+
+def test_validation_errors_are_422_with_field_details(client: httpx.Client) -> None:
+    r = client.put(f"{WS}/file", json={"path": "x.md"})
+    assert r.status_code == 422
+    assert "content" in reason(r)
+    assert r.json()["detail"]["errors"][0]["loc"][-1] == "content"
+    r = client.post(f"{MEM}/conversations/c1/turns", json={"user": "hi", "trigger_source": "mail"})
+    assert r.status_code == 422 and "trigger_source" in reason(r)
+
+
+# ---------------------------------------------------------------------------- auth
+
+
+def test_key_guards_every_route_but_health(keyed: httpx.Client) -> None:
+    assert keyed.get(WS).status_code == 401
+    assert keyed.get(WS, headers={"X-Api-Key": "wrong"}).status_code == 403
+    r = keyed.get(WS, headers={"Authorization": b"Bearer " + KEY.encode()})
+    assert r.status_code == 200
+    r = keyed.post(f"{MEM}/conversations/c1/turns", json={"user": "hello"})
+    assert r.status_code == 401 and KEY not in r.text
+    r = keyed.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                   headers={"accept": "application/json, text/event-stream"})
+    assert r.status_code == 401 and KEY not in r.text
+    assert keyed.get("/health").status_code == 200
+
+
+# ---------------------------------------------------------------------------- memory lifecycle
+
+
+def test_turn_is_recorded_at_once_and_explicit_remember_lands_in_files(client: httpx.Client) -> None:
+    services = client.services  # type: ignore[attr-defined]
+    r = client.post(f"{MEM}/conversations/c1/turns",
+                    json={"user": "remember that my sister is called Ada", "assistant": "Noted."})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["recorded"] is True and body["extraction"]["scheduled"] is True
+    assert services.extraction.wait_idle(30)
+    found = client.get(f"{WS}/search", params={"q": "sister Ada"}).json()["hits"]
+    assert found, "the extracted fact should be searchable in the files"
+    r = client.post(f"{MEM}/conversations/c2/turns", json={"user": "ok", "memoryless": True})
+    assert r.status_code == 202 and r.json()["extraction"]["scheduled"] is False
+
+
+def test_summarize_runs_extraction_now(client: httpx.Client) -> None:
+    client.post(f"{MEM}/conversations/c9/turns",
+                json={"user": "I moved to Lisbon last month and I work as a nurse", "assistant": "Nice!"})
+    client.services.extraction.wait_idle(30)  # type: ignore[attr-defined]
+    r = client.post(f"{MEM}/summarize/c9")
+    assert r.status_code == 200, r.text
+    assert r.json()["outcome"] in ("updated", "no_change", "skipped")
+
+
+def test_context_assembles_enabled_files_for_an_owner(client: httpx.Client) -> None:
+    client.post(f"{WS}/file/edit", json={"path": "PROFILE.md", "old": "\n", "new": "\n- favourite tea: sencha\n"})
+    r = client.post(f"{MEM}/context", json={"query": "what tea do I like?", "endUserId": "u1"})
+    assert r.status_code == 200, r.text
+    ctx = r.json()
+    assert ctx["messages"][0]["role"] == "system" and "sencha" in ctx["messages"][0]["content"]
+    assert ctx["messages"][-1] == {"role": "user", "content": "what tea do I like?"}
+    assert "enabled: true" not in ctx["messages"][0]["content"]  # frontmatter never injected
+
+
+def test_structured_consolidation_and_dreaming(client: httpx.Client) -> None:
+    r = client.post(f"{MEM}/structured-consolidation")
+    assert r.status_code == 200, r.text
+    assert {"ownersConsolidated", "updated", "entriesBefore", "entriesAfter"} <= set(r.json())
+    r = client.post(f"{MEM}/emergence", json={})
+    assert r.status_code in (200, 502), r.text
+    r = client.get(f"{MEM}/dreaming/status")
+    assert r.status_code == 200, r.text
+
+
+# ---------------------------------------------------------------------------- MCP over HTTP
+
+
+def test_mcp_is_mounted_and_speaks_the_protocol(client: httpx.Client) -> None:
+    url = str(client.base_url) + "/mcp"
+
+    async def session() -> tuple[set[str], str]:
+        async with Client(url) as mcp:
+            names = {t.name for t in (await mcp.list_tools()).tools}
+            await mcp.call_tool("create", {"path": "/memories/from-mcp.md", "file_text": "via http\n"})
+            viewed = await mcp.call_tool("view", {"path": "/memories/from-mcp.md"})
+            return names, viewed.content[0].text
+
+    names, text = anyio.run(session)
+    assert {"view", "create", "list_workspace_memory_files", "read_workspace_memory_file"} <= names
+    assert "via http" in text
+    assert "via http" in client.get(f"{WS}/file", params={"path": "from-mcp.md"}).json()["content"]
