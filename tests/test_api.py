@@ -132,7 +132,7 @@ def test_a_person_writing_through_the_api_is_never_cut(client: httpx.Client) -> 
         ("get", f"{WS}/file", {"params": {"path": "../../etc/passwd.md"}}, 400, "'..'"),
         ("get", f"{WS}/file", {"params": {"path": "missing.md"}}, 404, "does not exist"),
         ("get", f"{WS}/file", {"params": {"path": "notes.txt"}}, 400, "Markdown"),
-        ("get", "/api/v1/agents/-bad!/workspace/memory", {}, 400, "invalid agent name"),
+        ("get", "/api/v1/agents/-bad!/workspace/memory", {}, 422, "agentId"),
         ("post", f"{WS}/file/edit", {"json": {"path": "MEMORY.md", "old": "absent", "new": "x"}}, 400, "not found"),
         ("post", f"{WS}/undo", {"json": {"path": "never.md"}}, 404, "no earlier versions"),
     ],
@@ -195,7 +195,9 @@ def test_summarize_runs_extraction_now(client: httpx.Client) -> None:
 
 
 def test_context_assembles_enabled_files_for_an_owner(client: httpx.Client) -> None:
-    client.post(f"{WS}/file/edit", json={"path": "PROFILE.md", "old": "\n", "new": "\n- favourite tea: sencha\n"})
+    profile = client.get(f"{WS}/file", params={"path": "PROFILE.md"}).json()["content"]
+    r = client.put(f"{WS}/file", json={"path": "PROFILE.md", "content": profile + "\n- favourite tea: sencha\n"})
+    assert r.status_code == 200, r.text
     r = client.post(f"{MEM}/context", json={"query": "what tea do I like?", "endUserId": "u1"})
     assert r.status_code == 200, r.text
     ctx = r.json()

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -515,3 +517,54 @@ def test_owners_are_separate_buckets(make_env) -> None:
     buckets = {(b["agent"], b["owner"]) for b in env.svc.status()["buckets"]}
     assert buckets == {(AGENT, "u1"), (AGENT, "u2")}
     assert all(r["outcome"] == "updated" for r in env.runs())
+
+
+# -- triage and the real timer ------------------------------------------------------------------------------
+
+
+def test_triage_skips_the_model_for_commands_and_questions(make_env, model_server) -> None:
+    env = make_env(server=model_server)
+    env.warm()
+    r = env.turn("c1", "Write a bash one-liner that finds the ten largest files.")
+    assert r.scheduled
+    env.idle()
+    assert model_server.chat_requests == []
+    run = env.runs()[-1]
+    assert run["outcome"] == "skipped" and "triage" in run["reason"]
+    assert not env.svc.status()["buckets"][0]["cooling_down"]
+    model_server.reply_json(answer(memory="# MEMORY\n\n- launch in May\n"))
+    assert env.turn("c1", "The launch moved to May, keep that in mind.").when == "now"
+    env.idle()
+    prompt = model_server.chat_requests[0].prompt_text
+    new_part = "\n".join(line for line in prompt.splitlines() if line.startswith("[NEW"))
+    assert "launch moved" in new_part and "bash one-liner" not in new_part
+    assert "launch in May" in env.text("MEMORY.md")
+
+
+def test_the_timer_starts_the_trailing_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mateclaw_mem.clock import SystemClock
+
+    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
+        monkeypatch.delenv(key, raising=False)
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+    settings = load_settings(cfg, tmp_path / "ws", {"mate": {"memory": {"cooldown_minutes": 0.003}}})  # 180 ms
+    clock = SystemClock(ZoneInfo("Europe/Berlin"))
+    store = WorkspaceStore.from_settings(settings, clock)
+    store.ensure_agent(AGENT)
+    log = ConversationLog(settings.state_dir / "log.db")
+    svc = ExtractionService(settings, store, log, clock=clock, timers=True)
+    try:
+        svc.record_turn(AGENT, "c1", "hi", "hello")
+        svc.record_turn(AGENT, "c1", "My name is Alice and I live in Berlin.", "ok")
+        assert svc.wait_idle(10)
+        r = svc.record_turn(AGENT, "c1", "I work at Acme Corp as a data engineer.", "ok")
+        if r.when == "after cooldown":  # (on a very slow machine the cooldown may already be over)
+            deadline = time.monotonic() + 10
+            while len(svc.runs()) < 2 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        assert svc.wait_idle(10)
+        assert "- employer: Acme Corp" in store.read(AGENT, "PROFILE.md").text
+    finally:
+        svc.shutdown()
+        log.close()

@@ -154,3 +154,24 @@ def test_hand_written_profile_lines_are_kept() -> None:
     r = extract(profile=profile, memory="", messages=["Please call me Ally"], today="d")
     assert "* Name: Ally" in r.profile_update
     assert "- pets: a cat called Tom" in r.profile_update and "## Notes\nfree text\n" in r.profile_update
+
+
+@pytest.mark.parametrize(
+    ("text", "worth"),
+    [
+        ("The launch moved to May.", True),
+        ("Heads up: keep that in mind.", True),
+        ("I think we should refactor the parser next sprint.", True),
+        ("截止日期是下周五", True),
+        ("My name is Alice.", True),
+        ("How do I rotate logs in journald?", False),
+        ("Write a bash one-liner that finds the ten largest files.", False),
+        ("thanks, that works", False),
+        ("ok", False),
+        ("帮我写一个脚本", False),
+    ],
+)
+def test_triage(text: str, worth: bool) -> None:
+    from mateclaw_mem.llm.rules import worth_extracting
+
+    assert worth_extracting(text) is worth

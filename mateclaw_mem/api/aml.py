@@ -18,7 +18,8 @@ class _Body(BaseModel):
 class MessageIn(_Body):
     role: str = Field(min_length=1)
     content: str = Field(min_length=1)
-    timestamp: int | None = Field(default=None, ge=0, description="unix milliseconds")
+    # Upper bound: the last millisecond of year 9999 (a larger int overflows SQLite: a 500, not a 422).
+    timestamp: int | None = Field(default=None, ge=0, le=253_402_300_799_999, description="unix milliseconds")
 
 
 class AddRequest(_Body):

@@ -12,7 +12,7 @@ from mateclaw_mem import __version__
 from mateclaw_mem.api import aml, health, memory, workspace
 from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api.auth import RequireApiKey
-from mateclaw_mem.api.errors import error_response, install_error_handlers
+from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.runtime.services import Services
 
 
@@ -79,7 +79,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
         async with mcp_app.session_manager.run():  # the MCP transport's task group lives here
             yield
 
-    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan)
+    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
     app.state.services = services
     app.state.api_key = services.api_key
     _ = services.aml  # built now: the index catches up with the log before the first request

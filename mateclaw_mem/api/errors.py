@@ -12,6 +12,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mateclaw_mem.errors import MateclawError
@@ -29,6 +30,36 @@ STATUS_BY_CODE: dict[str, int] = {
     "forbidden": 403,
     "config": 500,
     "model": 502,
+}
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    reason: str
+
+
+class ErrorBody(BaseModel):
+    """What every error response carries (documented so OpenAPI clients and fuzzers know it)."""
+
+    detail: ErrorDetail
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (400, "invalid input or path (the reason names it)"),
+        (401, "API key missing"),
+        (403, "API key wrong"),
+        (404, "not found"),
+        (409, "conflict: the file changed since it was read, or already exists"),
+        (413, "request body too large"),
+        (422, "a field is missing or has the wrong type (detail.errors lists them)"),
+        (429, "busy: another run holds the lock; retry later"),
+        (500, "internal or configuration error"),
+        (502, "the configured model failed"),
+        (503, "the service is not available in this build"),
+    )
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -15,11 +16,28 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health", summary="liveness, mode, version and index freshness (no auth)")
 def health(services: Services = Depends(get_services)) -> dict[str, Any]:
-    # Says whether auth is on, never what the key is; no paths, no owners.
+    # Says whether auth is on, never what the key is; no paths, no file names, no owners.
     return {
         "status": "ok",
         "version": __version__,
         "mode": services.mode,
         "auth": bool(services.api_key),
-        "index": services.index_freshness() if hasattr(services, "index_freshness") else None,
+        "index": _index(services),
+    }
+
+
+def _index(services: Services) -> dict[str, Any] | None:
+    """How fresh the search index is. None when this process has not opened it (no watcher)."""
+    index = services.__dict__.get("file_index")  # never open (create) the index just to report on it
+    if index is None:
+        return None
+    synced = index.last_sync_ms
+    watcher = services.__dict__.get("watcher")
+    status = watcher.status() if watcher is not None else None
+    return {
+        **index.counts(),
+        "last_sync": datetime.fromtimestamp(synced / 1000, services.clock.tz).isoformat(timespec="seconds")
+        if synced else None,
+        "watcher": status["state"] if status else "not running",
+        "pending_changes": status["pending"] if status else None,
     }

@@ -14,13 +14,13 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import get_services, owner_key, service
+from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, owner_key, service
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"], dependencies=[Depends(require_api_key)])
 
-AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
+AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ConversationId = Path(alias="conversationId", min_length=1, max_length=200)
 Owner = Query(None, max_length=200, description="owner key (end user) the memory belongs to")
 
@@ -54,11 +54,26 @@ class TurnOut(BaseModel):
 
 
 class RunOut(BaseModel):
-    """One extraction / dream / consolidation run as the service reports it."""
+    """One extraction run as the service records it."""
 
     model_config = ConfigDict(extra="allow")
 
-    outcome: str
+    run_id: str
+    outcome: str = Field(description="updated | no_change | skipped | error")
+    reason: str
+    files_changed: list[str]
+
+
+class DreamOut(BaseModel):
+    """One dream as the service records it (also written to DREAMS.md)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    status: str = Field(description="done | nothing_to_do | skipped | failed | rejected")
+    reason: str
+    mode: str
+    promoted: list[str]
 
 
 class EmergenceIn(_Body):
@@ -118,10 +133,13 @@ def _plain(obj: Any) -> Any:
 
 
 def _run_response(outcome: Any) -> Any:
-    """A run that failed (a model error) is a 502 carrying the run record, never a quiet 200."""
+    """A run that failed is an error status carrying the run record, never a quiet 200: 502 when
+    the configured model failed, 500 otherwise."""
     data = _plain(outcome)
-    if isinstance(data, dict) and data.get("outcome") == "error":
-        return error_response(502, str(data.get("error") or "the run failed"), run=data)
+    failed = data.get("outcome") == "error" or data.get("status") == "failed"
+    if failed:
+        status = 502 if data.get("error_kind") else 500
+        return error_response(status, str(data.get("error") or data.get("reason") or "the run failed"), run=data)
     return data
 
 
@@ -173,7 +191,7 @@ def summarize(
 
 @router.post(
     "/emergence",
-    response_model=RunOut,
+    response_model=DreamOut,
     responses={502: {"description": "the configured model failed; the run record is in detail.run"}},
     summary="dream now: consolidate recent daily notes into MEMORY.md (focused when a topic is given)",
 )
@@ -182,7 +200,7 @@ def emergence(
 ) -> Any:
     body = body or EmergenceIn()
     dreaming = service(services, "dreaming")
-    return _run_response(dreaming.dream(agent, topic=body.topic, owner=owner_key(body.owner), trigger="api"))
+    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner or None, trigger="api"))
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,
@@ -192,8 +210,10 @@ def structured_consolidation(agent: str = AgentId, services: Services = Depends(
 
 
 @router.get("/dreaming/status", summary="last dreams, next scheduled run, pending candidates")
-def dreaming_status(agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return _plain(service(services, "dreaming").status(agent))
+def dreaming_status(
+    agent: str = AgentId, owner: str | None = Owner, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    return _plain(service(services, "dreaming").status(agent, owner=owner or None))
 
 
 @router.post("/context", response_model=ContextOut, summary="the assembled prompt for a query and owner")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import get_services, service
+from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, service
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import FileInfo, WriteResult
 
@@ -24,7 +24,7 @@ router = APIRouter(
     dependencies=[Depends(require_api_key)],
 )
 
-AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
+AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 FilePath = Query(min_length=1, max_length=255, description="file path inside the agent, e.g. MEMORY.md")
 Owner = Query(None, max_length=200, description="owner key (personal memory when owner isolation is on)")
 

@@ -260,6 +260,28 @@ class ConversationLog:
         with self._lock:
             return [_row_to_message(r) for r in self._conn.execute(sql, params)]
 
+    def by_ids(self, ids: list[int]) -> list[StoredMessage]:
+        """The messages with these ids (those that exist), in id order."""
+        if not ids:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT * FROM messages WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id", ids
+            ).fetchall()
+        return [_row_to_message(r) for r in rows]
+
+    def before(
+        self, agent: str, conversation_id: str, before_id: int, *, owner: str = "", limit: int
+    ) -> list[StoredMessage]:
+        """Up to `limit` messages of one conversation just before `before_id`, in append order."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
+                " ORDER BY id DESC LIMIT ?",
+                (agent, owner, conversation_id, before_id, limit),
+            ).fetchall()
+        return [_row_to_message(r) for r in reversed(rows)]
+
     def since(self, after_id: int, *, limit: int = 1000) -> list[StoredMessage]:
         """Messages of every conversation with id > `after_id`, in id order (for index catch-up)."""
         with self._lock:

@@ -33,6 +33,24 @@ class Chunk:
     text: str
 
 
+CONVERSATION = "conversation"
+FILE_KINDS = ("memory", "daily", "structured", "archive", "dreams", "other", "profile", "agents", "soul")
+# Which kinds each search scope returns (documented in index/search.py). Kept beside the kinds
+# because the index stores each chunk's scopes as tokens, so a scope filter is one FTS5 term.
+SCOPES: dict[str, tuple[str, ...]] = {
+    "all": (*FILE_KINDS, CONVERSATION),
+    "memory": ("memory", "daily", "structured", "archive", "dreams", "other"),
+    "profile": ("profile",),
+    "persona": ("agents", "soul"),
+    "conversations": (CONVERSATION,),
+    "files": FILE_KINDS,
+}
+
+
+def scopes_of(kind: str) -> list[str]:
+    return [name for name, kinds in SCOPES.items() if kind in kinds]
+
+
 def file_kind(rel: str) -> str:
     """memory | daily | profile | agents | soul | structured | archive | dreams | other."""
     if rel == "MEMORY.md":

@@ -28,6 +28,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from urllib.parse import unquote
 
 from mateclaw_mem.db import connect
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
-from mateclaw_mem.index.chunker import chunk_file, daily_date, file_kind
+from mateclaw_mem.index.chunker import CONVERSATION, chunk_file, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -46,8 +47,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CONVERSATION = "conversation"
 _BATCH_FILES = 200
+_READ_RETRIES = 6
+_SWAP_ERRORS = ("vtable constructor failed", "no such table", "database schema has changed")
 
 
 class LoggedMessage(Protocol):
@@ -134,9 +136,17 @@ class RebuildReport:
     skipped: list[str]
 
 
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
 def tag(prefix: str, value: str) -> str:
     """A single unicode61 token standing for an agent / owner / kind value."""
     return prefix + hashlib.blake2b(value.encode("utf-8"), digest_size=8).hexdigest()
+
+
+def _tags(agent: str, owner: str, kind: str) -> str:
+    return " ".join([tag("a", agent), tag("o", owner), *(tag("s", scope) for scope in scopes_of(kind))])
 
 
 def chunk_sha(title: str, text: str) -> str:
@@ -218,6 +228,22 @@ class FileIndex:
                 self._w.execute("ROLLBACK")
                 raise
             self._w.execute("COMMIT")
+
+    def _read(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
+        """A read that survives a rebuild's table swap.
+
+        A statement prepared just before the swap commits can find the FTS5 table gone when it runs
+        ("vtable constructor failed", "no such table"); SQLite re-prepares ordinary tables itself but
+        not this case. The next attempt sees the new tables, so a short retry is the whole fix."""
+        for attempt in range(_READ_RETRIES):
+            try:
+                return self._reader().execute(sql, tuple(params)).fetchall()
+            except sqlite3.OperationalError as exc:
+                text = str(exc)
+                if attempt == _READ_RETRIES - 1 or not any(m in text for m in _SWAP_ERRORS):
+                    raise
+                time.sleep(0.005 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     @staticmethod
     def _table_exists(conn: sqlite3.Connection, name: str) -> bool:
@@ -400,7 +426,7 @@ class FileIndex:
             (agent, owner, rel, kind, mtime, size, sha, self._now_ms()),
         )
         file_id = cur.lastrowid
-        tags = " ".join((tag("a", agent), tag("o", owner), tag("k", kind)))
+        tags = _tags(agent, owner, kind)
         for ch in chunks:
             title_tokens, body_tokens = tokenize(ch.title), tokenize(ch.text)
             cur = conn.execute(
@@ -458,7 +484,7 @@ class FileIndex:
                 (m.agent, m.owner, rel, CONVERSATION, title, m.content, chunk_sha("", m.content), len(body_tokens),
                  m.ts_ms, m.conversation_id, m.id),
             )
-            tags = " ".join((tag("a", m.agent), tag("o", m.owner), tag("k", CONVERSATION)))
+            tags = _tags(m.agent, m.owner, CONVERSATION)
             conn.execute(
                 f"INSERT INTO fts{s} (rowid, title, body, tag) VALUES (?, '', ?, ?)",
                 (cur.lastrowid, " ".join(body_tokens), tags),
@@ -544,23 +570,27 @@ class FileIndex:
         *,
         agent: str,
         owners: list[str],
-        kinds: list[str],
+        scope: str,
         limit: int,
+        ranked: bool = True,
         title_weight: float = 2.0,
     ) -> list[Candidate]:
-        """Chunks matching an FTS5 expression over title/body, filtered by tags, best bm25 first."""
-        tag_expr = (
-            f'tag : "{tag("a", agent)}" AND tag : ({" OR ".join(chr(34) + tag("o", o) + chr(34) for o in owners)})'
-            f' AND tag : ({" OR ".join(chr(34) + tag("k", k) + chr(34) for k in kinds)})'
-        )
-        expr = f"{{title body}} : ({match}) AND {tag_expr}"
-        rows = self._reader().execute(
+        """Chunks matching an FTS5 expression, filtered by agent/owner/scope tags, best bm25 first
+        (`ranked=False`: newest rows first, without computing bm25 for every match).
+
+        No column filter (`{title body} : ...`) on purpose: it makes FTS5 read every position list
+        (5x slower at 10k chunks), and tag tokens are 17-character hashes no query word equals."""
+        filters = [_quote(tag("a", agent)), "(" + " OR ".join(_quote(tag("o", o)) for o in owners) + ")"]
+        if scope != "all":
+            filters.append(_quote(tag("s", scope)))
+        expr = f"({match}) AND " + " AND ".join(filters)
+        rows = self._read(
             "SELECT c.*, f.body AS tokens, f.bm AS bm FROM ("
             f"  SELECT rowid, body, bm25(fts, {title_weight}, 1.0, 0.0) AS bm FROM fts WHERE fts MATCH ?"
-            "   ORDER BY bm LIMIT ?"
+            f"   ORDER BY {'bm' if ranked else 'rowid DESC'} LIMIT ?"
             ") AS f JOIN chunks AS c ON c.id = f.rowid ORDER BY f.bm",
             (expr, limit),
-        ).fetchall()
+        )
         return [
             Candidate(
                 id=r["id"], agent=r["agent"], owner=r["owner"], rel=r["rel"], kind=r["kind"], title=r["title"],
@@ -575,9 +605,9 @@ class FileIndex:
         if not ids:
             return []
         marks = ",".join("?" * len(ids))
-        rows = self._reader().execute(
+        rows = self._read(
             f"SELECT c.*, f.body AS tokens FROM chunks c JOIN fts f ON f.rowid = c.id WHERE c.id IN ({marks})", ids
-        ).fetchall()
+        )
         return [
             Candidate(
                 id=r["id"], agent=r["agent"], owner=r["owner"], rel=r["rel"], kind=r["kind"], title=r["title"],
@@ -590,10 +620,10 @@ class FileIndex:
     def scope_chunks(self, *, agent: str, owners: list[str], kinds: list[str]) -> list[tuple[int, str, str]]:
         """(id, sha, text-for-embedding) of every chunk in a scope (dense retrieval)."""
         om, km = ",".join("?" * len(owners)), ",".join("?" * len(kinds))
-        rows = self._reader().execute(
+        rows = self._read(
             f"SELECT id, sha, title, text FROM chunks WHERE agent = ? AND owner IN ({om}) AND kind IN ({km})",
             [agent, *owners, *kinds],
-        ).fetchall()
+        )
         return [(r["id"], r["sha"], (r["title"] + "\n" + r["text"]).strip()) for r in rows]
 
     def corpus_stats(self) -> tuple[int, float]:
@@ -603,7 +633,7 @@ class FileIndex:
         cached = getattr(self._local, "stats", None)
         if cached is not None and cached[0] == version:
             return cached[1]
-        row = conn.execute("SELECT COUNT(*), AVG(ntok) FROM chunks").fetchone()
+        row = self._read("SELECT COUNT(*), AVG(ntok) FROM chunks")[0]
         stats = (int(row[0]), float(row[1] or 0.0))
         self._local.stats = (version, stats)  # data_version moves on any other connection's commit
         return stats
@@ -613,7 +643,7 @@ class FileIndex:
         if not terms:
             return {}
         marks = ",".join("?" * len(terms))
-        rows = self._reader().execute(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms).fetchall()
+        rows = self._read(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms)
         return {r["term"]: r["doc"] for r in rows}
 
     # -- vectors ---------------------------------------------------------------------------------

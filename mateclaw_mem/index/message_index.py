@@ -94,6 +94,31 @@ class MessageSource(Protocol):
     def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
 
 
+class StoredFact(Protocol):
+    """A source-bound fact (`conversations.facts.Fact` fits)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def ts_ms(self) -> int: ...
+    @property
+    def source_ids(self) -> Sequence[int]: ...
+
+
+class FactSource(Protocol):
+    """What the index needs from the fact store (`conversations.facts.FactStore` fits)."""
+
+    def facts_since(self, after_id: int, *, limit: int = 1000) -> Sequence[StoredFact]: ...
+
+
 def split_speaker(content: str) -> tuple[str | None, str]:
     """("Caroline", "hi") for "Caroline: hi"; (None, content) when there is no speaker prefix."""
     m = _SPEAKER_RE.match(content)
@@ -109,9 +134,14 @@ def _is_question(text: str) -> bool:
     return spoken.endswith("?")
 
 
+# Facts (model mode) live in the same documents table with ids from here on, so one view, one
+# set of statistics and one ranking cover both; log message ids never get near 2**40.
+FACT_BASE = 1 << 40
+
+
 def _date_tokens(ts_ms: int) -> list[str]:
     d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-    return tokenize(f"{_MONTHS[d.month - 1]} {d.year} {_WEEKDAYS[d.weekday()]}")
+    return tokenize(f"{d.day} {_MONTHS[d.month - 1]} {d.year} {_WEEKDAYS[d.weekday()]}")
 
 
 def owner_key(agent: str, owner: str) -> str:
@@ -155,6 +185,7 @@ class Ranking:
     prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
     prf_terms: int = 10  # ...with this many of their strongest terms...
     prf_weight: float = 0.15  # ...each weighted this much relative to a query term
+    prf_requery: bool = False  # expansion terms also fetch new candidates (not only reorder)
 
 
 @dataclass(frozen=True)
@@ -196,27 +227,59 @@ class _Doc:
 
 
 class _OwnerView:
-    """One owner's parsed documents and statistics, cached in memory.
+    """One owner's parsed documents and statistics, cached in memory and kept up to date in place.
 
-    Parsing field text into term counts is what made pure-SQL ranking slow (10+ ms per search);
-    the view is rebuilt only when the owner's documents change (max id / count differ).
+    Parsing field text into term counts is what made pure-SQL ranking slow (10+ ms per search).
+    After an Add only the new rows (and the previous tail turn of each touched conversation, whose
+    `nb` field grew) are parsed and folded into the statistics, so interleaved Add/Search on a large
+    owner costs O(new messages), not O(owner's messages). Mutated only with the index lock held.
     """
 
-    def __init__(self, stamp: tuple[int, int], docs: list[_Doc]) -> None:
-        self.stamp = stamp
-        self.by_id = {d.id: d for d in docs}
-        self.n = len(docs)
-        self.avg = tuple(max(sum(d.lens[i] for d in docs) / max(len(docs), 1), 1.0) for i in range(4))
-        self.df: Counter[str] = Counter()
-        for d in docs:
-            self.df.update(t for t, c in d.tf.items() if c[0])
-        self.speakers = {d.speaker for d in docs if d.speaker}
-        by_conv: dict[str, list[_Doc]] = {}
+    def __init__(self) -> None:
+        self.last_id = 0  # last message id (facts are counted apart: their ids start at FACT_BASE)
+        self.last_fact = FACT_BASE
+        self.by_id: dict[int, _Doc] = {}
+        self.n = 0
+        self.len_sum = [0, 0, 0, 0]
+        self.avg: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
+        self.df: Counter[str] = Counter()  # body document frequency
+        self.speakers: set[str] = set()
+        self.tail: dict[str, int] = {}  # conversation -> its last doc id
+
+    def _remove_stats(self, d: _Doc) -> None:
+        self.n -= 1
+        for i in range(4):
+            self.len_sum[i] -= d.lens[i]
+        self.df.subtract(t for t, c in d.tf.items() if c[0])
+
+    def _add_stats(self, d: _Doc) -> None:
+        self.n += 1
+        for i in range(4):
+            self.len_sum[i] += d.lens[i]
+        self.df.update(t for t, c in d.tf.items() if c[0])
+
+    def apply(self, docs: list[_Doc]) -> None:
+        """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
         for d in sorted(docs, key=lambda d: d.id):
-            by_conv.setdefault(d.conversation_id, []).append(d)
-        for turns in by_conv.values():
-            for a, b in itertools.pairwise(turns):
-                a.next, b.prev = b.id, a.id
+            old = self.by_id.get(d.id)
+            if old is not None:
+                self._remove_stats(old)
+                d.prev, d.next = old.prev, old.next
+            elif d.id >= FACT_BASE:
+                self.last_fact = d.id  # a fact is no turn: no neighbours
+            else:
+                # New ids are always above every known id (the index appends in log order).
+                prev = self.tail.get(d.conversation_id)
+                if prev is not None:
+                    self.by_id[prev].next = d.id
+                    d.prev = prev
+                self.tail[d.conversation_id] = d.id
+                self.last_id = d.id
+            self.by_id[d.id] = d
+            self._add_stats(d)
+            if d.speaker:
+                self.speakers.add(d.speaker)
+        self.avg = tuple(max(self.len_sum[i] / max(self.n, 1), 1.0) for i in range(4))
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
@@ -270,13 +333,60 @@ class MessageIndex:
                 if len(msgs) < batch:
                     return done
 
-    def rebuild(self, log: MessageSource) -> int:
-        """Drop everything derived and index the whole log again."""
+    def rebuild(self, log: MessageSource, facts: FactSource | None = None) -> int:
+        """Drop everything derived and index the whole log (and the facts, when given) again."""
         with self._lock:
             self._conn.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;")
             self._conn.executescript(_SCHEMA)
             self._views.clear()
-            return self.sync(log)
+            done = self.sync(log)
+            if facts is not None:
+                done += self.sync_facts(facts)
+            return done
+
+    def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
+        """Index every stored fact after the fact watermark; returns how many were indexed.
+
+        A fact is a document like a turn (body = its text, dt = its source time) with id
+        FACT_BASE + fact id; its speaker is the speaker of its first source turn, so the speaker
+        boost applies to it too. Call after `sync`: the source turns must be indexed.
+        """
+        done = 0
+        with self._lock:
+            while True:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = self._conn.execute("SELECT value FROM meta WHERE key = 'fact_watermark'").fetchone()
+                    batch_facts = facts.facts_since(int(row["value"]) if row else 0, limit=batch)
+                    for f in batch_facts:
+                        src = self._conn.execute(
+                            "SELECT speaker FROM docs WHERE id = ?", (f.source_ids[0],)
+                        ).fetchone() if f.source_ids else None
+                        body = tokenize(f.text)
+                        self._conn.execute(
+                            "INSERT INTO docs (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
+                            " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, 'fact', ?, ?, ?, 0, ?, 0, 0)",
+                            (FACT_BASE + f.id, f.agent, f.owner, f.conversation_id, src["speaker"] if src else None,
+                             f.text, f.ts_ms, len(body)),
+                        )
+                        self._conn.execute(
+                            "INSERT INTO fts (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, '', '', ?)",
+                            (FACT_BASE + f.id, owner_key(f.agent, f.owner), " ".join(body),
+                             " ".join(_date_tokens(f.ts_ms))),
+                        )
+                    if batch_facts:
+                        self._conn.execute(
+                            "INSERT INTO meta (key, value) VALUES ('fact_watermark', ?)"
+                            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            (str(batch_facts[-1].id),),
+                        )
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                done += len(batch_facts)
+                if len(batch_facts) < batch:
+                    return done
 
     def _add_batch(self, msgs: Sequence[LoggedMessage]) -> None:
         conn = self._conn
@@ -288,8 +398,9 @@ class MessageIndex:
             if key not in last:
                 last[key] = conn.execute(
                     "SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs d JOIN fts f ON f.rowid = d.id"
-                    " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? ORDER BY d.id DESC LIMIT 1",
-                    key,
+                    " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
+                    " ORDER BY d.id DESC LIMIT 1",
+                    (*key, FACT_BASE),
                 ).fetchone()
             prev = last[key]
             speaker, text = split_speaker(m.content)
@@ -332,37 +443,60 @@ class MessageIndex:
     # ------------------------------------------------------------------ search
 
     def _view(self, agent: str, owner: str) -> _OwnerView | None:
-        """The owner's parsed documents; re-read only when they changed. Call with the lock held."""
+        """The owner's parsed documents, brought up to date. Call with the lock held."""
         row = self._conn.execute(
-            "SELECT MAX(id) AS last, COUNT(*) AS n FROM docs WHERE agent = ? AND owner = ?", (agent, owner)
+            "SELECT COUNT(*) AS n, COALESCE(MAX(CASE WHEN id < ? THEN id END), 0) AS last,"
+            " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact"
+            " FROM docs WHERE agent = ? AND owner = ?",
+            (FACT_BASE, FACT_BASE, FACT_BASE, agent, owner),
         ).fetchone()
         if not row["n"]:
             return None
-        stamp = (row["last"], row["n"])
         key = (agent, owner)
         view = self._views.get(key)
-        if view is not None and view.stamp == stamp:
+        if view is not None and (view.last_id, view.last_fact, view.n) == (row["last"], row["last_fact"], row["n"]):
             self._views.move_to_end(key)
             return view
+        if view is not None:
+            # Incremental: the rows after the view's last ids, plus each touched conversation's
+            # previous tail turn (its `nb` field grew when the next turn arrived).
+            new = self._parse_docs(
+                "((d.id > ? AND d.id < ?) OR d.id > ?)", (agent, owner, view.last_id, FACT_BASE, view.last_fact)
+            )
+            if view.n + len(new) == row["n"] and new:
+                tails = {view.tail[c] for c in {d.conversation_id for d in new if d.id < FACT_BASE}
+                         if c in view.tail}
+                marks = ",".join("?" * len(tails))
+                grown = self._parse_docs(f"d.id IN ({marks})", (agent, owner, *tails)) if tails else []
+                view.apply(grown + new)
+                self._views.move_to_end(key)
+                return view
+            # Counts disagree (a rebuild under us, another process's odd history): start over.
+        view = _OwnerView()
+        view.apply(self._parse_docs("1", (agent, owner)))
+        self._views[key] = view
+        while len(self._views) > self._MAX_VIEWS:
+            self._views.popitem(last=False)
+        return view
+
+    def _parse_docs(self, where: str, params: tuple[object, ...]) -> list[_Doc]:
         docs = []
         for r in self._conn.execute(
             "SELECT d.id, d.speaker, d.is_question, d.conversation_id, f.body, f.ctx, f.nb, f.dt FROM docs d"
-            " JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ?",
-            (agent, owner),
+            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id",
+            params,
         ):
             counts = [Counter(r[f].split()) for f in _FIELDS]
             tf: dict[str, tuple[int, int, int, int]] = {}
-            for t in set().union(*counts):
+            # First-seen order (not set order, which varies with hash seeds): ties in feedback
+            # term selection then break the same way in every process.
+            for t in dict.fromkeys(itertools.chain(*counts)):
                 tf[t] = (counts[0][t], counts[1][t], counts[2][t], counts[3][t])
             lens = (sum(counts[0].values()), sum(counts[1].values()), sum(counts[2].values()),
                     sum(counts[3].values()))
             docs.append(_Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
                              tf, lens, r["conversation_id"]))  # type: ignore[arg-type]
-        view = _OwnerView(stamp, docs)
-        self._views[key] = view
-        while len(self._views) > self._MAX_VIEWS:
-            self._views.popitem(last=False)
-        return view
+        return docs
 
     def search(
         self,
@@ -374,11 +508,16 @@ class MessageIndex:
         options: Iterable[str] = (),
     ) -> list[Hit]:
         """The owner's messages best matching `query`, best first, at most `limit`."""
-        r = self.ranking
         if limit <= 0:
             return []
+        # The whole search holds the lock: the view is updated in place by the next search after
+        # an Add, and ranking is pure Python (GIL-bound), so there is no parallelism to lose.
         with self._lock:
-            view = self._view(agent, owner)
+            return self._search(agent, owner, query, limit=limit, options=options)
+
+    def _search(self, agent: str, owner: str, query: str, *, limit: int, options: Iterable[str]) -> list[Hit]:
+        r = self.ranking
+        view = self._view(agent, owner)
         if view is None:
             return []
         qtoks = tokenize(query)
@@ -396,17 +535,18 @@ class MessageIndex:
                     qweights[t] = r.option_weight
         if not qweights:
             return []
-        match = f'okey:"{owner_key(agent, owner)}" AND {{body ctx nb dt}}: ({fts_query(list(qweights))})'
-        with self._lock:
-            cand = [row[0] for row in self._conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))]
-        # Exact owner check on top of the hashed key: isolation must not rest on a hash alone
-        # (the view holds only this owner's documents).
-        docs = [view.by_id[i] for i in cand if i in view.by_id]
+        docs = self._candidates(view, agent, owner, qweights)
         when = bool(_WHEN_RE.search(query))
         scores = self._score(view, docs, qweights, named, when)
         if r.prf_docs and r.prf_terms and r.prf_weight and scores:
             expanded = self._feedback(view, docs, scores, qweights)
             if expanded:
+                if r.prf_requery:
+                    # The expansion terms find turns that share no word with the question itself
+                    # (the vocabulary gap); their weight keeps them below direct matches.
+                    known = {d.id for d in docs}
+                    extra = [t for t in expanded if t not in qweights]
+                    docs = docs + [d for d in self._candidates(view, agent, owner, extra) if d.id not in known]
                 scores = self._score(view, docs, expanded, named, when)
         by_id = {d.id: sc for d, sc in zip(docs, scores, strict=True) if sc > 0}
         if r.neighbour_weight:
@@ -431,6 +571,17 @@ class MessageIndex:
                      for i, sc in by_id.items()}
         ranked = sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
         return self._hits(ranked[:limit])
+
+    def _candidates(self, view: _OwnerView, agent: str, owner: str, terms: Iterable[str]) -> list[_Doc]:
+        """The owner's turns holding any of `terms` in any field (FTS5 does the matching)."""
+        terms = list(terms)
+        if not terms:
+            return []
+        match = f'okey:"{owner_key(agent, owner)}" AND {{body ctx nb dt}}: ({fts_query(terms)})'
+        cand = [row[0] for row in self._conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))]
+        # Exact owner check on top of the hashed key: isolation must not rest on a hash alone
+        # (the view holds only this owner's documents).
+        return [view.by_id[i] for i in cand if i in view.by_id]
 
     def _score(
         self,

@@ -49,8 +49,8 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.index.chunker import daily_date
-from mateclaw_mem.index.file_index import CONVERSATION, Candidate, FileIndex, MessageSource
+from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
+from mateclaw_mem.index.file_index import Candidate, FileIndex, MessageSource
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
 from mateclaw_mem.index.snippets import make_snippet
 from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
@@ -62,15 +62,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_FILE_KINDS = ("memory", "daily", "structured", "archive", "dreams", "other", "profile", "agents", "soul")
-SCOPES: dict[str, tuple[str, ...]] = {
-    "all": (*_FILE_KINDS, CONVERSATION),
-    "memory": ("memory", "daily", "structured", "archive", "dreams", "other"),
-    "profile": ("profile",),
-    "persona": ("agents", "soul"),
-    "conversations": (CONVERSATION,),
-    "files": _FILE_KINDS,
-}
+__all__ = ["SCOPES", "SearchHit", "SearchResult", "SearchService"]
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 50
 K1, B = 1.2, 0.75
@@ -78,6 +70,7 @@ TITLE_TF = 2
 COVERAGE_BONUS = 1.0
 PHRASE_BONUS = 1.2
 RRF_K = 60
+CANDIDATE_BUDGET = 3000  # chunk matches FTS5 may rank per search (see `_candidates`)
 # Weights for kinds the settings do not name (settings keys win).
 _KIND_KEYS = {"memory": "MEMORY.md", "profile": "PROFILE.md", "agents": "AGENTS.md", "soul": "SOUL.md",
               "dreams": "DREAMS.md", CONVERSATION: "conversations"}
@@ -182,9 +175,11 @@ class SearchService:
         warnings: list[str] = []
         if not terms:
             return SearchResult(query, scope, [], warnings=["the query has no searchable words"])
-        pool = max(50, limit * 5)
-        cands = self.index.match(fts_query(terms), agent=agent, owners=owners, kinds=kinds, limit=pool)
-        scored = self._keyword_scores(cands, terms, query)
+        pool = max(30, limit * 3)
+        n_docs, avgdl = self.index.corpus_stats()
+        dfs = self.index.doc_freqs(terms)
+        cands = self._candidates(terms, dfs, n_docs, agent=agent, owners=owners, scope=scope, pool=pool)
+        scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
         mode = "keyword"
         if self.dense is not None:
             try:
@@ -203,13 +198,50 @@ class SearchService:
             self._record(hits, query)
         return SearchResult(query, scope, hits, mode=mode, warnings=warnings)
 
-    def _keyword_scores(self, cands: list[Candidate], terms: list[str], query: str) -> list[_Scored]:
+    def _candidates(
+        self, terms: list[str], dfs: dict[str, int], n_docs: int, *, agent: str, owners: list[str], scope: str,
+        pool: int,
+    ) -> list[Candidate]:
+        """Candidate chunks, with the FTS5 work bounded by CANDIDATE_BUDGET matches.
+
+        Ranking every chunk that holds a very common term costs time in proportion to the corpus
+        (tens of ms at 100k chunks) and such chunks rank low anyway. So: OR the rarest terms whose
+        document frequencies add up to the budget; add the chunks holding *every* term when that
+        intersection is expected to be small; the common terms still count when the candidates are
+        scored. A query made only of very common terms takes the newest chunks holding all of them
+        (then the rarest one) instead of ranking them all."""
+        order = sorted(terms, key=lambda t: dfs.get(t, 0))
+        rare: list[str] = []
+        total = 0
+        for t in order:
+            df = dfs.get(t, 0)
+            if total + df > CANDIDATE_BUDGET:
+                break
+            rare.append(t)
+            total += df
+        found: dict[int, Candidate] = {}
+
+        def add(expr: str, ranked: bool) -> None:
+            for c in self.index.match(expr, agent=agent, owners=owners, scope=scope, limit=pool, ranked=ranked):
+                found.setdefault(c.id, c)
+
+        if any(dfs.get(t, 0) for t in rare):
+            add(fts_query(rare), ranked=True)
+        present = [t for t in terms if dfs.get(t, 0)]
+        if len(present) > 1 and len(rare) < len(terms):
+            expected = n_docs * math.prod(dfs[t] / max(n_docs, 1) for t in present)
+            add(" AND ".join(_quote(t) for t in present), ranked=expected <= CANDIDATE_BUDGET)
+        if not found and present and not rare:
+            add(_quote(order[-len(present)]), ranked=False)
+        return list(found.values())
+
+    def _keyword_scores(
+        self, cands: list[Candidate], terms: list[str], query: str, dfs: dict[str, int], n_docs: int, avgdl: float
+    ) -> list[_Scored]:
         if not cands:
             return []
-        n_docs, avgdl = self.index.corpus_stats()
         n_docs = max(n_docs, 1)
         avgdl = avgdl or 1.0
-        dfs = self.index.doc_freqs(terms)
         idf = {t: math.log(1 + (n_docs - dfs.get(t, 0) + 0.5) / (dfs.get(t, 0) + 0.5)) for t in terms}
         idf_total = sum(idf.values()) or 1.0
         phrase = " ".join(query.lower().split())
@@ -308,6 +340,10 @@ class SearchService:
         `owner=None` covers the agent's shared files; an owner key covers that owner's personal files
         (with owner isolation off every file is shared, so the owner key is ignored)."""
         return self.retrievals.hits(agent, self.index.owner_key(owner), since)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
 
 
 def _query_terms(query: str) -> list[str]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from mateclaw_mem.index.tokenizer import token_spans
 
 RADIUS = 80
+_PLACES_PER_TERM = 3  # first places per query term considered for the snippet window
 
 
 @dataclass(frozen=True)
@@ -16,18 +17,56 @@ class Snippet:
 
 
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Overlapping or touching spans become one (CJK bigrams of "周日早上" -> one highlight)."""
+    """Overlapping spans become one (the CJK bigrams of "周日早上" -> one highlight)."""
     out: list[tuple[int, int]] = []
     for start, end in sorted(spans):
-        if out and start <= out[-1][1]:
+        if out and start < out[-1][1]:
             out[-1] = (out[-1][0], max(out[-1][1], end))
         else:
             out.append((start, end))
     return out
 
 
+def _key(term: str) -> str:
+    """A prefix every word that stems to `term` starts with (the stemmer only changes word endings)."""
+    return term if len(term) <= 2 else term[: min(4, len(term) - 1)]
+
+
+def _matches(text: str, terms: set[str], radius: int) -> list[tuple[str, int, int]]:
+    """Query-term spans in `text`. Tokenizing a whole 1,500-character chunk is most of a search's
+    time, so only windows around places where a term's prefix occurs are tokenized."""
+    lowered = text.lower()
+    windows: list[tuple[int, int]] = []
+    for term in terms:
+        key = _key(term)
+        at, seen = lowered.find(key), 0
+        while at != -1 and seen < _PLACES_PER_TERM:
+            windows.append((max(0, at - radius), min(len(text), at + len(key) + radius)))
+            at, seen = lowered.find(key, at + 1), seen + 1
+    out: list[tuple[str, int, int]] = []
+    for lo, hi in _merge_windows(windows, text):
+        out.extend((tok, lo + s, lo + e) for tok, s, e in token_spans(text[lo:hi]) if tok in terms)
+    return out
+
+
+def _merge_windows(windows: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
+    merged: list[tuple[int, int]] = []
+    for lo, hi in sorted(windows):
+        # Widen to whitespace so no word is cut (CJK has none; a cut there costs at most one bigram).
+        floor, ceiling = max(0, lo - 40), min(len(text), hi + 40)
+        while lo > floor and not text[lo - 1].isspace():
+            lo -= 1
+        while hi < ceiling and not text[hi].isspace():
+            hi += 1
+        if merged and lo <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
 def make_snippet(text: str, terms: set[str], radius: int = RADIUS) -> Snippet:
-    matches = [(tok, s, e) for tok, s, e in token_spans(text) if tok in terms]
+    matches = _matches(text, terms, radius)
     if not matches:
         end = min(len(text), 2 * radius)
         return Snippet(_flat(text[:end]) + ("…" if end < len(text) else ""), -1)

@@ -12,6 +12,8 @@ from typing import Any
 
 import yaml
 
+# libyaml's loader is ~8x faster than the pure-Python one; same safe subset.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
 
@@ -41,7 +43,7 @@ def parse(text: str) -> Parsed:
         return Parsed("", body, {})
     inner = block[_OPEN.match(block).end() : _CLOSE.search(block, 4).start()]  # type: ignore[union-attr]
     try:
-        meta = yaml.safe_load(inner) if inner.strip() else {}
+        meta = yaml.load(inner, Loader=_LOADER) if inner.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""

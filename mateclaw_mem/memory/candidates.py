@@ -18,6 +18,7 @@ DREAMS.md and the archives are never dreaming input.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -36,7 +37,9 @@ DAILY_RE = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
 _HEADING_TIME = re.compile(r"^(\d{1,2}:\d{2})\b\s*(.*)$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
-_CJK_TOKEN = re.compile(r"^[\u1100-\u11ff\u3040-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_CJK_TOKEN = re.compile(
+    r"^[\u1100-\u11ff\u3040-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+)
 _REMEMBER = re.compile(
     r"\b(?:remember|don't forget|do not forget|never forget|keep in mind|for the record|make a note)\b"
     r"|记住|记下|记一下|别忘|不要忘|备忘",
@@ -184,7 +187,7 @@ def shingles(text: str) -> frozenset[str]:
     IDF weighting keeps common ones (用, 户) from gluing unrelated facts together."""
     tokens = [t for t in tokenize(_SOURCE_TAIL.sub("", text)) if t not in STOPWORDS]
     out = set(tokens)
-    for a, b in zip(tokens, tokens[1:], strict=False):
+    for a, b in itertools.pairwise(tokens):
         # CJK tokens are already bigrams; pairing them again would only add noise.
         if not _CJK_TOKEN.match(a) and not _CJK_TOKEN.match(b):
             out.add(f"{a} {b}")
@@ -329,12 +332,31 @@ def score(
             i = parent[i]
         return i
 
-    for i in range(len(facts)):
-        for j in range(i + 1, len(facts)):
-            if facts[i][0] == facts[j][0] and facts[i][1] == facts[j][1]:
-                parent[find(j)] = find(i)
-            elif similarity(facts[i][2], facts[j][2], weights) >= SIMILARITY_THRESHOLD:
-                parent[find(j)] = find(i)
+    # Identical shingle sets join without comparing; then each distinct set is compared only with
+    # the sets it shares a shingle with (an inverted index), using precomputed total weights.
+    first_of: dict[frozenset[str], int] = {}
+    for i, f in enumerate(facts):
+        if f[2] in first_of:
+            parent[i] = first_of[f[2]]
+        else:
+            first_of[f[2]] = i
+    distinct = list(first_of.items())
+    total = [sum(weights.get(x, 1.0) for x in sh) for sh, _ in distinct]
+    postings: dict[str, list[int]] = {}
+    for n, (sh, _) in enumerate(distinct):
+        for x in sh:
+            postings.setdefault(x, []).append(n)
+    for n, (sh, i) in enumerate(distinct):
+        shared: dict[int, float] = {}
+        for x in sh:
+            w = weights.get(x, 1.0)
+            for m in postings[x]:
+                if m > n:
+                    shared[m] = shared.get(m, 0.0) + w
+        for m, inter in shared.items():
+            union = total[n] + total[m] - inter
+            if union and inter / union >= SIMILARITY_THRESHOLD:
+                parent[find(distinct[m][1])] = find(i)
 
     topic_sh = shingles(topic) if topic else frozenset()
     hit_counts = [_hits_for(c, hits) for c in candidates]

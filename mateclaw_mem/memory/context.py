@@ -53,9 +53,14 @@ def is_personal(rel: str) -> bool:
 class FileBlock:
     rel: str
     chars: int
-    tokens: int
     ceiling: int
     personal: bool  # read from the owner's folder
+    text: str = field(default="", repr=False)  # what the prompt carries of it
+
+    @property
+    def tokens(self) -> int:
+        # Estimated on demand: a prompt build needs only the whole prompt's estimate.
+        return estimate_tokens(self.text)
 
     @property
     def over_budget(self) -> bool:
@@ -180,7 +185,7 @@ class ContextService:
                 block += (f"[note: {info.rel} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
                           "it was edited by hand and is shown whole]\n")
             parts.append(block + body)
-            files.append(FileBlock(info.rel, len(snap.body), estimate_tokens(body), info.ceiling, personal))
+            files.append(FileBlock(info.rel, len(snap.body), info.ceiling, personal, body))
         block_out: StructuredBlock | None = None
         relevant: list[TypedEntry] = []
         if not memoryless:

@@ -118,7 +118,8 @@ class DreamOutcome:
     lines_removed: int = 0
     archived: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # entries the rewrite removed (archived) or would have
-    error_kind: str | None = None
+    error_kind: str | None = None  # set only when the configured model failed (timeout, rate_limit, server, ...)
+    error_code: str | None = None  # failed runs: "model", "conflict", "busy", ... (MateclawError.code)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -152,6 +153,7 @@ class DreamingService:
         self.diary = Diary(store, max_chars=settings.dreaming.diary_max_chars)
         self._model = model
         self._model_factory = model_factory
+        self._owns_model = False
         self._retrieval_hits = retrieval_hits
         self._next_run = next_run
         self._runs_db_path = runs_db or settings.state_dir / "log.db"
@@ -207,11 +209,14 @@ class DreamingService:
         check_agent(agent)
         topic = " ".join(topic.split()) if topic else None
         if topic and not self.mem.dream.focused_enabled:
-            raise InvalidInputError("focused dreaming is off (mate.memory.dream.focused-enabled: false); run without --topic")
+            raise InvalidInputError(
+                "focused dreaming is off (mate.memory.dream.focused-enabled: false); run without --topic"
+            )
         now = self.clock.now()
         out = DreamOutcome(
-            run_id=self._run_id(agent, owner, now), agent=agent, owner=owner, topic=topic, status="skipped",
-            reason="", mode=self.mode, trigger=trigger, started_at=now.isoformat(timespec="seconds"), preview=preview,
+            run_id=self._run_id(agent, owner, now, unique=not preview), agent=agent, owner=owner, topic=topic,
+            status="skipped", reason="", mode=self.mode, trigger=trigger,
+            started_at=now.isoformat(timespec="seconds"), preview=preview,
         )
         if preview:
             # A preview takes no lock and writes nothing, not even a diary entry.
@@ -225,12 +230,13 @@ class DreamingService:
             with self.lock(agent, owner=owner):
                 try:
                     self._run(out, now)
+                except ModelError as exc:
+                    out.status, out.reason, out.error_kind, out.error_code = "failed", exc.message, exc.kind, exc.code
                 except MateclawError as exc:
-                    out.status, out.reason = "failed", exc.message
-                    out.error_kind = getattr(exc, "kind", None) or exc.code
+                    out.status, out.reason, out.error_code = "failed", exc.message, exc.code
                 except Exception as exc:  # a bug must still leave a diary entry and a clean lock
                     log.exception("dream run %s failed", out.run_id)
-                    out.status, out.reason, out.error_kind = "failed", f"{type(exc).__name__}: {exc}", "error"
+                    out.status, out.reason, out.error_code = "failed", f"{type(exc).__name__}: {exc}", "error"
                 return self._finish(out)
         except BusyError as exc:
             out.status, out.reason = "skipped", exc.message
@@ -298,7 +304,7 @@ class DreamingService:
             except ConflictError:
                 if attempt >= CONFLICT_RETRIES:
                     out.status = "failed"
-                    out.error_kind = "conflict"
+                    out.error_code = "conflict"
                     out.reason = ("MEMORY.md kept changing while the dream ran (edited by hand); "
                                   "left as the person wrote it, the dream will try again next time")
                     return
@@ -321,8 +327,7 @@ class DreamingService:
     def _plan_rules(self, snap: Any, scored: cand.Scored, now: datetime, topic: str | None,
                     protected: set[str]) -> _Plan:
         promote = cand.promotable(scored, topic=topic)
-        kept = [s.candidate.source for s in scored.candidates
-                if not any(scored.clusters[k] in promote for k in s.clusters)]
+        kept = _kept(scored, promote)
         if not promote:
             recurring = [k for k in scored.clusters if k.recurring]
             if recurring and all(k.present for k in recurring):
@@ -334,6 +339,7 @@ class DreamingService:
             return _Plan(None, reason, [], kept)
         block, body = frontmatter.split(snap.text)
         new_body, lines = _add_recurring(body, promote, now, protected)
+        lines = [line.removeprefix("- ") for line in lines]
         reason = (f"promoted {len(promote)} fact{'s' if len(promote) != 1 else ''} that recurred on 2 or more "
                   f"days" + (f" about {topic!r}" if topic else ""))
         return _Plan(block + new_body, reason, lines, kept)
@@ -353,18 +359,16 @@ class DreamingService:
         except ModelError as exc:
             raise ModelError(f"the model failed during the dream ({exc.kind}): {exc.message}; MEMORY.md left "
                              "unchanged", kind=exc.kind, retryable=exc.retryable) from None
-        kept_all = [s.candidate.source for s in scored.candidates]
+        kept_all = _kept(scored, [])
         if not result.should_update:
             return _Plan(None, result.reason or "the model found nothing to change", [], kept_all)
         block, old_body = frontmatter.split(snap.text)
         new_body = result.memory_content if result.memory_content.endswith("\n") else result.memory_content + "\n"
         new_body = _preserve_sections(old_body, new_body, protected)
         new_lines = [cand.shingles(line) for line in new_body.splitlines()]
-        promoted = [k.text for k in scored.clusters if not k.present and any(
+        chosen = [k for k in scored.clusters if not k.present and any(
             cand.containment(k.shingles, line) >= cand.PRESENT_CONTAINMENT for line in new_lines)]
-        promoted_sources = {c.key for k in scored.clusters if k.text in promoted for c in k.sources}
-        kept = [s.candidate.source for s in scored.candidates if s.candidate.key not in promoted_sources]
-        return _Plan(block + new_body, result.reason, promoted, kept)
+        return _Plan(block + new_body, result.reason, [k.text for k in chosen], _kept(scored, chosen))
 
     def _model_client(self) -> Any:
         if self._model is None:
@@ -375,6 +379,11 @@ class DreamingService:
                 from mateclaw_mem.llm.usage import UsageLog
 
                 self._model = ModelClient.from_settings(self.settings, usage=UsageLog(self._runs_db_path))
+                self._owns_model = True
+            if self._model is None:
+                from mateclaw_mem.errors import ConfigError
+
+                raise ConfigError("no model configured (model.base-url and model.model are empty): rules mode")
         return self._model
 
     def _hits(self, agent: str, owner: str | None, since: datetime) -> Sequence[Any]:
@@ -459,10 +468,12 @@ class DreamingService:
                  out.finished_at, out.status, out.reason, len(out.promoted), out.lines_added, out.lines_removed),
             )
 
-    def _run_id(self, agent: str, owner: str | None, now: datetime) -> str:
+    def _run_id(self, agent: str, owner: str | None, now: datetime, *, unique: bool = True) -> str:
         base = f"dream-{agent}-{now:%Y%m%dT%H%M%S}"
         if owner:
             base = f"dream-{agent}-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)[:32]}-{now:%Y%m%dT%H%M%S}"
+        if not unique:
+            return base  # a preview writes nothing, not even to the run log
         with self._db_lock:
             taken = {r[0] for r in self._conn().execute(
                 "SELECT run_id FROM dream_runs WHERE run_id = ? OR run_id LIKE ?", (base, base + "-%"))}
@@ -541,12 +552,25 @@ class DreamingService:
         if self._db is not None:
             self._db.close()
             self._db = None
-        closer = getattr(self._model, "close", None)
-        if callable(closer):
-            closer()
+        if self._owns_model:  # a shared client (from the factory) is closed by its owner
+            closer = getattr(self._model, "close", None)
+            if callable(closer):
+                closer()
 
 
 # -- pure text helpers ---------------------------------------------------------------------------------
+
+
+def _kept(scored: cand.Scored, promoted: list[cand.FactCluster]) -> list[str]:
+    """Facts left in the daily notes for a later night (not promoted, not already in MEMORY.md)."""
+    out = []
+    for k in scored.clusters:
+        if k in promoted or k.present:
+            continue
+        days = len(k.days)
+        where = f"{k.sources[0].rel} {k.sources[0].time}".rstrip()
+        out.append(f"{k.text} ({where}, {days} day{'s' if days != 1 else ''})")
+    return out
 
 
 def _short(text: str, limit: int = 120) -> str:

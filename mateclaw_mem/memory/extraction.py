@@ -25,8 +25,12 @@ Behaviour:
   or a gate skip does not. Turns that arrive during the cooldown are examined when it ends (a
   trailing run, started by a timer or `run_due()`).
 - Each conversation has a watermark (last message id examined): a run sends only what is new, plus
-  a little already-seen context in model mode, at most `max-transcript-messages` messages, each cut
-  at 2000 characters. A backlog larger than that is worked off in later runs, oldest first.
+  a little already-seen context in model mode, at most `max-transcript-messages` messages, the
+  person's cut at 2000 characters, the assistant's at 600 (context, not a source of facts), seen
+  context at 300. A backlog larger than that is worked off in later runs, oldest first.
+- Triage (model mode, `triage=True`): when the new messages hold no first-person statement, no
+  request and no decision ("How do I…?", "thanks"), the watermark advances without a model call; the
+  run is recorded as skipped and starts no cooldown.
 - Cooldowns, watermarks and pending runs live in `workspace/.mateclaw/state.db`; a new service
   resumes them (due runs start at once, later ones get a timer). Every run's outcome is kept in
   `workspace/.mateclaw/log.db` (`extraction_runs`).
@@ -67,6 +71,8 @@ log = logging.getLogger(__name__)
 
 ACTOR = "extraction"
 MESSAGE_CHARS = 2000
+ASSISTANT_CHARS = 600  # facts come from the person; the assistant's answer is context
+SEEN_CHARS = 300  # already-examined context messages
 DAILY_TAIL_CHARS = 1500
 CONTEXT_MESSAGES = 2  # already-seen messages sent before the new ones (model mode)
 CONFLICT_RETRIES = 2
@@ -194,6 +200,7 @@ class ExtractionService:
         workers: int = 2,
         timers: bool = True,
         resume: bool = True,
+        triage: bool = True,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -211,6 +218,7 @@ class ExtractionService:
         else:
             self.mode = "rules"
         self.model = model
+        self.triage = triage
         self.usage = usage or (model.usage if model is not None else None)
         self._state = connect(state_db or state_dir / "state.db")
         self._state.executescript(_STATE_SCHEMA)
@@ -556,6 +564,17 @@ class ExtractionService:
             out.reason = "nothing new since the last run"
             out.finished_ms = self._now_ms()
             return out
+        if (
+            self.model is not None
+            and self.triage
+            and not batch.explicit
+            and not any(rules.worth_extracting(t) for t in batch.new_user_texts)
+        ):
+            # Nothing the model could keep: advance the watermark without a call (no cooldown either).
+            out.reason = f"triage: no statement, request or decision in {batch.new_count} new messages"
+            self._advance(bucket, batch)
+            out.finished_ms = self._now_ms()
+            return out
         store_owner = owner or None
         retry_note = ""
         for attempt in range(1, CONFLICT_RETRIES + 2):
@@ -601,15 +620,18 @@ class ExtractionService:
             out.reason = result.reason or ("updated" if changed else "nothing worth remembering")
             break
         if out.ok:
-            for conv, last_id in batch.watermarks.items():
-                self._x(
-                    "INSERT INTO extraction_watermarks(agent, owner, conversation_id, last_id, updated_ms)"
-                    " VALUES (?,?,?,?,?) ON CONFLICT(agent, owner, conversation_id) DO UPDATE SET"
-                    " last_id=MAX(last_id, excluded.last_id), updated_ms=excluded.updated_ms",
-                    (agent, owner, conv, last_id, self._now_ms()),
-                )
+            self._advance(bucket, batch)
         out.finished_ms = self._now_ms()
         return out
+
+    def _advance(self, bucket: Bucket, batch: _Batch) -> None:
+        for conv, last_id in batch.watermarks.items():
+            self._x(
+                "INSERT INTO extraction_watermarks(agent, owner, conversation_id, last_id, updated_ms)"
+                " VALUES (?,?,?,?,?) ON CONFLICT(agent, owner, conversation_id) DO UPDATE SET"
+                " last_id=MAX(last_id, excluded.last_id), updated_ms=excluded.updated_ms",
+                (*bucket, conv, last_id, self._now_ms()),
+            )
 
     def _collect(self, bucket: Bucket, convs: list[str]) -> _Batch:
         agent, owner = bucket
@@ -648,7 +670,10 @@ class ExtractionService:
 
     def _tmsg(self, m: StoredMessage, *, new: bool) -> TranscriptMessage:
         when = datetime.fromtimestamp(m.ts_ms / 1000, tz=self.clock.tz).strftime("%H:%M")
-        content = m.content if len(m.content) <= MESSAGE_CHARS else m.content[:MESSAGE_CHARS] + " …[cut]"
+        limit = MESSAGE_CHARS if m.role == "user" else ASSISTANT_CHARS
+        if not new:
+            limit = min(limit, SEEN_CHARS)
+        content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"
         return TranscriptMessage(m.id, m.conversation_id, m.role, redact(content), when, new)
 
     def _analyse(

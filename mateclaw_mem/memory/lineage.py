@@ -1,8 +1,9 @@
 """Harness lineage: every version of an agent's system prompt, by SHA-256, in `state.db`.
 
-The harness is AGENTS.md + SOUL.md as the prompt assembles them: the enabled ones, by sort_order,
-as `--- NAME ---` blocks of their bodies (frontmatter is never part of a prompt, so a change to a
-key a person added does not make a new version, but disabling SOUL.md does).
+The harness is AGENTS.md + SOUL.md as the prompt assembles them: the enabled, non-empty ones by
+(sort_order, name), as `--- NAME ---` blocks of their stripped bodies joined by a blank line.
+Frontmatter is never part of a prompt, so a change to a key a person added does not make a new
+version, but disabling SOUL.md does.
 
 Versions come from three places, all idempotent (a hash is registered once, first time wins):
 - machine writes: `on_write`, subscribed to the WorkspaceStore;
@@ -110,11 +111,13 @@ class HarnessLineage:
                 continue
             seen = True
             parsed = frontmatter.parse(snap.text)
-            if _enabled(parsed.meta):
-                blocks.append((_order(parsed.meta, rel), rel, parsed.body.strip()))
+            body = parsed.body.strip()
+            if _enabled(parsed.meta) and body:  # an empty file adds nothing to the prompt
+                blocks.append((_order(parsed.meta, rel), rel, body))
         if not seen:
             return None
-        return "".join(f"--- {rel} ---\n{body}\n\n" for _, rel, body in sorted(blocks))
+        # The same blocks, order and separators as the prompt (memory/context.py) builds them.
+        return "\n\n".join(f"--- {rel} ---\n{body}" for _, rel, body in sorted(blocks))
 
     def current_hash(self, agent: str) -> str | None:
         text = self.assemble(agent)
@@ -153,10 +156,13 @@ class HarnessLineage:
         if not self.store.agent_dir(agent).is_dir():
             raise NotFoundError(f"agent {agent!r} does not exist (create it with `mateclaw-mem init {agent}`)")
 
-    def versions(self, agent: str) -> dict[str, Any]:
-        """`{versions: [{hash, label, registered_at, source}], currentHash}`, oldest first."""
+    def versions(self, agent: str, *, check: bool = True) -> dict[str, Any]:
+        """`{versions: [{hash, label, registered_at, source}], currentHash}`, oldest first.
+
+        `check=False` lists what was recorded without registering the current version (currentHash
+        is still computed from the files)."""
         self._require_agent(agent)
-        current = self.check(agent)
+        current = self.check(agent) if check else self.current_hash(agent)
         with self._lock:
             rows = self._conn.execute(
                 "SELECT hash, label, registered_at, source FROM harness_versions WHERE agent = ? ORDER BY seq",

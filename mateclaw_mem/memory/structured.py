@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import heapq
 import logging
 import math
 import threading
@@ -129,8 +130,10 @@ class StructuredMemory:
         # Parsed files keyed by path, reused while the text is unchanged: prompts are built far more
         # often than structured files change, and parsing 1,000 entries costs more than reading them.
         self._cache: dict[str, tuple[str, list[Entry]]] = {}
-        self._token_cache: dict[tuple[str, str], frozenset[str]] = {}
+        self._pool_cache: dict[tuple[str, str | None], tuple[tuple[list[Entry], ...], _Pool]] = {}
         self._cache_lock = threading.Lock()
+        self._block_cache: dict[tuple[str, str | None], tuple[tuple[list[Entry], ...], tuple[int, int],
+                                                                StructuredBlock]] = {}
 
     @staticmethod
     def rel(type_: str) -> str:
@@ -243,6 +246,17 @@ class StructuredMemory:
     def always_on_block(self, agent: str, *, owner: str | None = None) -> StructuredBlock:
         """User and feedback entries within the char and per-type budgets (see the module doc)."""
         by_type = {t: self.entries(agent, t, owner=owner) for t in ALWAYS_ON_TYPES}
+        # The parsed lists are reused objects while the files are unchanged, so identity is the key.
+        ident = (agent, owner)
+        hit = self._block_cache.get(ident)
+        if hit is not None and hit[1] == (self.max_chars, self.max_entries_per_type) and all(
+                a is b for a, b in zip(hit[0], by_type.values(), strict=True)):
+            return hit[2]
+        block = self._build_block(by_type)
+        self._block_cache[ident] = (tuple(by_type.values()), (self.max_chars, self.max_entries_per_type), block)
+        return block
+
+    def _build_block(self, by_type: dict[str, list[Entry]]) -> StructuredBlock:
         total = sum(len(v) for v in by_type.values())
         if total == 0 or self.max_chars <= 0:
             return StructuredBlock("", {t: 0 for t in ALWAYS_ON_TYPES}, {t: len(v) for t, v in by_type.items()},
@@ -287,18 +301,18 @@ class StructuredMemory:
         """Project and reference entries relevant to `query`, best first, within `max_chars`."""
         if not query.strip():
             return []
-        candidates = [TypedEntry(t, e) for t in ON_DEMAND_TYPES for e in self.entries(agent, t, owner=owner)]
-        if not candidates:
+        pool = self._pool(agent, owner)
+        if not pool.candidates:
             return []
         ranked: list[TypedEntry] | None = None
         if self.relevance is not None:
             try:
-                ranked = self.relevance(agent, owner, query, candidates, limit)
+                ranked = self.relevance(agent, owner, query, pool.candidates, limit)
             except Exception as exc:
                 # Relevance is a prefetch: a broken index must not stop the chat. Logged, not hidden.
                 log.warning("structured relevance via search failed (%s); using token overlap", exc)
         if ranked is None:
-            ranked = self._overlap(agent, owner, query, candidates, limit)
+            ranked = pool.rank(query, limit)
         out, used = [], 0
         for item in ranked[:limit]:
             cost = len(item.entry.key) + len(item.entry.text) + 16
@@ -308,34 +322,15 @@ class StructuredMemory:
             used += cost
         return out
 
-    def _tokens(self, item: TypedEntry) -> frozenset[str]:
-        key = (item.entry.key, item.entry.text)
-        toks = self._token_cache.get(key)
-        if toks is None:
-            toks = frozenset(t for t in tokenize(f"{item.entry.key} {item.entry.text}") if t not in STOPWORDS)
-            if len(self._token_cache) > 20000:
-                self._token_cache.clear()
-            self._token_cache[key] = toks
-        return toks
-
-    def _overlap(
-        self, agent: str, owner: str | None, query: str, candidates: Sequence[TypedEntry], limit: int
-    ) -> list[TypedEntry]:
-        """Rank by query tokens shared with each entry, rarer tokens weighing more (an IDF sum)."""
-        q = {t for t in tokenize(query) if t not in STOPWORDS}
-        if not q:
-            return []
-        token_sets = [self._tokens(c) for c in candidates]
-        n = len(candidates)
-        df = {t: sum(1 for s in token_sets if t in s) for t in q}
-        scored = []
-        for i, (c, toks) in enumerate(zip(candidates, token_sets, strict=True)):
-            hits = q & toks
-            if hits:
-                score = sum(math.log(1 + n / df[t]) for t in hits) / math.sqrt(1 + len(toks) / 20)
-                scored.append((-score, i, c))
-        scored.sort(key=lambda x: (x[0], x[1]))
-        return [c for _, _, c in scored[:limit]]
+    def _pool(self, agent: str, owner: str | None) -> _Pool:
+        """Project/reference candidates with an inverted index, rebuilt only when a file changed."""
+        lists = tuple(self.entries(agent, t, owner=owner) for t in ON_DEMAND_TYPES)
+        hit = self._pool_cache.get((agent, owner))
+        if hit is not None and all(a is b for a, b in zip(hit[0], lists, strict=True)):
+            return hit[1]
+        pool = _Pool([TypedEntry(t, e) for t, entries in zip(ON_DEMAND_TYPES, lists, strict=True) for e in entries])
+        self._pool_cache[(agent, owner)] = (lists, pool)
+        return pool
 
     @staticmethod
     def render_relevant(items: Sequence[TypedEntry]) -> str:
@@ -344,6 +339,34 @@ class StructuredMemory:
         lines = [RELEVANT_TITLE]
         lines += [f"- [{i.type}] {i.entry.key}: {fmt.one_line(i.entry.text)}" for i in items]
         return "\n".join(lines)
+
+
+class _Pool:
+    """Token-overlap ranking: query tokens shared with an entry (key + text), rarer tokens weighing
+    more (an IDF sum), damped for long entries. Same tokenizer as the search index (Latin + CJK)."""
+
+    def __init__(self, candidates: list[TypedEntry]) -> None:
+        self.candidates = candidates
+        self.postings: dict[str, list[int]] = {}
+        self.sizes: list[int] = []
+        for i, c in enumerate(candidates):
+            toks = {t for t in tokenize(f"{c.entry.key} {c.entry.text}") if t not in STOPWORDS}
+            self.sizes.append(len(toks))
+            for t in toks:
+                self.postings.setdefault(t, []).append(i)
+
+    def rank(self, query: str, limit: int) -> list[TypedEntry]:
+        n = len(self.candidates)
+        scores: dict[int, float] = {}
+        for t in {t for t in tokenize(query) if t not in STOPWORDS}:
+            posting = self.postings.get(t)
+            if posting:
+                idf = math.log(1 + n / len(posting))
+                for i in posting:
+                    scores[i] = scores.get(i, 0.0) + idf
+        sizes = self.sizes
+        best = heapq.nsmallest(limit, ((-score / math.sqrt(1 + sizes[i] / 20), i) for i, score in scores.items()))
+        return [self.candidates[i] for _, i in best]
 
 
 def search_relevance(get_search: Callable[[], Any]) -> Relevance:

@@ -94,7 +94,9 @@ class Daemon:
         else:
             log.info("mode: model %s at %s", settings.model.model, settings.model.base_url)
 
-        # Workers first (they resume persisted work), then the sources of new work, then the API.
+        # The port first: "address in use" should stop us before anything else has started.
+        sock = _bind(self.host, self.port) if self.http else None
+        # Workers next (they resume persisted work), then the sources of new work, then the API.
         if self._has("extraction"):
             extraction = self.services.extraction
             self.add_stopper("extraction workers", lambda: extraction.shutdown(wait=True))
@@ -110,33 +112,19 @@ class Daemon:
             self.add_stopper(label, part.stop)
             log.info("%s started", label)
         if self._has("scheduler"):
-            for job, when in self._next_runs():
-                log.info("next run: %s at %s", job, when)
-        if self.http:
-            self._start_http()
+            for job, when in self.services.scheduler.next_runs().items():
+                log.info("next run: %s at %s", job, when or "never (disabled)")
+        if sock is not None:
+            self._start_http(sock)
 
     def _has(self, name: str) -> bool:
         return hasattr(type(self.services), name)
 
-    def _next_runs(self) -> list[tuple[str, str]]:
-        runs = self.services.scheduler.next_runs()
-        items = runs.items() if isinstance(runs, dict) else runs
-        out = []
-        for item in items:
-            if isinstance(item, dict):
-                out.append((str(item.get("job") or item.get("name") or item.get("id")),
-                            str(item.get("next_run") or item.get("at") or item.get("when"))))
-            else:
-                job, when = item
-                out.append((str(job), when.isoformat(timespec="minutes") if hasattr(when, "isoformat") else str(when)))
-        return out
-
-    def _start_http(self) -> None:
+    def _start_http(self, sock: socket.socket) -> None:
         import uvicorn
 
         from mateclaw_mem.api.app import create_app
 
-        sock = _bind(self.host, self.port)
         bound_port = sock.getsockname()[1]
         app = create_app(self.services, host=self.host)
         config = uvicorn.Config(

@@ -18,10 +18,13 @@ if TYPE_CHECKING:
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.memory.context import ContextService
+    from mateclaw_mem.memory.dreaming import DreamingService
+    from mateclaw_mem.memory.extraction import ExtractionService
     from mateclaw_mem.memory.learning import LearningService
     from mateclaw_mem.memory.lineage import HarnessLineage
     from mateclaw_mem.memory.structured import StructuredMemory
     from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+    from mateclaw_mem.runtime.scheduler import Scheduler
     from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.file_commands import FileCommands
@@ -39,6 +42,7 @@ class Services:
         self.add_status("index", lambda: _index_wiring().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
+        self.add_status("dreaming", lambda: self.dreaming.report())
 
     @property
     def mode(self) -> str:
@@ -129,7 +133,10 @@ class Services:
     def watcher(self) -> Watcher:
         """Built here, not started: the daemon (`serve`) starts it."""
         with self._lock:
-            return _index_wiring().build_watcher(self)
+            watcher = _index_wiring().build_watcher(self)
+            # Hand edits of AGENTS.md / SOUL.md become harness versions (lineage built on first change).
+            watcher.subscribe(lambda *change: self.lineage.on_file_changed(*change))
+            return watcher
 
     @cached_property
     def prompt_model(self) -> ModelClient | None:
@@ -152,9 +159,11 @@ class Services:
         from mateclaw_mem.memory.structured import StructuredMemory
 
         memory = self.settings.mate.memory
+        # Relevance of project/reference entries: in-process token overlap over exactly those entries
+        # (~1 ms). `memory.structured.search_relevance(lambda: self.search)` plugs in the search index
+        # instead; see scripts/bench/context_build.py for what each costs per prompt.
         return StructuredMemory(self.store, self.clock, max_chars=memory.system_block_max_chars,
-                                max_entries_per_type=memory.system_block_max_entries_per_type,
-                                relevance=_structured_relevance(self))
+                                max_entries_per_type=memory.system_block_max_entries_per_type)
 
     @cached_property
     def context(self) -> ContextService:
@@ -178,6 +187,45 @@ class Services:
             )
             self.on_close(svc)
             return svc
+
+    @cached_property
+    def dreaming(self) -> DreamingService:
+        """Nightly/manual consolidation of daily notes into MEMORY.md (memory/dreaming.py)."""
+        from mateclaw_mem.memory.dreaming import DreamingService
+        from mateclaw_mem.runtime.scheduler import cron_trigger, next_fire_after
+
+        with self._lock:
+            trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
+            svc = DreamingService(
+                self.settings, self.store, clock=self.clock,
+                model_factory=lambda: self.prompt_model,
+                # Evidence from real searches (log.db `retrievals`), never from prompt injection.
+                retrieval_hits=lambda agent, owner, since: self.search.retrieval_hits(agent, owner=owner, since=since),
+                next_run=lambda: next_fire_after(trigger, self.clock.now()),
+            )
+            self.on_close(svc)
+            return svc
+
+    @cached_property
+    def extraction(self) -> ExtractionService:
+        """Post-chat extraction; its worker threads and timers start when it is built (the daemon
+        builds it at start, so persisted pending work resumes)."""
+        from mateclaw_mem.memory.extraction import ExtractionService
+
+        with self._lock:
+            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock)
+            self.on_close(svc)
+            return svc
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        """Built here, not started: the daemon (`serve`) calls start() and stop()."""
+        from mateclaw_mem.runtime.scheduler import Scheduler
+
+        with self._lock:
+            sched = Scheduler(self)
+            self.on_close(sched)
+            return sched
 
     @cached_property
     def api_key(self) -> str | None:
@@ -211,10 +259,3 @@ def _index_wiring() -> Any:
     from mateclaw_mem.runtime import index_wiring
 
     return index_wiring
-
-
-def _structured_relevance(services: Services) -> Any:
-    """Project/reference entries are matched through the search index (built on first use)."""
-    from mateclaw_mem.memory.structured import search_relevance
-
-    return search_relevance(lambda: services.search)

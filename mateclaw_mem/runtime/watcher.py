@@ -59,8 +59,9 @@ class _Handler(FileSystemEventHandler):
         if dest:
             paths.append(dest)
         if event.is_directory:
-            # A folder moved or deleted (an agent renamed, memory/ removed): let reconcile sort it out.
-            if event.event_type in ("moved", "deleted"):
+            # A folder created, moved or deleted (a new agent, memory/ removed): files inside it may
+            # have no events of their own (created before the folder was watched), so reconcile.
+            if event.event_type in ("created", "moved", "deleted"):
                 self.watcher._schedule(_RECONCILE)
             return
         for raw in paths:

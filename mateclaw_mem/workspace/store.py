@@ -130,6 +130,8 @@ class WorkspaceStore:
         self._locks = _Locks()
         self._lock_timeout = lock_timeout
         self._listeners: list[Callable[[WriteEvent], None]] = []
+        self._info_cache: dict[str, tuple[tuple[int, int, int], FileInfo]] = {}
+        self._checked_rels: set[str] = set()
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock) -> WorkspaceStore:
@@ -297,6 +299,7 @@ class WorkspaceStore:
                 raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
             version = self._keep(agent, owner, rel, current, "", actor, reason or "deleted", batch)
             path.unlink()
+            self._info_cache.pop(str(path), None)
             self._notify(WriteEvent(agent, owner, rel, path, "", actor))
             return WriteResult(rel, path, "", current.sha, True, version=version.version)
 
@@ -333,6 +336,7 @@ class WorkspaceStore:
             return WriteResult(rel, path, new_sha, current.sha, False, archived)
         version = self._keep(agent, owner, rel, current, new_sha, actor, reason, batch)
         atomic_write(path, data)
+        self._info_cache.pop(str(path), None)
         self._notify(WriteEvent(agent, owner, rel, path, new_sha, actor))
         return WriteResult(rel, path, new_sha, current.sha, True, archived, version.version)
 
@@ -450,33 +454,51 @@ class WorkspaceStore:
         if not base.exists():
             return []
         out = []
-        for path in base.rglob("*.md"):
-            rel_path = path.relative_to(base)
-            if any(part.startswith(".") for part in rel_path.parts):
-                continue
-            if rel_path.parts[0] == "owners" and not (owner and self.owner_isolation):
-                continue  # personal memory is listed per owner
-            rel = rel_path.as_posix()
-            if prefix and not rel.startswith(prefix):
-                continue
-            try:
-                check_relative(rel)
-                snap = self._snapshot(rel, path)
-            except (InvalidPathError, InvalidInputError):
-                continue
-            parsed = frontmatter.parse(snap.text)
-            out.append(
-                FileInfo(
+        # os.walk and plain strings rather than Path.rglob: prompts list files on every turn, and
+        # pathlib's per-path overhead dominated prompt assembly with a year of daily notes.
+        for dirpath, dirnames, filenames in os.walk(base):
+            rel_dir = os.path.relpath(dirpath, base)
+            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
+            skip_owners = not rel_dir and not (owner and self.owner_isolation)  # owners/ is listed per owner
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == "owners"))
+            for name in filenames:
+                if name.startswith(".") or not name.endswith(".md"):
+                    continue
+                rel = f"{rel_dir}/{name}" if rel_dir else name
+                if prefix and not rel.startswith(prefix):
+                    continue
+                path = os.path.join(dirpath, name)
+                try:
+                    if rel not in self._checked_rels:
+                        check_relative(rel)
+                        self._checked_rels.add(rel)
+                    st = os.stat(path)
+                except (InvalidPathError, OSError):
+                    continue
+                # Reuse the parsed frontmatter while the file is the same (inode, mtime, size);
+                # our own writes drop their entry in _commit/delete.
+                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+                cached = self._info_cache.get(path)
+                if cached is not None and cached[0] == stamp:
+                    out.append(cached[1])
+                    continue
+                try:
+                    snap = self._snapshot(rel, Path(path))
+                except (InvalidPathError, InvalidInputError):
+                    continue
+                parsed = frontmatter.parse(snap.text)
+                info = FileInfo(
                     rel=rel,
                     enabled=_as_bool(parsed.meta.get("enabled"), default=rel in ALWAYS_ON),
                     sort_order=_as_int(parsed.meta.get("sort_order"), default=_default_order(rel)),
                     chars=len(parsed.body),
-                    size=path.stat().st_size,
-                    mtime=path.stat().st_mtime,
+                    size=st.st_size,
+                    mtime=st.st_mtime,
                     ceiling=self.ceiling_for(rel),
                     meta_error=parsed.error,
                 )
-            )
+                self._info_cache[path] = (stamp, info)
+                out.append(info)
         return sorted(out, key=lambda f: (f.sort_order, f.rel))
 
     # -- history and undo ------------------------------------------------------------------------

@@ -59,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], help="Ranking field=JSON value")
     ap.add_argument("--misses", type=int, default=0, help="print N questions whose evidence is not ranked first")
     ap.add_argument("--out", default=None, help="write per-question ranks (JSON) here")
+    ap.add_argument("--interleave", action="store_true",
+                    help="search once after every Add (measures the incremental view under interleaving)")
     ap.add_argument("--no-stem", action="store_true", help="experiment: tokenizer without stemming")
     args = ap.parse_args(argv)
     if args.no_stem:
@@ -80,12 +82,17 @@ def main(argv: list[str] | None = None) -> int:
         index = MessageIndex(state / "messages.db", ranking_with(args.set))
         svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
         add_ms: list[float] = []
+        mixed_ms: list[float] = []
         for conv in plan:
             for call in conv["calls"]:
                 msgs = [AmlMessage(m["role"], m["content"], m.get("timestamp")) for m in call["messages"]]
                 t0 = time.perf_counter()
                 svc.add(call["request_id"], call["user_id"], call["session_id"], msgs)
                 add_ms.append((time.perf_counter() - t0) * 1000)
+                if args.interleave:
+                    t0 = time.perf_counter()
+                    svc.search(msgs[-1].content, call["user_id"], args.top_k)
+                    mixed_ms.append((time.perf_counter() - t0) * 1000)
         rows, search_ms = [], []
         for q in questions:
             t0 = time.perf_counter()
@@ -95,7 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             sc = bench.score_question(q, got, 2000)
             rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
                          "category": q["category"], "question": q["question"], "qid": q["qid"],
-                         "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"]})
+                         "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"],
+                         "evidence_ranks": sc["evidence_ranks"]})
         log.close()
         index.close()
 
@@ -106,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<14} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f} {a['recall@2k']:>7.4f}")
     print(f"latency ms: add p50={bench.percentile(add_ms, 50):.2f} p95={bench.percentile(add_ms, 95):.2f} | "
           f"search p50={bench.percentile(search_ms, 50):.2f} p95={bench.percentile(search_ms, 95):.2f}")
+    if mixed_ms:
+        print(f"interleaved search-after-add ms: p50={bench.percentile(mixed_ms, 50):.2f} "
+              f"p95={bench.percentile(mixed_ms, 95):.2f} max={max(mixed_ms):.2f}")
     shown = 0
     for r in rows:
         if shown >= args.misses:
@@ -118,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in r["top"][:2]:
                 print(f"   got : {t[:160]}")
     if args.out:
-        Path(args.out).write_text(json.dumps([{k: r[k] for k in ("qid", "category", "first_hit_rank", "recall@2k")}
+        Path(args.out).write_text(json.dumps([{k: r[k] for k in ("qid", "category", "first_hit_rank", "recall@2k", "evidence_ranks",
+                                                                 "question", "evidence_text")}
                                               for r in rows]))
     return 0
 

@@ -6,7 +6,7 @@
 #
 # Env: PYTHON (default: the repo's .venv python, else python3), PORT (default: a free port),
 #      AML_DATA (default: <repo>/../shared/bench/locomo/locomo_dev.json), OUT (per-question JSON).
-# The launcher is the stop-gap `python -m mateclaw_mem.api.serve_aml` (see that module).
+# The server is the daemon itself (`mateclaw-mem serve`), started on a temp workspace.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -32,8 +32,8 @@ cleanup() {
 trap cleanup EXIT
 
 # An API key is configured so the bench also exercises the authenticated path.
-(cd "$repo" && AML_BENCH_KEY="$key" MATECLAW_CONFIG= exec "$py" -m mateclaw_mem.api.serve_aml \
-    --workspace "$work/workspace" --port "$port" --api-key-env AML_BENCH_KEY) >"$work/server.log" 2>&1 &
+(cd "$repo" && MATECLAW_API_KEY="$key" MATECLAW_CONFIG= exec "$py" -m mateclaw_mem.cli.main serve \
+    --workspace "$work/workspace" --port "$port") >"$work/server.log" 2>&1 &
 server_pid=$!
 
 for _ in $(seq 1 200); do

@@ -83,36 +83,20 @@ class TranscriptMessage:
     new: bool  # False = an earlier run already examined it (context only)
 
 
-SYSTEM_PROMPT = """You maintain the long-term memory of an AI assistant about the person it works with.
-After each conversation you decide whether anything is worth remembering and return ONE JSON object.
-
-What is worth remembering: stable facts about the person (name, role, employer, location, timezone,
-language, tools and stack, likes and dislikes, working preferences), corrections of facts already
-stored, decisions taken, ongoing projects and commitments, and anything the person explicitly asked
-you to remember. Not worth remembering: small talk, one-off questions, the assistant's own answers,
-hypotheticals ("if I were…", "what if…") and questions.
-
+SYSTEM_PROMPT = """You keep the long-term memory of an AI assistant about the person it works with.
+Keep: stable facts about the person (name, role, employer, location, timezone, tools, likes, dislikes,
+preferences), corrections, decisions, projects, commitments, and anything they asked you to remember.
+Skip: small talk, questions, hypotheticals, the assistant's own answers.
 Rules:
-- Only messages marked NEW are new. Messages marked SEEN were examined by an earlier run: use them as
-  context, do not record them again.
-- Write memory in the person's own language (the language of their messages).
-- Never record secrets: passwords, API keys, tokens, private keys. Text like [REDACTED:...] must not be
-  copied into memory.
+- Only NEW messages are new; SEEN ones were handled before and are context only.
+- Write in the person's own language. Never record secrets (passwords, keys, tokens, [REDACTED:...]).
 - A correction replaces the old value; never keep both.
-- memory_update and profile_update are the FULL new body of MEMORY.md / PROFILE.md (Markdown, keep the
-  existing headings, sections and wording you do not change). Use "" (empty) when that file does not
-  need to change. Keep PROFILE.md as `- key: value` lines under `## Profile`.
-- daily_entry is a short note for today's journal: a title of at most 30 characters and a body of a few
-  bullet points; null when nothing happened worth noting.
-- If nothing is worth remembering, answer {"should_update": false, "reason": "..."} with the other fields
-  empty.
-
-Answer with JSON only, in exactly this shape:
-{"should_update": true|false,
- "reason": "one sentence",
- "daily_entry": {"title": "...", "body": "..."} | null,
- "memory_update": "full new MEMORY.md body or empty",
- "profile_update": "full new PROFILE.md body or empty",
+- memory_update / profile_update: the FULL new body of MEMORY.md / PROFILE.md, keeping what you do not
+  change; "" when that file needs no change. PROFILE.md holds `- key: value` lines under `## Profile`.
+- daily_entry: title of at most 30 characters and a few bullet points, or null.
+Answer with one JSON object only:
+{"should_update": bool, "reason": "one sentence", "daily_entry": {"title": "...", "body": "..."} | null,
+ "memory_update": "...", "profile_update": "...",
  "structured": [{"type": "user|feedback|project|reference", "key": "...", "text": "..."}]}"""
 
 

@@ -1,0 +1,159 @@
+"""The watcher keeps the index fresh: other processes' writes, hand deletes, own writes recognised,
+temp files ignored, periodic reconcile, a dead observer restarted and reported."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.runtime.watcher import Watcher, ignored
+
+PERSON = "person"
+TIMEOUT = 15.0  # generous: we wait for an outcome, we never assert how long it took
+
+
+def eventually(check: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return True
+        time.sleep(0.05)
+    return check()
+
+
+def found(svc: Services, query: str) -> list[str]:
+    return [h.file for h in svc.search.search(query, record=False).hits]
+
+
+@pytest.fixture
+def svc(services: Services) -> Iterator[Services]:
+    services.store.ensure_agent("default")
+    (services.settings.workspace / "default" / "memory").mkdir()
+    services.search.search("warm up", record=False)  # builds the index
+    yield services
+
+
+@pytest.fixture
+def watcher(svc: Services) -> Iterator[Watcher]:
+    w = svc.watcher
+    w.start()
+    assert eventually(w.idle)
+    yield w
+    w.stop()
+
+
+def test_a_file_written_by_another_process_becomes_searchable(svc: Services, watcher: Watcher) -> None:
+    path = svc.settings.workspace / "default" / "memory" / "from-elsewhere.md"
+    code = (
+        "import pathlib, sys; p = pathlib.Path(sys.argv[1]); p.parent.mkdir(parents=True, exist_ok=True);"
+        " p.write_text('# Elsewhere\\n\\n## Habit\\n\\n用户喜欢周日早上跑步 with a kayak\\n', encoding='utf-8')"
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+    assert eventually(lambda: "memory/from-elsewhere.md" in found(svc, "kayak"))
+    assert found(svc, "周日早上")[0] == "memory/from-elsewhere.md"
+
+
+def test_hand_edits_and_deletes_reach_the_index_and_subscribers(svc: Services, watcher: Watcher) -> None:
+    events: list[tuple] = []
+    watcher.subscribe(lambda agent, owner, rel, deleted: events.append((agent, owner, rel, deleted)))
+    path = svc.settings.workspace / "default" / "AGENTS.md"
+    path.write_text(path.read_text(encoding="utf-8") + "\n## Added by hand\n\nspeak like a lighthouse keeper\n",
+                    encoding="utf-8")
+    assert eventually(lambda: found(svc, "lighthouse") == ["AGENTS.md"])
+    assert eventually(lambda: ("default", None, "AGENTS.md", False) in events)
+    note = svc.settings.workspace / "default" / "memory" / "gone.md"
+    note.parent.mkdir(exist_ok=True)
+    note.write_text("# G\n\n## x\n\nzeppelin\n", encoding="utf-8")
+    assert eventually(lambda: found(svc, "zeppelin") == ["memory/gone.md"])
+    note.unlink()
+    assert eventually(lambda: found(svc, "zeppelin") == [])
+    assert eventually(lambda: ("default", None, "memory/gone.md", True) in events)
+
+
+def test_own_writes_are_ingested_once_and_not_reported_as_hand_edits(svc: Services, watcher: Watcher) -> None:
+    events: list[tuple] = []
+    watcher.subscribe(lambda *e: events.append(e))
+    before = watcher.ingested
+    svc.store.write("default", "MEMORY.md", "# M\n\n## Boat\n\na catamaran\n", expected_sha=None, actor="tool")
+    assert found(svc, "catamaran") == ["MEMORY.md"]  # at once, through the store listener
+    # A marker written by hand after ours: once it is indexed, our write's echo was processed before it.
+    (svc.settings.workspace / "default" / "memory" / "marker.md").write_text("# m\n\n## m\n\nmarker\n", "utf-8")
+    assert eventually(lambda: found(svc, "marker") == ["memory/marker.md"])
+    assert eventually(watcher.idle)
+    assert [e[2] for e in events] == ["memory/marker.md"]
+    assert watcher.ingested == before + 1
+
+
+def test_editor_temp_and_swap_files_are_ignored(svc: Services, watcher: Watcher) -> None:
+    for name in (".MEMORY.md.swp", "MEMORY.md~", "4913", ".#MEMORY.md", ".MEMORY.md.1a2b3c.tmp", "notes.txt"):
+        assert ignored(f"default/{name}"), name
+    assert ignored(".mateclaw/history/default/MEMORY.md")
+    assert ignored("default/.obsidian/x.md")
+    assert not ignored("default/memory/2026-11-30.md")
+    base = svc.settings.workspace / "default"
+    (base / ".hidden").mkdir()
+    (base / ".hidden" / "secret.md").write_text("# s\n\n## s\n\nplatypus\n", "utf-8")
+    (base / "MEMORY.md~").write_text("# s\n\n## s\n\nplatypus\n", "utf-8")
+    (base / "memory").mkdir(exist_ok=True)
+    (base / "memory" / "visible.md").write_text("# v\n\n## v\n\nwombat\n", "utf-8")
+    assert eventually(lambda: found(svc, "wombat") == ["memory/visible.md"])
+    assert eventually(watcher.idle)
+    assert found(svc, "platypus") == []
+
+
+def test_periodic_reconcile_repairs_what_events_missed(svc: Services) -> None:
+    w = Watcher(svc.file_index, svc.settings.workspace, reconcile_interval=0.3, health_interval=0.3)
+    w.start()
+    try:
+        svc.store.write("default", "MEMORY.md", "# M\n\n## Owl\n\nthe barn owl\n", expected_sha=None, actor=PERSON)
+        assert eventually(w.idle)
+        db = sqlite3.connect(svc.settings.state_dir / "index.db")
+        db.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM chunks WHERE rel = 'MEMORY.md')")
+        db.execute("DELETE FROM chunks WHERE rel = 'MEMORY.md'")
+        db.execute("DELETE FROM files WHERE rel = 'MEMORY.md'")
+        db.commit()
+        db.close()
+        assert eventually(lambda: found(svc, "owl") == ["MEMORY.md"])
+        assert w.status()["last_reconcile"] is not None
+    finally:
+        w.stop()
+
+
+def test_a_dead_observer_is_restarted_and_reported(svc: Services) -> None:
+    w = Watcher(svc.file_index, svc.settings.workspace, health_interval=0.2)
+    w.start()
+    try:
+        w._observer.stop()  # the observer thread dies (as it would on an inotify error)
+        assert eventually(lambda: w.status()["restarts"] >= 1)
+        status = w.status()
+        assert status["state"] == "running" and "restarted" in status["last_error"]
+        # ... and it watches again.
+        (svc.settings.workspace / "default" / "memory").mkdir(exist_ok=True)
+        (svc.settings.workspace / "default" / "memory" / "after.md").write_text("# a\n\n## a\n\nnarwhal\n", "utf-8")
+        assert eventually(lambda: found(svc, "narwhal") == ["memory/after.md"])
+    finally:
+        w.stop()
+    assert w.status()["state"] == "stopped"
+
+
+def test_status_shows_the_watcher(svc: Services, watcher: Watcher) -> None:
+    from mateclaw_mem.memory.status import collect
+
+    info = collect(svc)["index"]
+    assert info["watcher"]["state"] == "running"
+    assert info["files_indexed"] == info["files_on_disk"]
+
+
+def test_moved_file_is_reindexed_under_its_new_name(svc: Services, watcher: Watcher) -> None:
+    base = svc.settings.workspace / "default" / "memory"
+    base.mkdir(exist_ok=True)
+    (base / "old.md").write_text("# o\n\n## o\n\nchinchilla\n", "utf-8")
+    assert eventually(lambda: found(svc, "chinchilla") == ["memory/old.md"])
+    (base / "old.md").rename(base / "new.md")
+    assert eventually(lambda: found(svc, "chinchilla") == ["memory/new.md"])
