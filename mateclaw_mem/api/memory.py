@@ -26,7 +26,8 @@ Owner = Query(None, max_length=200, description="owner key (end user) the memory
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    # Strict: 0 is not a bool and "5" is not a number - the wrong type is a 422, not a guess.
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
 
 class TurnIn(_Body):
@@ -95,7 +96,7 @@ class ConsolidationOut(BaseModel):
 
 
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", strict=True)
 
     role: Literal["system", "user", "assistant", "tool"]
     content: str = Field(max_length=200_000)

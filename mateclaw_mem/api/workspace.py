@@ -30,7 +30,8 @@ Owner = Query(None, max_length=200, description="owner key (personal memory when
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: 0 is not a bool and "5" is not a number - the wrong type is a 422, not a guess.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class FileOut(BaseModel):

@@ -15,11 +15,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.index.message_index import Hit, MessageIndex
+from mateclaw_mem.index.message_index import FACT_BASE, Hit, MessageIndex
+
+if TYPE_CHECKING:
+    from mateclaw_mem.conversations.facts import FactExtractor
 
 AML_AGENT = "aml"
 MAX_MESSAGES = 1000  # the platform sends at most 20; refuse only the absurd
@@ -80,6 +84,8 @@ def render_content(hit: Hit) -> str:
     """
     d = datetime.fromtimestamp(hit.ts_ms / 1000, tz=UTC)
     date = f"[{d:%Y-%m-%d} {_WEEKDAY_ABBR[d.weekday()]}]"
+    if hit.id >= FACT_BASE:  # a model-extracted fact: its own sentence, dated by its source turn
+        return f"{date} fact: {hit.content}"
     if hit.speaker:  # the content already starts with "Speaker: "
         return f"{date} {hit.content}"
     return f"{date} {hit.role}: {hit.content}"
@@ -93,14 +99,28 @@ def _iso(ts_ms: int) -> str:
 
 class AmlService:
     def __init__(
-        self, log: ConversationLog, index: MessageIndex, clock: Clock, *, agent: str = AML_AGENT
+        self,
+        log: ConversationLog,
+        index: MessageIndex,
+        clock: Clock,
+        *,
+        agent: str = AML_AGENT,
+        facts: FactExtractor | None = None,
+        background: bool = True,
     ) -> None:
+        """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread
+        when `background`, else only when `facts.run_pending()` is called."""
         self.log = log
         self.index = index
         self.clock = clock
         self.agent = agent
+        self.facts = facts
         # Catch up on anything logged but not indexed (a crash between the two, a fresh index).
         self.index.sync(self.log)
+        if facts is not None:
+            self.index.sync_facts(facts.store)
+            if background:
+                facts.start()
 
     def add(
         self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]
@@ -150,6 +170,11 @@ class AmlService:
         # Index before answering, also on a replay: the first delivery may have died between
         # the log commit and indexing, and the contract says "searchable once acknowledged".
         self.index.sync(self.log)
+        if self.facts is not None:
+            # Queued, not awaited: the raw messages are the truth and already searchable; facts
+            # are a second path that must never slow down or fail the Add. A replay re-queues
+            # nothing (one job per request id) but does queue a job the first delivery lost.
+            self.facts.enqueue(request_id, self.agent, user_id, session_id, result.ids)
         return json.loads(result.response)
 
     def search(
@@ -165,6 +190,11 @@ class AmlService:
             self.agent, user_id, query, limit=min(top_k, MAX_TOP_K), options=options or ()
         )
         return [
-            AmlItem(id=f"m{h.id}", content=render_content(h), score=h.score, created_at=_iso(h.ts_ms))
+            AmlItem(
+                id=f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}",
+                content=render_content(h),
+                score=h.score,
+                created_at=_iso(h.ts_ms),
+            )
             for h in hits
         ]

@@ -47,6 +47,7 @@ def _stem(word: str) -> str:
     and needs a dependency. Both sides go through the same function, so "baked", "bakes",
     "baking" and "bake" all become "bak" - the stem only has to be consistent, not a real word.
     """
+    word = _IRREGULAR.get(word, word)
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
         return word
     w = word
@@ -70,6 +71,20 @@ def _stem(word: str) -> str:
     if w.endswith("e") and len(w) > 3:
         w = w[:-1]
     return w
+
+
+# Irregular English forms a suffix stemmer cannot reach: "children" must meet "child", "bought"
+# must meet "buy". General grammar, not a thesaurus: only inflections of the same word.
+_IRREGULAR_TEXT = """children:child men:man women:woman mice:mouse feet:foot teeth:tooth
+    bought:buy brought:bring taught:teach thought:think caught:catch made:make took:take taken:take
+    gave:give given:give saw:see seen:see ran:run began:begin begun:begin wrote:write written:write
+    won:win met:meet felt:feel found:find lost:lose sold:sell told:tell kept:keep sang:sing sung:sing
+    swam:swim drove:drive driven:drive rode:ride ridden:ride ate:eat eaten:eat drew:draw drawn:draw
+    grew:grow grown:grow knew:know known:know flew:fly flown:fly chose:choose chosen:choose
+    spoke:speak spoken:speak broke:break broken:break fell:fall fallen:fall built:build spent:spend
+    sent:send held:hold heard:hear paid:pay came:come became:become become:become slept:sleep
+    wore:wear worn:wear threw:throw thrown:throw forgot:forget forgotten:forget understood:understand"""
+_IRREGULAR: dict[str, str] = dict(pair.split(":") for pair in _IRREGULAR_TEXT.split())
 
 
 # Stemmed like the tokens they are compared with ("having" -> "hav").

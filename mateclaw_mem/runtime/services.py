@@ -94,7 +94,15 @@ class Services:
         from mateclaw_mem.conversations.aml import AmlService
 
         with self._lock:
-            return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent)
+            facts = None
+            if self.prompt_model is not None:  # model mode: source-bound facts beside raw messages
+                from mateclaw_mem.conversations.facts import FactExtractor, FactStore
+
+                store = FactStore(self.settings.state_dir / "log.db")
+                self.on_close(store)
+                facts = FactExtractor(store, self.log, self.message_index, self.prompt_model, self.clock)
+                self.on_close(facts)
+            return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts)
 
     @cached_property
     def lineage(self) -> HarnessLineage:

@@ -129,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in r["top"][:2]:
                 print(f"   got : {t[:160]}")
     if args.out:
-        Path(args.out).write_text(json.dumps([{k: r[k] for k in ("qid", "category", "first_hit_rank", "recall@2k", "evidence_ranks",
-                                                                 "question", "evidence_text")}
-                                              for r in rows]))
+        keep = ("qid", "category", "first_hit_rank", "recall@2k", "evidence_ranks", "question", "evidence_text")
+        Path(args.out).write_text(json.dumps([{k: r[k] for k in keep} for r in rows]))
     return 0
 
 

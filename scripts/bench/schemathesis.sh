@@ -43,7 +43,7 @@ done
 status=0
 "$st" run "$url/openapi.json" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,negative_data_rejection \
-  --max-examples "${MAX_EXAMPLES:-25}" --workers 2 --suppress-health-check all "$@" || status=$?
+  --max-examples "${MAX_EXAMPLES:-25}" --workers 1 --suppress-health-check all "$@" || status=$?
 if grep -q "Traceback" "$work/server.log"; then
   echo "--- the daemon logged a traceback:" >&2
   grep -E "^[A-Za-z_.]+(Error|Exception)\b|Traceback|^  File \"$repo" "$work/server.log" | sort | uniq -c | head -40 >&2

@@ -1,0 +1,285 @@
+"""Source-bound facts for AML search (model mode), stored in `log.db` next to the messages.
+
+Raw messages are the truth; facts are a second path into them. Each Add (with a model configured)
+queues one extraction job keyed by its request id, in log.db, so a job survives a restart and a
+retried Add does not queue it twice. A worker (`FactExtractor.start`, a daemon thread) or a caller
+(`run_pending`) takes jobs in order: the model reads the chunk's messages with a few earlier turns
+of the session, returns facts that cite the messages they come from, and the facts are stored and
+indexed. A failing model never fails the Add: the job is marked failed with the error (retried a
+bounded number of times when the error is retryable) and the messages stay searchable as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mateclaw_mem.clock import Clock
+from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
+from mateclaw_mem.db import connect
+from mateclaw_mem.errors import MateclawError, ModelError
+from mateclaw_mem.index.message_index import MessageIndex, split_speaker
+from mateclaw_mem.llm.client import ModelClient
+from mateclaw_mem.llm.prompts.aml_facts import AmlFactsResult, SourceMessage, build_messages, check_sources
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS aml_facts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    source_ids TEXT NOT NULL,          -- JSON list of log message ids, first = main source
+    ts_ms INTEGER NOT NULL,            -- time of the first source message
+    job_id INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS aml_fact_jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    request_id TEXT NOT NULL UNIQUE,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    message_ids TEXT NOT NULL,         -- JSON list of the chunk's log message ids
+    status TEXT NOT NULL,              -- pending | done | failed
+    attempts INTEGER NOT NULL DEFAULT 0,
+    error TEXT,
+    created_ms INTEGER NOT NULL,
+    updated_ms INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS aml_fact_jobs_by_status ON aml_fact_jobs (status, id);
+"""
+
+CONTEXT_TURNS = 6  # earlier turns of the session shown to the model (who is "he", what "it" is)
+MAX_ATTEMPTS = 3  # a retryable model error (rate limit, 5xx, timeout) is tried this often in all
+_WEEKDAY = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+
+
+@dataclass(frozen=True)
+class Fact:
+    id: int
+    agent: str
+    owner: str
+    conversation_id: str
+    text: str
+    source_ids: tuple[int, ...]
+    ts_ms: int
+
+
+@dataclass(frozen=True)
+class FactJob:
+    id: int
+    request_id: str
+    agent: str
+    owner: str
+    conversation_id: str
+    message_ids: tuple[int, ...]
+    status: str
+    attempts: int
+    error: str | None
+
+
+class FactStore:
+    """Facts and extraction jobs in log.db. Thread-safe: one connection behind a lock."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path
+        self._lock = threading.RLock()
+        self._conn = connect(db_path)
+        with self._lock:
+            self._conn.executescript(_SCHEMA)
+
+    def enqueue(
+        self, request_id: str, agent: str, owner: str, conversation_id: str, message_ids: list[int], *, now_ms: int
+    ) -> bool:
+        """Queue extraction for one Add; False when that request already has a job (a retry)."""
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT OR IGNORE INTO aml_fact_jobs (request_id, agent, owner, conversation_id, message_ids,"
+                " status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+                (request_id, agent, owner, conversation_id, json.dumps(message_ids), now_ms, now_ms),
+            )
+            return cur.rowcount == 1
+
+    def pending(self, *, limit: int = 100) -> list[FactJob]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM aml_fact_jobs WHERE status = 'pending' ORDER BY id LIMIT ?", (limit,)
+            ).fetchall()
+        return [_job(r) for r in rows]
+
+    def job(self, request_id: str) -> FactJob | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM aml_fact_jobs WHERE request_id = ?", (request_id,)).fetchone()
+        return _job(row) if row else None
+
+    def finish(self, job: FactJob, facts: list[tuple[str, list[int], int]], *, now_ms: int) -> None:
+        """Store the job's facts ((text, source ids, ts_ms) each) and mark it done, atomically."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                self._conn.executemany(
+                    "INSERT INTO aml_facts (agent, owner, conversation_id, text, source_ids, ts_ms, job_id,"
+                    " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(job.agent, job.owner, job.conversation_id, text, json.dumps(src), ts, job.id, now_ms)
+                     for text, src, ts in facts],
+                )
+                self._conn.execute(
+                    "UPDATE aml_fact_jobs SET status = 'done', attempts = attempts + 1, error = NULL,"
+                    " updated_ms = ? WHERE id = ?",
+                    (now_ms, job.id),
+                )
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
+    def fail(self, job: FactJob, error: str, *, retry: bool, now_ms: int) -> None:
+        """Record the error; the job stays pending when `retry` and attempts remain."""
+        status = "pending" if retry and job.attempts + 1 < MAX_ATTEMPTS else "failed"
+        with self._lock:
+            self._conn.execute(
+                "UPDATE aml_fact_jobs SET status = ?, attempts = attempts + 1, error = ?, updated_ms = ?"
+                " WHERE id = ?",
+                (status, error[:2000], now_ms, job.id),
+            )
+
+    def facts_since(self, after_id: int, *, limit: int = 1000) -> list[Fact]:
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM aml_facts WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
+            ).fetchall()
+        return [
+            Fact(r["id"], r["agent"], r["owner"], r["conversation_id"], r["text"],
+                 tuple(json.loads(r["source_ids"])), r["ts_ms"])
+            for r in rows
+        ]
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by status plus the number of facts (for status pages and tests)."""
+        with self._lock:
+            out = {r["status"]: r["n"] for r in self._conn.execute(
+                "SELECT status, COUNT(*) AS n FROM aml_fact_jobs GROUP BY status")}
+            out["facts"] = self._conn.execute("SELECT COUNT(*) AS n FROM aml_facts").fetchone()["n"]
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def _job(r: sqlite3.Row) -> FactJob:
+    return FactJob(r["id"], r["request_id"], r["agent"], r["owner"], r["conversation_id"],
+                   tuple(json.loads(r["message_ids"])), r["status"], r["attempts"], r["error"])
+
+
+def _source(ref: int, m: StoredMessage, new: bool) -> SourceMessage:
+    d = datetime.fromtimestamp(m.ts_ms / 1000, tz=UTC)
+    speaker, text = split_speaker(m.content)
+    return SourceMessage(ref, f"{d:%Y-%m-%d} ({_WEEKDAY[d.weekday()]})", speaker or m.role, text, new)
+
+
+class FactExtractor:
+    """Runs queued extraction jobs: model call, facts stored, facts indexed."""
+
+    def __init__(
+        self,
+        store: FactStore,
+        log: ConversationLog,
+        index: MessageIndex,
+        client: ModelClient,
+        clock: Clock,
+    ) -> None:
+        self.store = store
+        self.log = log
+        self.index = index
+        self.client = client
+        self.clock = clock
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._run_lock = threading.Lock()  # one runner at a time (worker thread or a caller)
+
+    def _now_ms(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
+
+    def enqueue(self, request_id: str, agent: str, owner: str, conversation_id: str, ids: list[int]) -> None:
+        if ids and self.store.enqueue(request_id, agent, owner, conversation_id, ids, now_ms=self._now_ms()):
+            self._wake.set()
+
+    def run_pending(self, *, limit: int | None = None) -> int:
+        """Process queued jobs now (in this thread); returns how many jobs were attempted."""
+        done = 0
+        with self._run_lock:
+            while limit is None or done < limit:
+                jobs = self.store.pending(limit=1)
+                if not jobs:
+                    break
+                self._run(jobs[0])
+                done += 1
+        return done
+
+    def _run(self, job: FactJob) -> None:
+        msgs = self.log.by_ids(list(job.message_ids))
+        if not msgs:
+            self.store.fail(job, "the job's messages are not in the log", retry=False, now_ms=self._now_ms())
+            return
+        context = self.log.before(job.agent, job.conversation_id, msgs[0].id, owner=job.owner, limit=CONTEXT_TURNS)
+        shown = [(m, False) for m in context] + [(m, True) for m in msgs]
+        sources = [_source(ref, m, new) for ref, (m, new) in enumerate(shown, 1)]
+        by_ref = {ref: m for ref, (m, _) in enumerate(shown, 1)}
+        try:
+            result = self.client.chat_json(
+                build_messages(sources), AmlFactsResult, step="aml_facts", check=check_sources(set(by_ref))
+            )
+        except ModelError as exc:
+            log.warning("AML fact extraction failed for request %s: %s", job.request_id, exc.message)
+            self.store.fail(job, f"{exc.kind}: {exc.message}", retry=exc.retryable, now_ms=self._now_ms())
+            return
+        facts = []
+        for f in result.facts:
+            ids = [by_ref[r].id for r in dict.fromkeys(f.sources)]
+            facts.append((f.text, ids, by_ref[f.sources[0]].ts_ms))
+        self.store.finish(job, facts, now_ms=self._now_ms())
+        try:
+            self.index.sync_facts(self.store)
+        except MateclawError as exc:  # derived data: the next sync catches up
+            log.warning("indexing AML facts failed: %s", exc.message)
+
+    # -- background worker ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run jobs in a daemon thread as they are queued (the daemon calls this; tests need not)."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._loop, name="aml-facts", daemon=True)
+        self._thread.start()
+        self._wake.set()  # jobs left from before a restart
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop.is_set():
+                break
+            try:
+                self.run_pending()
+            except Exception:  # never let one bad job kill the worker
+                log.exception("AML fact worker")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def close(self) -> None:
+        self.stop()
