@@ -131,7 +131,7 @@ def test_a_person_writing_through_the_api_is_never_cut(client: httpx.Client) -> 
     [
         ("get", f"{WS}/file", {"params": {"path": "../../etc/passwd.md"}}, 400, "'..'"),
         ("get", f"{WS}/file", {"params": {"path": "missing.md"}}, 404, "does not exist"),
-        ("get", f"{WS}/file", {"params": {"path": "notes.txt"}}, 400, "Markdown"),
+        ("get", f"{WS}/file", {"params": {"path": "notes.txt"}}, 422, "path"),
         ("get", "/api/v1/agents/-bad!/workspace/memory", {}, 422, "agentId"),
         ("post", f"{WS}/file/edit", {"json": {"path": "MEMORY.md", "old": "absent", "new": "x"}}, 400, "not found"),
         ("post", f"{WS}/undo", {"json": {"path": "never.md"}}, 404, "no earlier versions"),

@@ -9,7 +9,6 @@ from fastapi import Request
 from mateclaw_mem.api.errors import ApiError
 from mateclaw_mem.runtime.services import Services
 
-
 # The store's agent-name rule (workspace/paths.py) as a schema pattern: a bad name is a documented 422.
 AGENT_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
 

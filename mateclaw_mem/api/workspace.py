@@ -25,7 +25,8 @@ router = APIRouter(
 )
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
-FilePath = Query(min_length=1, max_length=255, description="file path inside the agent, e.g. MEMORY.md")
+MD = r"\.md$"  # only Markdown files are memory files (the store's rule, documented for clients)
+FilePath = Query(min_length=1, max_length=255, pattern=MD, description="file path inside the agent, e.g. MEMORY.md")
 Owner = Query(None, max_length=200, description="owner key (personal memory when owner isolation is on)")
 
 
@@ -70,7 +71,7 @@ class EditOut(WriteOut):
 
 
 class WriteIn(_Body):
-    path: str = Field(min_length=1, max_length=255)
+    path: str = Field(min_length=1, max_length=255, pattern=MD)
     content: str
     expected_sha: str | None = Field(None, description="refuse (409) unless the file still has this hash")
     owner: str | None = Field(None, max_length=200)
@@ -78,7 +79,7 @@ class WriteIn(_Body):
 
 
 class EditIn(_Body):
-    path: str = Field(min_length=1, max_length=255)
+    path: str = Field(min_length=1, max_length=255, pattern=MD)
     old: str = Field(min_length=1, description="exact text to find")
     new: str
     replace_all: bool = False
@@ -87,7 +88,7 @@ class EditIn(_Body):
 
 
 class PathIn(_Body):
-    path: str = Field(min_length=1, max_length=255)
+    path: str = Field(min_length=1, max_length=255, pattern=MD)
     owner: str | None = Field(None, max_length=200)
 
 

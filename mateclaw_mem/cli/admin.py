@@ -42,18 +42,35 @@ def cmd_status(ctx: CliContext) -> int:
     data = collect(ctx.services, [ctx.args.agent] if ctx.args.agent else None)
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
              f"workspace: {data['workspace']}"]
+    budgets = data.get("prompt_budget") if isinstance(data.get("prompt_budget"), dict) else {}
     for agent, info in data["agents"].items():
-        lines.append(f"\nagent {agent}")
+        lines.append(f"\nagent {agent}  (always-on prompt: chars/budget, ~tokens)")
+        tokens = {f["file"]: f["tokens"] for f in (budgets.get(agent) or {}).get("files", [])}
+        others = 0
         for f in info["files"]:
+            if not f["enabled"]:
+                others += 1
+                continue
             budget = f"{f['chars']}/{f['ceiling']}" if f["ceiling"] else str(f["chars"])
-            flags = " OVER BUDGET" if f["over_budget"] else ""
-            flags += f" ({f['frontmatter_error']})" if f["frontmatter_error"] else ""
-            lines.append(f"  {'on ' if f['enabled'] else 'off'} {budget:>11}  {f['file']}{flags}")
+            flags = "  OVER BUDGET (a person's edit is never cut; trim it by hand)" if f["over_budget"] else ""
+            flags += f"  ({f['frontmatter_error']})" if f["frontmatter_error"] else ""
+            tok = f"~{tokens[f['file']]}" if f["file"] in tokens else ""
+            lines.append(f"  {budget:>11} {tok:>7}  {f['file']}{flags}")
+        block = (budgets.get(agent) or {}).get("structured_block")
+        if block:
+            omitted = sum(block.get("omitted", {}).values())
+            note = f", {omitted} entries left out" if omitted else ""
+            lines.append(f"  {block['chars']:>6}/{block['budget_chars']} ~{block['tokens']:>5}  structured block{note}")
+        lines.append(f"  {others} more file(s) not in the prompt (daily notes, archives, structured, tasks)")
         for w in info["last_writes"]:
             lines.append(f"  last write {w['at']} {w['actor']}: {w['file']} ({w['reason']})")
+    import yaml
+
     for key, value in data.items():
-        if key not in ("mode", "model", "workspace", "config", "owner_isolation", "agents"):
-            lines.append(f"\n{key}: {value}")
+        if key not in ("mode", "model", "workspace", "config", "owner_isolation", "agents", "prompt_budget"):
+            # Nested reports read best as indented YAML; --json gives the same data for scripts.
+            block = yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True, default_flow_style=False)
+            lines.append("\n" + block.rstrip())
     ctx.emit(data, "\n".join(lines))
     return 0
 

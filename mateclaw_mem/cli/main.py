@@ -80,6 +80,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BY_CODE.get(exc.code, EXIT_ERROR)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `mateclaw-mem status | head`: the reader left; nothing to report.
+        sys.stderr.close()
+        return EXIT_OK
+    except Exception as exc:  # a bug of ours: say so in one line; MATECLAW_DEBUG=1 shows the traceback
+        import os
+
+        if os.environ.get("MATECLAW_DEBUG"):
+            raise
+        ctx.fail(f"internal error ({type(exc).__name__}: {exc}); rerun with MATECLAW_DEBUG=1 for details")
+        return EXIT_ERROR
     finally:
         ctx.close()
 

@@ -199,6 +199,8 @@ class FileIndex:
         self._closed = False
         self._w = self._open()
         with self._write_lock:
+            # Only takes effect on a new, empty file: lets a rebuild hand the old tables' pages back.
+            self._w.execute("PRAGMA auto_vacuum = INCREMENTAL")
             self._w.executescript(_STATIC)
             if not self._table_exists(self._w, "files"):
                 self._w.executescript(_schema(""))
@@ -560,6 +562,10 @@ class FileIndex:
             )
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rebuilt_ms', ?)", (str(self._now_ms()),))
             self.mark_synced(conn)
+        # Give back the dropped tables' pages and the WAL the build grew (both as large as the index).
+        with self._write_lock, contextlib.suppress(sqlite3.Error):
+            self._w.execute("PRAGMA incremental_vacuum").fetchall()
+            self._w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
         return RebuildReport(files=total - len(skipped), chunks=chunks, messages=messages, skipped=skipped)
 
     # -- queries ---------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from mateclaw_mem.db import connect
+from mateclaw_mem.index.lexicon import expansions
 from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
 
 _SCHEMA = """
@@ -186,6 +187,10 @@ class Ranking:
     prf_terms: int = 10  # ...with this many of their strongest terms...
     prf_weight: float = 0.15  # ...each weighted this much relative to a query term
     prf_requery: bool = False  # expansion terms also fetch new candidates (not only reorder)
+    # Category lexicon (`index.lexicon`): "pets" also matches "turtle" (down), "violin" also
+    # matches "instrument" (up). Low weights: a related word is weaker evidence than the word itself.
+    lexicon_down: float = 0.3
+    lexicon_up: float = 0.15
 
 
 @dataclass(frozen=True)
@@ -529,6 +534,11 @@ class MessageIndex:
         content_toks = [t for t in qtoks if t not in STOPWORDS and t not in name_toks]
         content_toks = content_toks or [t for t in qtoks if t not in STOPWORDS] or qtoks
         qweights: dict[str, float] = dict.fromkeys(content_toks, 1.0)
+        if r.lexicon_down or r.lexicon_up:
+            # Only words this owner ever said can match; the rest would just widen the FTS query.
+            for t, rel in expansions(content_toks, down=r.lexicon_down, up=r.lexicon_up).items():
+                if view.df.get(t, 0) > 0:
+                    qweights[t] = rel
         for opt in options:
             for t in tokenize(opt):
                 if t not in STOPWORDS and t not in qweights:

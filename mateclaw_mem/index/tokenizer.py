@@ -82,7 +82,7 @@ _IRREGULAR_TEXT = """children:child men:man women:woman mice:mouse feet:foot tee
     swam:swim drove:drive driven:drive rode:ride ridden:ride ate:eat eaten:eat drew:draw drawn:draw
     grew:grow grown:grow knew:know known:know flew:fly flown:fly chose:choose chosen:choose
     spoke:speak spoken:speak broke:break broken:break fell:fall fallen:fall built:build spent:spend
-    sent:send held:hold heard:hear paid:pay came:come became:become become:become slept:sleep
+    sent:send held:hold heard:hear paid:pay came:come became:become slept:sleep
     wore:wear worn:wear threw:throw thrown:throw forgot:forget forgotten:forget understood:understand"""
 _IRREGULAR: dict[str, str] = dict(pair.split(":") for pair in _IRREGULAR_TEXT.split())
 

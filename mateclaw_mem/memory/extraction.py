@@ -48,6 +48,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -201,8 +202,12 @@ class ExtractionService:
         timers: bool = True,
         resume: bool = True,
         triage: bool = True,
+        remember: Callable[..., Any] | None = None,
     ) -> None:
         self.settings = settings
+        # Structured entries (user/feedback/project/reference) go through the structured-memory
+        # service when the composition root provides it; extraction does not own that format.
+        self._remember = remember
         self.store = store
         self.log = log_
         self.clock = clock
@@ -741,6 +746,16 @@ class ExtractionService:
             res = self.store.write(agent, rel, text, expected_sha=snap.sha, actor=ACTOR, owner=owner, reason=reason,
                                    batch=run_id)
             if res.changed:
+                changed.append(rel)
+        for item in result.structured if self._remember is not None else []:
+            try:
+                out = self._remember(agent, item.type, item.key, item.text, actor=ACTOR,
+                                     source=f"conversation {run_id}", owner=owner)
+            except MateclawError as exc:  # a pinned or hand-edited entry wins; say so, keep the rest
+                log.info("structured entry %s/%s not written: %s", item.type, item.key, exc.message)
+                continue
+            rel = f"structured/{item.type}.md"
+            if getattr(out, "changed", True) and rel not in changed:
                 changed.append(rel)
         if result.daily_entry is not None and (result.daily_entry.body.strip() or changed):
             res = self.store.append_daily(agent, result.daily_entry.title, result.daily_entry.body or result.reason,

@@ -690,8 +690,11 @@ class LearningService:
                 raise InvalidInputError(f"{rel}: {parsed.error}; fix it by hand")
             n = _TaskNumbers.read(parsed.meta, rel)
             count = n.attempt_count + 1
-            prev_avg = n.avg_score if n.avg_score is not None else 0
-            avg = round(prev_avg + (value - prev_avg) / count, 4) if n.attempt_count else value
+            # A running sum, not a running average: the result must not depend on the order in which
+            # concurrent recordings happened to land (floating-point drift would make it).
+            prev_total = n.total_score if n.total_score is not None else (n.avg_score or 0) * n.attempt_count
+            total = prev_total + value
+            avg = round(total / count, 4)
             better = n.best_score is None or value > n.best_score
             recent = [*n.recent_scores, value][-RECENT_SCORES:]
             # The run is logged inside the lock, before the file is committed: a run that already has a
@@ -701,6 +704,7 @@ class LearningService:
                 "attempt_count": count,
                 "best_score": value if better else n.best_score,
                 "avg_score": _clean_number(float(avg)),
+                "total_score": _clean_number(float(round(total, 6))),
                 "score_trend": score_trend(recent),
                 "best_score_breakdown": parts if better else n.best_score_breakdown,
                 "recent_scores": recent,
@@ -755,6 +759,7 @@ class _TaskNumbers:
     score_trend: str
     best_score_breakdown: dict[str, float | int]
     recent_scores: list[float | int]
+    total_score: float | int | None = None
 
     @classmethod
     def read(cls, meta: dict[str, Any], rel: str) -> _TaskNumbers:
@@ -795,6 +800,7 @@ class _TaskNumbers:
             score_trend=trend if trend in TRENDS else score_trend(recent),
             best_score_breakdown={str(k): v for k, v in parts.items()},
             recent_scores=recent,
+            total_score=number("total_score"),
         )
 
 

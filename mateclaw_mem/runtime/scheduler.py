@@ -157,10 +157,10 @@ class Scheduler:
         return f"{out.status}: {out.reason}"
 
     def _run_structured(self, unit: str, trigger: str) -> str:
-        # Built by another part of the system; optional until it exists.
-        if not hasattr(type(self.services), "structured_consolidation"):
-            return "skipped: structured consolidation is not available in this build"
-        report = self.services.structured_consolidation.run()
+        try:
+            report = self.services.structured_consolidation.run()
+        except BusyError:
+            return "busy (a manual run holds the lock)"
         summary = report.as_dict() if hasattr(report, "as_dict") else {}
         return (f"done: {summary.get('ownersConsolidated', 0)} owner(s) consolidated, "
                 f"{summary.get('updated', 0)} updated")

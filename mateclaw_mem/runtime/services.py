@@ -43,6 +43,7 @@ class Services:
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
         self.add_status("dreaming", lambda: self.dreaming.report())
+        self.add_status("extraction", self._extraction_status)
 
     @property
     def mode(self) -> str:
@@ -221,7 +222,9 @@ class Services:
         from mateclaw_mem.memory.extraction import ExtractionService
 
         with self._lock:
-            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock)
+            # One model client (and usage log) for every step; structured items go through `structured`.
+            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.prompt_model,
+                                    remember=lambda *a, **k: self.structured.remember(*a, **k))
             self.on_close(svc)
             return svc
 
@@ -241,6 +244,20 @@ class Services:
 
         Read once; never logged or rendered (not even by repr)."""
         return os.environ.get(self.settings.server.api_key_env) or None
+
+    def _extraction_status(self) -> dict[str, Any]:
+        """Extraction runs, buckets and model usage. A `status` command must not start extraction
+        work of its own, so outside the daemon it reads through a passive instance."""
+        if "extraction" in self.__dict__:
+            return self.extraction.status()
+        from mateclaw_mem.memory.extraction import ExtractionService
+
+        passive = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.prompt_model,
+                                    workers=1, timers=False, resume=False)
+        try:
+            return passive.status()
+        finally:
+            passive.shutdown(wait=False)
 
     def status_reporters(self) -> list[tuple[str, Any]]:
         """(name, callable) pairs for `status`; services add theirs with `add_status`."""

@@ -4,7 +4,8 @@ For quick iteration on ranking; confirm with scripts/bench/aml_locomo.sh (the re
 
     python scripts/bench/aml_inprocess.py [--data PATH] [--set question_penalty=0.8 ...] [--misses N]
 
-`--set` overrides a field of `Ranking` (JSON values; dict fields merge, e.g. b='{"body": 0.2}').
+`--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
+a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields merge, e.g. b='{"body": 0.2}').
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=None, help="write per-question ranks (JSON) here")
     ap.add_argument("--interleave", action="store_true",
                     help="search once after every Add (measures the incremental view under interleaving)")
+    ap.add_argument("--convs", default="", help="only these sample_ids (comma-separated), e.g. conv-26,conv-30")
+    ap.add_argument("--split", default="conv-26,conv-30,conv-41",
+                    help="also report these sample_ids and the rest apart (tune / confirm halves); '' = off")
     ap.add_argument("--no-stem", action="store_true", help="experiment: tokenizer without stemming")
     args = ap.parse_args(argv)
     if args.no_stem:
@@ -74,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         chunk_messages=20, chunk_words=2000, ts_step_ms=0,
     )
     convs = bench.load_conversations([args.data])
+    if args.convs:
+        wanted = set(args.convs.split(","))
+        convs = [c for c in convs if c.get("sample_id") in wanted]
     plan, questions, _ = bench.build_plan(convs, "inproc", bargs)
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -101,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             got = [{"id": i.id, "content": i.content} for i in items]
             sc = bench.score_question(q, got, 2000)
             rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
-                         "category": q["category"], "question": q["question"], "qid": q["qid"],
+                         "category": q["category"], "sample_id": q["sample_id"], "question": q["question"], "qid": q["qid"],
                          "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"],
                          "evidence_ranks": sc["evidence_ranks"]})
         log.close()
@@ -112,6 +119,14 @@ def main(argv: list[str] | None = None) -> int:
     for name, sub in [(str(c), [r for r in rows if r["category"] == c]) for c in cats] + [("overall", rows)]:
         a = bench.aggregate(sub)
         print(f"{name:<14} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f} {a['recall@2k']:>7.4f}")
+    tune = set(filter(None, args.split.split(",")))
+    if tune:
+        for name, sub in (("tune", [r for r in rows if r["sample_id"] in tune]),
+                          ("confirm", [r for r in rows if r["sample_id"] not in tune])):
+            if sub:
+                a = bench.aggregate(sub)
+                print(f"{name:<14} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
+                      f" {a['recall@2k']:>7.4f}")
     print(f"latency ms: add p50={bench.percentile(add_ms, 50):.2f} p95={bench.percentile(add_ms, 95):.2f} | "
           f"search p50={bench.percentile(search_ms, 50):.2f} p95={bench.percentile(search_ms, 95):.2f}")
     if mixed_ms:

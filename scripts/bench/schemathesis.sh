@@ -41,9 +41,10 @@ done
 [ -n "$url" ] || { echo "the daemon did not start" >&2; cat "$work/server.log" >&2; exit 1; }
 
 status=0
-"$st" run "$url/openapi.json" \
+# From the temp dir: schemathesis and hypothesis keep caches in the working directory, not in the repo.
+(cd "$work" && "$st" run "$url/openapi.json" \
   --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,negative_data_rejection \
-  --max-examples "${MAX_EXAMPLES:-25}" --workers 1 --suppress-health-check all "$@" || status=$?
+  --max-examples "${MAX_EXAMPLES:-25}" --workers 1 --suppress-health-check all "$@") || status=$?
 if grep -q "Traceback" "$work/server.log"; then
   echo "--- the daemon logged a traceback:" >&2
   grep -E "^[A-Za-z_.]+(Error|Exception)\b|Traceback|^  File \"$repo" "$work/server.log" | sort | uniq -c | head -40 >&2
