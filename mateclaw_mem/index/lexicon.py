@@ -13,7 +13,7 @@ also matches the category's own names at a lower weight. Entries go through the 
 the index stems them. Multi-word members are written by their distinctive word ("york", not
 "new york") so no generic word ("new", "united") becomes an expansion.
 
-Public API: `expansions(tokens) -> dict[str, tuple[float, ...]]` (see its docstring); `GROUPS`.
+Public API: `related(tokens) -> {token: {related term: weight}}` (see its docstring); `GROUPS`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ GROUPS: dict[str, tuple[str, str]] = {
         "family families relative relatives",
         "mom mum mother dad father parents son daughter kids children baby brother sister husband"
         " wife grandma grandmother grandpa grandfather grandparents grandkids grandson granddaughter"
-        " aunt uncle cousin cousins niece nephew",
+        " aunt uncle cousin cousins niece nephew fam folks",
     ),
     "pets": (
         "pet pets",
@@ -73,6 +73,16 @@ GROUPS: dict[str, tuple[str, str]] = {
         " skiing snowboarding surfing cycling boxing wrestling badminton softball lacrosse"
         " skateboarding skating gymnastics karate judo taekwondo marathon triathlon climbing"
         " rowing kayaking fencing archery bowling",
+    ),
+    "martial_arts": (
+        "martial",
+        "karate judo taekwondo kickboxing boxing jiujitsu kungfu aikido mma wrestling",
+    ),
+    "activities": (
+        "activity activities",
+        "hiking camping swimming running biking cycling painting drawing pottery baking cooking"
+        " dancing singing reading gardening fishing skiing surfing yoga climbing kayaking"
+        " volunteering games sports",
     ),
     "exercise": (
         "exercise exercises workout workouts fitness",
@@ -277,23 +287,29 @@ def _tables() -> tuple[dict[str, frozenset[str]], dict[str, frozenset[str]]]:
     return ({k: frozenset(v) for k, v in down.items()}, {k: frozenset(v) for k, v in up.items()})
 
 
-def expansions(tokens: list[str] | set[str], *, down: float = 1.0, up: float = 1.0) -> dict[str, float]:
-    """Terms related to `tokens` (stemmed, as `tokenize` returns them) -> a relative weight.
+def related(tokens: list[str] | set[str], *, down: float = 1.0, up: float = 1.0) -> dict[str, dict[str, float]]:
+    """For each of `tokens` (stemmed, as `tokenize` returns them) its related terms -> relative weight.
 
     A token naming a category brings in its members at `down`; a token that is a member brings in
-    the names of its categories at `up`. Terms already in `tokens` are never returned; a term
-    reached both ways keeps the larger weight.
+    the names of its categories at `up`. Terms among `tokens` themselves are never returned; a term
+    reached both ways keeps the larger weight. Tokens with nothing related are left out. Grouped
+    by token so a ranker can count a category once (a turn listing five pets is not five times
+    as relevant to "pets").
     """
     to_members, to_names = _tables()
     given = set(tokens)
-    out: dict[str, float] = {}
+    out: dict[str, dict[str, float]] = {}
     for t in given:
+        rel: dict[str, float] = {}
         if down > 0:
             for m in to_members.get(t, ()):
-                if m not in given and out.get(m, 0.0) < down:
-                    out[m] = down
+                rel[m] = down
         if up > 0:
             for n in to_names.get(t, ()):
-                if n not in given and out.get(n, 0.0) < up:
-                    out[n] = up
+                if rel.get(n, 0.0) < up:
+                    rel[n] = up
+        for g in given & rel.keys():
+            del rel[g]
+        if rel:
+            out[t] = rel
     return out

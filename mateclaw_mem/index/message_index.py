@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Protocol
 
 from mateclaw_mem.db import connect
-from mateclaw_mem.index.lexicon import expansions
-from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
+from mateclaw_mem.index.lexicon import related
+from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -227,6 +227,9 @@ class _Doc:
     tf: dict[str, tuple[int, int, int, int]]  # term -> count in (body, ctx, nb, dt)
     lens: tuple[int, int, int, int]
     conversation_id: str
+    role: str
+    content: str  # kept so a search returns hits without another query
+    ts_ms: int
     prev: int | None = None  # neighbouring turns of the same conversation (set by the view)
     next: int | None = None
 
@@ -250,18 +253,32 @@ class _OwnerView:
         self.df: Counter[str] = Counter()  # body document frequency
         self.speakers: set[str] = set()
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
+        # term -> the docs holding it in any field: scoring walks the query terms' postings
+        # instead of every candidate x every query term.
+        self.postings: dict[str, dict[int, _Doc]] = {}
+        # term -> {doc id: saturated BM25F term frequency}, filled lazily per query term and
+        # dropped whenever the statistics change (average lengths move with every Add).
+        self.sat: dict[str, dict[int, float]] = {}
+        self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
 
     def _remove_stats(self, d: _Doc) -> None:
         self.n -= 1
         for i in range(4):
             self.len_sum[i] -= d.lens[i]
         self.df.subtract(t for t, c in d.tf.items() if c[0])
+        for t in d.tf:
+            docs = self.postings[t]
+            del docs[d.id]
+            if not docs:
+                del self.postings[t]
 
     def _add_stats(self, d: _Doc) -> None:
         self.n += 1
         for i in range(4):
             self.len_sum[i] += d.lens[i]
         self.df.update(t for t, c in d.tf.items() if c[0])
+        for t in d.tf:
+            self.postings.setdefault(t, {})[d.id] = d
 
     def apply(self, docs: list[_Doc]) -> None:
         """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
@@ -285,6 +302,24 @@ class _OwnerView:
             if d.speaker:
                 self.speakers.add(d.speaker)
         self.avg = tuple(max(self.len_sum[i] / max(self.n, 1), 1.0) for i in range(4))
+        self.sat.clear()
+
+    def saturated(self, term: str, ranking: Ranking) -> dict[int, float]:
+        """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
+        count. Cached until the statistics change; `ranking` is the index's (fixed) ranking."""
+        got = self.sat.get(term)
+        if got is None:
+            k1, avg = ranking.k1, self.avg
+            w = tuple(ranking.weights[f] for f in _FIELDS)
+            b = tuple(ranking.b[f] for f in _FIELDS)
+            got = {}
+            for i, d in self.postings.get(term, {}).items():
+                c, lens = d.tf[term], d.lens
+                tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
+                if tf > 0:
+                    got[i] = tf / (k1 + tf)
+            self.sat[term] = got
+        return got
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
@@ -302,6 +337,7 @@ class MessageIndex:
         self._lock = threading.RLock()
         self._conn = connect(db_path)
         self._views: OrderedDict[tuple[str, str], _OwnerView] = OrderedDict()
+        self._writes = 0  # commits through this connection (data_version only counts others')
         with self._lock:
             self._conn.executescript(_SCHEMA)
 
@@ -334,6 +370,7 @@ class MessageIndex:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
+                self._writes += bool(msgs)
                 done += len(msgs)
                 if len(msgs) < batch:
                     return done
@@ -344,6 +381,7 @@ class MessageIndex:
             self._conn.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;")
             self._conn.executescript(_SCHEMA)
             self._views.clear()
+            self._writes += 1
             done = self.sync(log)
             if facts is not None:
                 done += self.sync_facts(facts)
@@ -389,6 +427,7 @@ class MessageIndex:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
+                self._writes += bool(batch_facts)
                 done += len(batch_facts)
                 if len(batch_facts) < batch:
                     return done
@@ -449,6 +488,14 @@ class MessageIndex:
 
     def _view(self, agent: str, owner: str) -> _OwnerView | None:
         """The owner's parsed documents, brought up to date. Call with the lock held."""
+        key = (agent, owner)
+        view = self._views.get(key)
+        # Nothing committed since the view was last checked (by us: `_writes`; by any other
+        # connection: data_version): skip the per-owner count query, most searches take this path.
+        stamp = (self._conn.execute("PRAGMA data_version").fetchone()[0], self._writes)
+        if view is not None and view.stamp == stamp:
+            self._views.move_to_end(key)
+            return view
         row = self._conn.execute(
             "SELECT COUNT(*) AS n, COALESCE(MAX(CASE WHEN id < ? THEN id END), 0) AS last,"
             " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact"
@@ -457,9 +504,8 @@ class MessageIndex:
         ).fetchone()
         if not row["n"]:
             return None
-        key = (agent, owner)
-        view = self._views.get(key)
         if view is not None and (view.last_id, view.last_fact, view.n) == (row["last"], row["last_fact"], row["n"]):
+            view.stamp = stamp
             self._views.move_to_end(key)
             return view
         if view is not None:
@@ -474,11 +520,13 @@ class MessageIndex:
                 marks = ",".join("?" * len(tails))
                 grown = self._parse_docs(f"d.id IN ({marks})", (agent, owner, *tails)) if tails else []
                 view.apply(grown + new)
+                view.stamp = stamp
                 self._views.move_to_end(key)
                 return view
             # Counts disagree (a rebuild under us, another process's odd history): start over.
         view = _OwnerView()
         view.apply(self._parse_docs("1", (agent, owner)))
+        view.stamp = stamp
         self._views[key] = view
         while len(self._views) > self._MAX_VIEWS:
             self._views.popitem(last=False)
@@ -487,7 +535,8 @@ class MessageIndex:
     def _parse_docs(self, where: str, params: tuple[object, ...]) -> list[_Doc]:
         docs = []
         for r in self._conn.execute(
-            "SELECT d.id, d.speaker, d.is_question, d.conversation_id, f.body, f.ctx, f.nb, f.dt FROM docs d"
+            "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
+            " f.body, f.ctx, f.nb, f.dt FROM docs d"
             f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id",
             params,
         ):
@@ -500,7 +549,8 @@ class MessageIndex:
             lens = (sum(counts[0].values()), sum(counts[1].values()), sum(counts[2].values()),
                     sum(counts[3].values()))
             docs.append(_Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
-                             tf, lens, r["conversation_id"]))  # type: ignore[arg-type]
+                             tf, lens, r["conversation_id"], r["role"], r["content"],  # type: ignore[arg-type]
+                             r["ts_ms"]))
         return docs
 
     def search(
@@ -534,31 +584,39 @@ class MessageIndex:
         content_toks = [t for t in qtoks if t not in STOPWORDS and t not in name_toks]
         content_toks = content_toks or [t for t in qtoks if t not in STOPWORDS] or qtoks
         qweights: dict[str, float] = dict.fromkeys(content_toks, 1.0)
-        if r.lexicon_down or r.lexicon_up:
-            # Only words this owner ever said can match; the rest would just widen the FTS query.
-            for t, rel in expansions(content_toks, down=r.lexicon_down, up=r.lexicon_up).items():
-                if view.df.get(t, 0) > 0:
-                    qweights[t] = rel
         for opt in options:
             for t in tokenize(opt):
                 if t not in STOPWORDS and t not in qweights:
                     qweights[t] = r.option_weight
         if not qweights:
             return []
-        docs = self._candidates(view, agent, owner, qweights)
         when = bool(_WHEN_RE.search(query))
-        scores = self._score(view, docs, qweights, named, when)
-        if r.prf_docs and r.prf_terms and r.prf_weight and scores:
-            expanded = self._feedback(view, docs, scores, qweights)
-            if expanded:
-                if r.prf_requery:
-                    # The expansion terms find turns that share no word with the question itself
-                    # (the vocabulary gap); their weight keeps them below direct matches.
-                    known = {d.id for d in docs}
-                    extra = [t for t in expanded if t not in qweights]
-                    docs = docs + [d for d in self._candidates(view, agent, owner, extra) if d.id not in known]
-                scores = self._score(view, docs, expanded, named, when)
-        by_id = {d.id: sc for d, sc in zip(docs, scores, strict=True) if sc > 0}
+        raw = self._raw(view, qweights)
+        if r.lexicon_down or r.lexicon_up:
+            # Category words <-> their members ("pets" ~ "turtle"). Each question word counts once
+            # per turn through its best related term, so a turn listing many members of a
+            # category does not outweigh one that uses the question's own word.
+            for group in related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values():
+                best: dict[int, float] = {}
+                for t, rel in group.items():
+                    if t in qweights:
+                        continue  # already a query term in its own right
+                    for i, v in self._raw(view, {t: rel}).items():
+                        if best.get(i, 0.0) < v:
+                            best[i] = v
+                for i, v in best.items():
+                    raw[i] = raw.get(i, 0.0) + v
+        by_id = self._boosted(view, raw, named, when)
+        if r.prf_docs and r.prf_terms and r.prf_weight and by_id:
+            extra = self._feedback(view, by_id, qweights)
+            if extra:
+                # Scores are sums over terms times per-turn boosts, so the expanded query's score
+                # is the first score plus the new terms' part: no second pass over the old terms.
+                # Without re-query the new terms only reorder the turns already found.
+                more = self._raw(view, extra, within=None if r.prf_requery else raw.keys())
+                for i, v in more.items():
+                    raw[i] = raw.get(i, 0.0) + v
+                by_id = self._boosted(view, raw, named, when)
         if r.neighbour_weight:
             # A turn in the middle of the right exchange inherits part of its best neighbour's score:
             # conversations answer across turns ("Did you like it?" / "Loved it, the ending...").
@@ -566,10 +624,11 @@ class MessageIndex:
             for i, sc in by_id.items():
                 d = view.by_id[i]
                 for j in (d.prev, d.next):
-                    if j is not None:
-                        inherited[j] = max(inherited.get(j, 0.0), sc)
-            by_id = {i: by_id.get(i, 0.0) + r.neighbour_weight * inherited.get(i, 0.0)
-                     for i in by_id.keys() | inherited.keys()}
+                    if j is not None and inherited.get(j, 0.0) < sc:
+                        inherited[j] = sc
+            nw = r.neighbour_weight
+            for j, sc in inherited.items():
+                by_id[j] = by_id.get(j, 0.0) + nw * sc
         if r.session_weight and by_id:
             # A session that talks about the topic at length is where the answer most likely is.
             per_session: dict[str, list[float]] = {}
@@ -580,89 +639,60 @@ class MessageIndex:
             by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
                      for i, sc in by_id.items()}
         ranked = sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
-        return self._hits(ranked[:limit])
+        return self._hits(view, agent, owner, ranked[:limit])
 
-    def _candidates(self, view: _OwnerView, agent: str, owner: str, terms: Iterable[str]) -> list[_Doc]:
-        """The owner's turns holding any of `terms` in any field (FTS5 does the matching)."""
-        terms = list(terms)
-        if not terms:
-            return []
-        match = f'okey:"{owner_key(agent, owner)}" AND {{body ctx nb dt}}: ({fts_query(terms)})'
-        cand = [row[0] for row in self._conn.execute("SELECT rowid FROM fts WHERE fts MATCH ?", (match,))]
-        # Exact owner check on top of the hashed key: isolation must not rest on a hash alone
-        # (the view holds only this owner's documents).
-        return [view.by_id[i] for i in cand if i in view.by_id]
+    def _raw(
+        self, view: _OwnerView, qweights: dict[str, float], *, within: Iterable[int] | None = None
+    ) -> dict[int, float]:
+        """{turn id: sum over query terms of weight x idf x saturated tf}, for the turns holding any
+        of the terms in any field. The view holds exactly this owner's turns: that is the isolation
+        (and the candidate set - FTS5 is not consulted at search time)."""
+        keep = within if within is None or isinstance(within, set | frozenset) else set(within)
+        acc: dict[int, float] = {}
+        get = acc.get
+        for t, qw in qweights.items():
+            sat = view.saturated(t, self.ranking)
+            if not sat:
+                continue
+            f = qw * view.idf(t)
+            for i, v in sat.items():
+                if keep is None or i in keep:
+                    acc[i] = get(i, 0.0) + f * v
+        return acc
 
-    def _score(
-        self,
-        view: _OwnerView,
-        docs: list[_Doc],
-        qweights: dict[str, float],
-        named: set[str],
-        when: bool,
-    ) -> list[float]:
+    def _boosted(self, view: _OwnerView, raw: dict[int, float], named: set[str], when: bool) -> dict[int, float]:
         r = self.ranking
-        k1 = r.k1
-        w = tuple(r.weights[f] for f in _FIELDS)
-        b = tuple(r.b[f] for f in _FIELDS)
-        avg = view.avg
-        idf = {t: view.idf(t) for t in qweights}
-        out = []
-        for d in docs:
-            norm = tuple(1.0 - b[i] + b[i] * d.lens[i] / avg[i] for i in range(4))
-            s = 0.0
-            for t, qw in qweights.items():
-                c = d.tf.get(t)
-                if c is None:
-                    continue
-                tf = sum(w[i] * c[i] / norm[i] for i in range(4) if c[i])
-                s += qw * idf[t] * tf / (k1 + tf)
+        out = {}
+        for i, s in raw.items():
+            d = view.by_id[i]
             if d.is_question:
                 s *= r.question_penalty
             if d.speaker in named:
                 s *= r.speaker_boost
             if when and d.has_time:
                 s *= r.when_boost
-            out.append(s)
+            if s > 0:
+                out[i] = s
         return out
 
-    def _feedback(
-        self, view: _OwnerView, docs: list[_Doc], scores: list[float], qweights: dict[str, float]
-    ) -> dict[str, float]:
-        """Query + the strongest body terms of the top turns (RM3-like, idf-weighted)."""
+    def _feedback(self, view: _OwnerView, scores: dict[int, float], qweights: dict[str, float]) -> dict[str, float]:
+        """The strongest body terms of the top turns (RM3-like, idf-weighted) -> their weight."""
         r = self.ranking
-        top = sorted(range(len(docs)), key=lambda i: -scores[i])[: r.prf_docs]
+        top = sorted(scores, key=lambda i: (-scores[i], i))[: r.prf_docs]
         gain: Counter[str] = Counter()
         for i in top:
-            for t, c in docs[i].tf.items():
+            for t, c in view.by_id[i].tf.items():
                 if c[0] and t not in qweights and t not in STOPWORDS:
                     gain[t] += view.idf(t) / len(top)
-        expanded = dict(qweights)
-        for t, _ in gain.most_common(r.prf_terms):
-            expanded[t] = r.prf_weight
-        return expanded if len(expanded) > len(qweights) else {}
+        return {t: r.prf_weight for t, _ in gain.most_common(r.prf_terms)}
 
-    def _hits(self, top: list[tuple[float, int]]) -> list[Hit]:
-        if not top:
-            return []
-        ids = [i for _, i in top]
-        with self._lock:
-            rows = self._conn.execute(f"SELECT * FROM docs WHERE id IN ({','.join('?' * len(ids))})", ids).fetchall()
-        by_id = {row["id"]: row for row in rows}
-        return [
-            Hit(
-                id=i,
-                agent=by_id[i]["agent"],
-                owner=by_id[i]["owner"],
-                conversation_id=by_id[i]["conversation_id"],
-                role=by_id[i]["role"],
-                speaker=by_id[i]["speaker"],
-                content=by_id[i]["content"],
-                ts_ms=by_id[i]["ts_ms"],
-                score=round(s, 6),
-            )
-            for s, i in top
-        ]
+    def _hits(self, view: _OwnerView, agent: str, owner: str, top: list[tuple[float, int]]) -> list[Hit]:
+        out = []
+        for s, i in top:
+            d = view.by_id[i]
+            out.append(Hit(id=i, agent=agent, owner=owner, conversation_id=d.conversation_id, role=d.role,
+                           speaker=d.speaker, content=d.content, ts_ms=d.ts_ms, score=round(s, 6)))
+        return out
 
     def close(self) -> None:
         with self._lock:

@@ -70,7 +70,7 @@ TITLE_TF = 2
 COVERAGE_BONUS = 1.0
 PHRASE_BONUS = 1.2
 RRF_K = 60
-CANDIDATE_BUDGET = 1000  # chunk matches FTS5 may rank per search (see `_candidates`)
+CANDIDATE_BUDGET = 3000  # chunk matches FTS5 may rank per search (see `_candidates`)
 # Weights for kinds the settings do not name (settings keys win).
 _KIND_KEYS = {"memory": "MEMORY.md", "profile": "PROFILE.md", "agents": "AGENTS.md", "soul": "SOUL.md",
               "dreams": "DREAMS.md", CONVERSATION: "conversations"}

@@ -104,7 +104,10 @@ class Watcher:
     # -- public ----------------------------------------------------------------------------------
 
     def subscribe(self, fn: ChangeListener) -> None:
-        """`fn(agent, owner, rel, deleted)` after a change this process did not write is indexed."""
+        """`fn(agent, owner, rel, deleted)` after a change this process did not write is indexed.
+
+        A write of this process that lands while a reconcile is scanning can be reported too:
+        listeners should be idempotent on the file's content hash."""
         self._listeners.append(fn)
 
     def start(self) -> None:
@@ -113,6 +116,8 @@ class Watcher:
         self.root.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
         self._start_observer()
+        with self._cond:
+            self._busy = True  # the start-up reconcile: not idle until it is done
         self._worker = threading.Thread(target=self._run, name="index-watcher", daemon=True)
         self._worker.start()
 
@@ -197,7 +202,11 @@ class Watcher:
         now = time.monotonic()
         next_reconcile = now + self.reconcile_interval
         next_health = now + self.health_interval
-        self._do_reconcile(deep=True)  # whatever changed while no daemon was watching
+        try:
+            self._do_reconcile(deep=True)  # whatever changed while no daemon was watching
+        finally:
+            with self._cond:
+                self._busy = False
         while not self._stopping.is_set():
             with self._cond:
                 now = time.monotonic()

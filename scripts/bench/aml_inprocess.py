@@ -5,7 +5,8 @@ For quick iteration on ranking; confirm with scripts/bench/aml_locomo.sh (the re
     python scripts/bench/aml_inprocess.py [--data PATH] [--set question_penalty=0.8 ...] [--misses N]
 
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
-a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields merge, e.g. b='{"body": 0.2}').
+a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
+merge, e.g. b='{"body": 0.2}').
 """
 
 from __future__ import annotations
@@ -108,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             got = [{"id": i.id, "content": i.content} for i in items]
             sc = bench.score_question(q, got, 2000)
             rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
-                         "category": q["category"], "sample_id": q["sample_id"], "question": q["question"], "qid": q["qid"],
+                         "category": q["category"], "sample_id": q["sample_id"], "question": q["question"],
+                         "qid": q["qid"],
                          "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"],
                          "evidence_ranks": sc["evidence_ranks"]})
         log.close()
@@ -144,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             for t in r["top"][:2]:
                 print(f"   got : {t[:160]}")
     if args.out:
-        keep = ("qid", "category", "first_hit_rank", "recall@2k", "evidence_ranks", "question", "evidence_text")
+        keep = ("qid", "category", "n_items", "tokens_returned", "first_hit_rank", "recall@2k", "evidence_ranks",
+                "question", "evidence_text")
         Path(args.out).write_text(json.dumps([{k: r[k] for k in keep} for r in rows]))
     return 0
 
