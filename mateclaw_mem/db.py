@@ -7,6 +7,9 @@ Files under `workspace/.mateclaw/`: `log.db` (conversation log, runs, usage: log
 from __future__ import annotations
 
 import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -19,3 +22,17 @@ def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connectio
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection, lock: threading.RLock | threading.Lock) -> Iterator[sqlite3.Connection]:
+    """A write transaction on a connection shared by threads: the lock serialises this process's
+    threads, BEGIN IMMEDIATE (with the busy timeout) other processes'; rolled back on any error."""
+    with lock:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import ConflictError
 
 _SCHEMA = """
@@ -109,16 +108,8 @@ class ConversationLog:
         with self._lock:
             self._conn.executescript(_SCHEMA)
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._conn, self._lock)
 
     def _insert(
         self,

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 from urllib.parse import unquote
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import CONVERSATION, chunk_file, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.tokenizer import tokenize
@@ -220,16 +220,8 @@ class FileIndex:
             self._local.conn = conn
         return conn
 
-    @contextlib.contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._write_lock:
-            self._w.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._w
-            except BaseException:
-                self._w.execute("ROLLBACK")
-                raise
-            self._w.execute("COMMIT")
+    def _tx(self) -> contextlib.AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._w, self._write_lock)
 
     def _read(self, sql: str, params: Iterable = ()) -> list[sqlite3.Row]:
         """A read that survives a rebuild's table swap.

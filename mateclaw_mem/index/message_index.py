@@ -159,6 +159,29 @@ _TEMPORAL = frozenset(
         " " + " ".join(_MONTHS) + " " + " ".join(_WEEKDAYS)
     )
 ) - STOPWORDS
+_NUMBER_RE = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
+    r"|forty|fifty|hundred|thousand|million|dozen|couple|several|once|twice)\b",
+    re.IGNORECASE,
+)
+_COUNT_RE = re.compile(r"\bhow (?:many|much|old|often|far)\b", re.IGNORECASE)
+_WHO_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
+_CAPITAL_RE = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+
+
+def _proper_names(text: str) -> frozenset[str]:
+    """Capitalised words not at a sentence start ("we met Matt at the Chicago show"): a cheap
+    stand-in for named entities, which is what who/where questions ask for."""
+    spoken = re.sub(r"\[shares image:[^\]]*\]", "", text)
+    out: set[str] = set()
+    for m in _CAPITAL_RE.finditer(spoken):
+        before = spoken[: m.start()].rstrip()
+        if not before or before[-1] in ".!?:;\"'(-\u2013\u2014":
+            continue  # a sentence start says nothing about the word
+        out.update(tokenize(m.group(0)))
+    return frozenset(out)
+
+
 _WHEN_RE = re.compile(
     r"\b(when|how long|what (?:year|month|day|date|time)|which (?:year|month|day))\b", re.IGNORECASE
 )
@@ -180,6 +203,9 @@ class Ranking:
     speaker_boost: float = 1.3  # the question names who said it
     drop_speaker_names: bool = True  # speaker names are not search terms (see `search`)
     when_boost: float = 1.2  # a "when"/"how long" question and a turn that mentions time
+    # Answer types: "how many" wants a number, "who"/"where" a name (other than the speakers').
+    count_boost: float = 1.0
+    name_boost: float = 1.0
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
     session_weight: float = 0.3  # boost for turns of the sessions that match best overall
     neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
@@ -224,6 +250,8 @@ class _Doc:
     speaker: str | None
     is_question: bool
     has_time: bool
+    has_number: bool  # digits or a number word: what "how many" questions want
+    names: frozenset[str]  # capitalised words inside sentences (tokenized): who/where answers
     tf: dict[str, tuple[int, int, int, int]]  # term -> count in (body, ctx, nb, dt)
     lens: tuple[int, int, int, int]
     conversation_id: str
@@ -548,7 +576,9 @@ class MessageIndex:
                 tf[t] = (counts[0][t], counts[1][t], counts[2][t], counts[3][t])
             lens = (sum(counts[0].values()), sum(counts[1].values()), sum(counts[2].values()),
                     sum(counts[3].values()))
+            text = split_speaker(r["content"])[1]
             docs.append(_Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
+                             bool(_NUMBER_RE.search(text)), _proper_names(text),
                              tf, lens, r["conversation_id"], r["role"], r["content"],  # type: ignore[arg-type]
                              r["ts_ms"]))
         return docs
@@ -591,6 +621,9 @@ class MessageIndex:
         if not qweights:
             return []
         when = bool(_WHEN_RE.search(query))
+        count = bool(_COUNT_RE.search(query))
+        # Names the answer must not merely repeat: the speakers and whatever the question names.
+        known_names = set(qtoks) | {t for sp in view.speakers for t in tokenize(sp)} if _WHO_RE.search(query) else None
         raw = self._raw(view, qweights)
         if r.lexicon_down or r.lexicon_up:
             # Category words <-> their members ("pets" ~ "turtle"). Each question word counts once
@@ -606,7 +639,7 @@ class MessageIndex:
                             best[i] = v
                 for i, v in best.items():
                     raw[i] = raw.get(i, 0.0) + v
-        by_id = self._boosted(view, raw, named, when)
+        by_id = self._boosted(view, raw, named, when, count, known_names)
         if r.prf_docs and r.prf_terms and r.prf_weight and by_id:
             extra = self._feedback(view, by_id, qweights)
             if extra:
@@ -616,7 +649,7 @@ class MessageIndex:
                 more = self._raw(view, extra, within=None if r.prf_requery else raw.keys())
                 for i, v in more.items():
                     raw[i] = raw.get(i, 0.0) + v
-                by_id = self._boosted(view, raw, named, when)
+                by_id = self._boosted(view, raw, named, when, count, known_names)
         if r.neighbour_weight:
             # A turn in the middle of the right exchange inherits part of its best neighbour's score:
             # conversations answer across turns ("Did you like it?" / "Loved it, the ending...").
@@ -660,7 +693,10 @@ class MessageIndex:
                     acc[i] = get(i, 0.0) + f * v
         return acc
 
-    def _boosted(self, view: _OwnerView, raw: dict[int, float], named: set[str], when: bool) -> dict[int, float]:
+    def _boosted(
+        self, view: _OwnerView, raw: dict[int, float], named: set[str], when: bool, count: bool,
+        known_names: set[str] | None,
+    ) -> dict[int, float]:
         r = self.ranking
         out = {}
         for i, s in raw.items():
@@ -671,6 +707,10 @@ class MessageIndex:
                 s *= r.speaker_boost
             if when and d.has_time:
                 s *= r.when_boost
+            if count and d.has_number:
+                s *= r.count_boost
+            if known_names is not None and not d.names <= known_names:
+                s *= r.name_boost
             if s > 0:
                 out[i] = s
         return out

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.workspace.store import ALWAYS_ON, sha256
@@ -88,16 +87,8 @@ class HarnessLineage:
         with self._lock:
             self._conn.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._conn, self._lock)
 
     # -- the harness -------------------------------------------------------------------------
 

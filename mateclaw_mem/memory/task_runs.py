@@ -11,13 +11,12 @@ import json
 import sqlite3
 import statistics
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 
 _SCHEMA = """
@@ -127,16 +126,8 @@ class TaskRunLog:
         with self._lock:
             self._conn.close()
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._conn, self._lock)
 
     @staticmethod
     def _next_seq(conn: sqlite3.Connection) -> int:
