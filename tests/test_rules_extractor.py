@@ -175,3 +175,16 @@ def test_triage(text: str, worth: bool) -> None:
     from mateclaw_mem.llm.rules import worth_extracting
 
     assert worth_extracting(text) is worth
+
+
+def test_a_remember_request_keeps_every_clause() -> None:
+    r = extract(profile="## Profile\n", memory="# MEMORY\n",
+                      messages=["Remember that I take my tea without sugar, and my name is Lena."], today="2026-11-30")
+    assert "- name: Lena" in r.profile_update
+    assert "I take my tea without sugar" in r.memory_update
+
+
+def test_asking_to_recall_stores_nothing() -> None:
+    r = extract(profile="## Profile\n", memory="# MEMORY\n",
+                      messages=["Can you remember what I said about tea?"], today="2026-11-30")
+    assert not r.should_update

@@ -81,5 +81,8 @@ def cmd_serve(ctx: CliContext) -> int:
     from mateclaw_mem.runtime.daemon import Daemon
 
     logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if ctx.args.log_level != "DEBUG":
+        # APScheduler logs every job execution (a heartbeat a minute); our own log lines say what ran.
+        logging.getLogger("apscheduler").setLevel(logging.WARNING)
     Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port).run_forever()
     return 0

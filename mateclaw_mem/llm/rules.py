@@ -359,14 +359,30 @@ def _facts_from_sentence(s: str) -> list[Fact]:
     m = (_ZH_EXPLICIT if zh else _EN_EXPLICIT).match(s) or (_EN_EXPLICIT if zh else _ZH_EXPLICIT).match(s)
     if m:
         content = m.group("v").strip().rstrip("?？")
-        inner = _statement_facts(_first_person(content), zh=_is_zh(content), explicit=True)
-        if inner:
-            return inner
-        content = _clean_note(content)
-        return [Fact("remember", value=content, zh=_is_zh(content), source=s)] if content else []
+        if _RECALL_QUESTION.match(content):
+            return []  # "can you remember what I said?" asks to recall; nothing to store
+        facts: list[Fact] = []
+        # Each clause of the request counts: "remember that I take tea without sugar, and my name
+        # is Lena" is a note *and* a profile fact; neither may swallow the other.
+        for clause in _CLAUSE_SPLIT.split(content):
+            clause = clause.strip(" ,，;；")
+            if not clause:
+                continue
+            inner = _statement_facts(_first_person(clause), zh=_is_zh(clause), explicit=True)
+            if inner:
+                facts.extend(inner)
+                continue
+            note = _clean_note(clause)
+            if note:
+                facts.append(Fact("remember", value=note, zh=_is_zh(note), source=s))
+        return facts
     if _is_question(s) or _REPORTED.search(s):
         return []
     return _statement_facts(s, zh=zh, explicit=False)
+
+
+_RECALL_QUESTION = re.compile(r"^(?:what|where|who|whom|whose|when|which|how|why|if|whether)\b", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(r"\s*(?:,\s*and\s+(?:also\s+)?|;\s*|,\s*also\s+|；|，还有|，并且)\s*")
 
 
 def _first_person(content: str) -> str:

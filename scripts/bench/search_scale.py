@@ -8,11 +8,21 @@ no assertions.
 
     python scripts/bench/search_scale.py                 # 1k, 10k, 100k sections
     python scripts/bench/search_scale.py --sizes 1000 10000 --queries 100
+    python scripts/bench/search_scale.py --sizes 100000 --keep /tmp/bench   # reuse files and index
+    python scripts/bench/search_scale.py --sizes 100000 --keep /tmp/bench --rebuild --profile 30
+
+`--keep DIR` writes each workspace to `DIR/ws-<sections>` and reuses it (and its built index) on the
+next run, so a profiling loop does not pay generation and build each time; `--rebuild` rebuilds the
+kept index anyway (after a schema change). A reused index shows no build time.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import cProfile
+import json
+import pstats
 import random
 import statistics
 import sys
@@ -129,19 +139,34 @@ def pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, round(p / 100 * (len(values) - 1)))]
 
 
-def run(sections: int, n_queries: int, scan_queries: int, seed: int) -> dict:
+def run(sections: int, n_queries: int, scan_queries: int, seed: int, *, keep: Path | None = None,
+        rebuild: bool = False, profile: int = 0) -> dict:
     rng = random.Random(seed + sections)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp) / "workspace"
-        samples = generate(root, sections, rng)
+    with contextlib.ExitStack() as stack:
+        base = keep / f"ws-{sections}" if keep else Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        root = base / "workspace"
+        sample_file = base / "samples.json"
+        if keep is not None and sample_file.exists():
+            samples = [tuple(x) for x in json.loads(sample_file.read_text(encoding="utf-8"))]
+            rng = random.Random(seed + sections + 1)  # queries drawn the same way on every reuse
+        else:
+            samples = generate(root, sections, rng)
+            if keep is not None:
+                sample_file.write_text(json.dumps(samples), encoding="utf-8")
+                rng = random.Random(seed + sections + 1)
         settings = load_settings(None, root,
                                  overrides={"default_agent": "bench", "timezone": "Europe/Berlin"})
+        db = settings.state_dir / "index.db"
+        must_build = rebuild or keep is None or not db.exists()
         services = Services(settings, ManualClock(datetime(2026, 1, 1, 12, tzinfo=TZ)))
         try:
             index = services.file_index
-            t0 = time.perf_counter()
-            report = index.rebuild()
-            build_s = time.perf_counter() - t0
+            build_s = float("nan")
+            if must_build:
+                t0 = time.perf_counter()
+                index.rebuild()
+                build_s = time.perf_counter() - t0
+            counts = index.counts()
             search = services.search
             queries = make_queries(samples, n_queries, rng)
             search.search(queries[0], record=False)  # first search: freshness check, caches
@@ -151,21 +176,29 @@ def run(sections: int, n_queries: int, scan_queries: int, seed: int) -> dict:
                 result = search.search(q, record=False)
                 lat.append((time.perf_counter() - t) * 1000)
                 found += bool(result.hits)
+            if profile:
+                prof = cProfile.Profile()
+                prof.enable()
+                for q in queries:
+                    search.search(q, record=False)
+                prof.disable()
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("tottime").print_stats(profile)
             scan_lat = []
             for q in queries[:scan_queries]:
                 t = time.perf_counter()
                 plain_scan(root, q)
                 scan_lat.append((time.perf_counter() - t) * 1000)
-            db = settings.state_dir / "index.db"
             wal = settings.state_dir / "index.db-wal"
             size = db.stat().st_size + (wal.stat().st_size if wal.exists() else 0)
             text_bytes = sum(p.stat().st_size for p in root.rglob("*.md"))
         finally:
             services.close()
     return {
-        "sections": sections, "files": report.files, "chunks": report.chunks, "text_mb": text_bytes / 1e6,
+        "sections": sections, "files": counts["files"], "chunks": counts["chunks"], "text_mb": text_bytes / 1e6,
         "build_s": build_s, "p50": statistics.median(lat), "p95": pct(lat, 95), "found": found / len(queries),
-        "db_mb": size / 1e6, "scan_p50": statistics.median(scan_lat), "scan_p95": pct(scan_lat, 95),
+        "db_mb": size / 1e6, "scan_p50": statistics.median(scan_lat) if scan_lat else float("nan"),
+        "scan_p95": pct(scan_lat, 95) if scan_lat else float("nan"),
     }
 
 
@@ -175,13 +208,18 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200, help="queries per size through the index")
     parser.add_argument("--scan-queries", type=int, default=20, help="queries per size through the plain scan")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--keep", type=Path, help="keep (and reuse) workspaces and indexes under this folder")
+    parser.add_argument("--rebuild", action="store_true", help="with --keep: rebuild a reused index")
+    parser.add_argument("--profile", type=int, default=0, metavar="N",
+                        help="run the queries once more under cProfile and print the top N functions to stderr")
     args = parser.parse_args()
     head = (f"{'sections':>9} {'files':>6} {'chunks':>7} {'text MB':>8} {'build s':>8} {'index p50':>10}"
             f" {'index p95':>10} {'found':>6} {'DB MB':>7} {'scan p50':>9} {'scan p95':>9}")
     print(head)
     print("-" * len(head))
     for n in args.sizes:
-        r = run(n, args.queries, args.scan_queries, args.seed)
+        r = run(n, args.queries, args.scan_queries, args.seed, keep=args.keep, rebuild=args.rebuild,
+                profile=args.profile)
         print(f"{r['sections']:>9} {r['files']:>6} {r['chunks']:>7} {r['text_mb']:>8.1f} {r['build_s']:>8.1f}"
               f" {r['p50']:>8.2f}ms {r['p95']:>8.2f}ms {r['found']:>6.0%} {r['db_mb']:>7.1f}"
               f" {r['scan_p50']:>7.1f}ms {r['scan_p95']:>7.1f}ms", flush=True)
