@@ -477,3 +477,12 @@ def test_cli_dream_model_failure_exits_7(tmp_path: Path, monkeypatch, model_serv
     model_server.server_error(500)
     assert main(["dream", "default", *common]) == 7
     assert (ws / "default" / "MEMORY.md").read_bytes() == before
+
+
+def test_an_unreadable_daily_note_is_skipped_and_named_not_fatal(night: Services) -> None:
+    bad = night.store.path("default", "memory/2026-12-01.md")
+    bad.write_bytes(b"caf\xe9 written by a latin-1 editor\n")
+    out = night.dreaming.dream("default")
+    assert out.status == "done"
+    assert "memory/2026-12-01.md (skipped: memory/2026-12-01.md is not UTF-8" in diary(night)
+    assert bad.read_bytes() == b"caf\xe9 written by a latin-1 editor\n"

@@ -169,6 +169,18 @@ _WHO_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
 _CAPITAL_RE = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 
 
+def _question_share(text: str) -> float:
+    """How much of a turn is asking: "Oscar, my guinea pig. How are yours?" is mostly an answer."""
+    spoken = re.sub(r"\[shares image:[^\]]*\]", "", text)
+    asked = total = 0
+    for sentence in re.findall(r"[^.!?]+[.!?]*", spoken):
+        n = len(sentence.split())
+        total += n
+        if sentence.rstrip().endswith("?"):
+            asked += n
+    return asked / total if total else 0.0
+
+
 def _proper_names(text: str) -> frozenset[str]:
     """Capitalised words not at a sentence start ("we met Matt at the Chicago show"): a cheap
     stand-in for named entities, which is what who/where questions ask for."""
@@ -200,6 +212,9 @@ class Ranking:
     # little (they add recall but blur which turn of an exchange is the answer).
     weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.3})
     question_penalty: float = 0.6  # a turn that only asks rarely holds the answer
+    # "share": the penalty scales with how much of the turn is asking; "last": all or nothing on
+    # whether the turn ends with a question.
+    question_mode: str = "last"
     speaker_boost: float = 1.3  # the question names who said it
     drop_speaker_names: bool = True  # speaker names are not search terms (see `search`)
     when_boost: float = 1.2  # a "when"/"how long" question and a turn that mentions time
@@ -209,6 +224,8 @@ class Ranking:
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
     session_weight: float = 0.3  # boost for turns of the sessions that match best overall
     neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
+    pad_neighbours: int = 0  # when fewer turns match than asked for, add the surroundings of this many...
+    pad_distance: int = 2  # ...up to this many turns either side
     prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
     prf_terms: int = 10  # ...with this many of their strongest terms...
     prf_weight: float = 0.15  # ...each weighted this much relative to a query term
@@ -250,6 +267,7 @@ class _Doc:
     speaker: str | None
     is_question: bool
     has_time: bool
+    question_share: float  # share of the spoken words that are in sentences ending with '?'
     has_number: bool  # digits or a number word: what "how many" questions want
     names: frozenset[str]  # capitalised words inside sentences (tokenized): who/where answers
     tf: dict[str, tuple[int, int, int, int]]  # term -> count in (body, ctx, nb, dt)
@@ -578,7 +596,7 @@ class MessageIndex:
                     sum(counts[3].values()))
             text = split_speaker(r["content"])[1]
             docs.append(_Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
-                             bool(_NUMBER_RE.search(text)), _proper_names(text),
+                             _question_share(text), bool(_NUMBER_RE.search(text)), _proper_names(text),
                              tf, lens, r["conversation_id"], r["role"], r["content"],  # type: ignore[arg-type]
                              r["ts_ms"]))
         return docs
@@ -672,7 +690,34 @@ class MessageIndex:
             by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
                      for i, sc in by_id.items()}
         ranked = sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
+        if r.pad_neighbours and len(ranked) < limit:
+            ranked += self._padding(view, ranked, limit - len(ranked))
         return self._hits(view, agent, owner, ranked[:limit])
+
+    def _padding(self, view: _OwnerView, ranked: list[tuple[float, int]], room: int) -> list[tuple[float, int]]:
+        """Turns around the best hits that matched nothing, after every matching turn.
+
+        When a question matches few turns, the rest of the reader's budget is better spent on the
+        surroundings of the best ones (the answer is often a few turns on, in other words) than
+        left empty. Their scores stay below every real match.
+        """
+        r = self.ranking
+        have = {i for _, i in ranked}
+        floor = ranked[-1][0] if ranked else 1.0
+        out: list[tuple[float, int]] = []
+        for _, i in ranked[: r.pad_neighbours]:
+            for step in ("prev", "next"):
+                j: int | None = i
+                for _ in range(r.pad_distance):
+                    j = getattr(view.by_id[j], step)
+                    if j is None:
+                        break
+                    if j not in have:
+                        have.add(j)
+                        out.append((floor * 0.5 ** (len(out) + 1), j))
+            if len(out) >= room:
+                break
+        return out[:room]
 
     def _raw(
         self, view: _OwnerView, qweights: dict[str, float], *, within: Iterable[int] | None = None
@@ -701,7 +746,9 @@ class MessageIndex:
         out = {}
         for i, s in raw.items():
             d = view.by_id[i]
-            if d.is_question:
+            if r.question_mode == "share":
+                s *= 1.0 - (1.0 - r.question_penalty) * d.question_share
+            elif d.is_question:
                 s *= r.question_penalty
             if d.speaker in named:
                 s *= r.speaker_boost

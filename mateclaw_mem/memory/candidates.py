@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import normalise_title, split_sections
@@ -164,7 +165,12 @@ def collect(
     for rel, day in daily_rels(today, day_range):
         if len(candidates) >= limit:
             break
-        snap = store.read(agent, rel, owner=owner)
+        try:
+            snap = store.read(agent, rel, owner=owner)
+        except InvalidInputError as exc:
+            # One unreadable note (not UTF-8, say) must not stop the night; the diary names it.
+            looked_at.append(f"{rel} (skipped: {exc.message})")
+            continue
         if not snap.exists:
             continue
         looked_at.append(rel)

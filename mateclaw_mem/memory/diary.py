@@ -71,15 +71,19 @@ class DiaryEntry:
         lines.append(f"- Outcome: **{label}**")
         who = f", owner {self.owner}" if self.owner else ""
         lines.append(f"- Run: `{self.run_id}` ({self.mode} mode, {self.trigger}{who})")
-        if self.looked_at:
-            span = self.looked_at[-1] if len(self.looked_at) == 1 else f"{self.looked_at[-1]} … {self.looked_at[0]}"
+        read = [r for r in self.looked_at if "(skipped" not in r]
+        skipped = [r for r in self.looked_at if "(skipped" in r]
+        if read:
+            span = read[-1] if len(read) == 1 else f"{read[-1]} … {read[0]}"
             lines.append(
-                f"- Looked at: {len(self.looked_at)} daily note{'s' if len(self.looked_at) != 1 else ''} "
+                f"- Looked at: {len(read)} daily note{'s' if len(read) != 1 else ''} "
                 f"({span}), {self.sections} section{'s' if self.sections != 1 else ''}; "
                 f"MEMORY.md ({self.memory_chars} chars)"
             )
         else:
             lines.append(f"- Looked at: no daily notes; MEMORY.md ({self.memory_chars} chars)")
+        if skipped:
+            lines.append(f"- Could not read: {'; '.join(skipped)}")
         lines.append(f"- Changed: MEMORY.md +{self.added}/-{self.removed} lines")
         if self.archived:
             lines.append(f"- Archived: {', '.join(self.archived)}")

@@ -231,6 +231,7 @@ class Scheduler:
                     outcome, error = f"failed: {type(exc).__name__}: {exc}", str(exc)
                 self._cover(unit, now, last_finished=self.clock.now().isoformat(), last_outcome=outcome[:500],
                             last_error=error)
+                (log.warning if error else log.info)("%s: %s", unit, outcome)
                 done.append((unit, outcome))
             return done
         finally:
