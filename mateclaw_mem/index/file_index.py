@@ -38,7 +38,7 @@ from urllib.parse import unquote
 
 from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
-from mateclaw_mem.index.chunker import CONVERSATION, chunk_file, daily_date, file_kind, scopes_of
+from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, chunk_file, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -126,6 +126,7 @@ class Candidate:
     conversation_id: str | None
     message_id: int | None
     sha: str
+    title_tokens: str = ""  # the title tokens as indexed, space-joined ("" for a message: never matched)
 
 
 @dataclass(frozen=True)
@@ -573,28 +574,52 @@ class FileIndex:
         ranked: bool = True,
         title_weight: float = 2.0,
     ) -> list[Candidate]:
-        """Chunks matching an FTS5 expression, filtered by agent/owner/scope tags, best bm25 first
-        (`ranked=False`: newest rows first, without computing bm25 for every match).
+        """Chunks matching an FTS5 expression, in the agent/owners/scope given, best bm25 first
+        (`ranked=False`: newest rows first, without bm25; they come back with `bm25 = 0`).
+
+        Ranked, the scope is checked on the `chunks` row of each match, not by tag tokens in the
+        MATCH: FTS5's bm25 computes an IDF for every phrase of the expression by walking its whole
+        doclist, and a tag is in every chunk of its agent - at 100k chunks that walk was 3/4 of a
+        search. Callers keep ranked expressions small (`search.CANDIDATE_BUDGET`), so the row checks
+        are bounded. Unranked, nothing is scored and a query may match most of the index, so the
+        tags stay in the MATCH: FTS5 seeks through their doclists and stops after `limit` rows.
 
         No column filter (`{title body} : ...`) on purpose: it makes FTS5 read every position list
         (5x slower at 10k chunks), and tag tokens are 17-character hashes no query word equals."""
-        filters = [_quote(tag("a", agent)), "(" + " OR ".join(_quote(tag("o", o)) for o in owners) + ")"]
-        if scope != "all":
-            filters.append(_quote(tag("s", scope)))
-        expr = f"({match}) AND " + " AND ".join(filters)
-        rows = self._read(
-            "SELECT c.*, f.body AS tokens, f.bm AS bm FROM ("
-            f"  SELECT rowid, body, bm25(fts, {title_weight}, 1.0, 0.0) AS bm FROM fts WHERE fts MATCH ?"
-            f"   ORDER BY {'bm' if ranked else 'rowid DESC'} LIMIT ?"
-            ") AS f JOIN chunks AS c ON c.id = f.rowid ORDER BY f.bm",
-            (expr, limit),
-        )
+        if ranked:
+            where = ["c.agent = ?", f"c.owner IN ({','.join('?' * len(owners))})"]
+            params: list = [match, agent, *owners]
+            if scope != "all":
+                kinds = SCOPES[scope]
+                where.append(f"c.kind IN ({','.join('?' * len(kinds))})")
+                params.extend(kinds)
+            params.append(limit)
+            # The inner select sorts narrow (id, bm) rows; the wide columns are read for the winners only.
+            sql = (
+                "SELECT c.*, t.body AS tokens, t.title AS title_tokens, f.bm AS bm FROM ("
+                f"  SELECT m.rowid AS id, m.bm AS bm FROM ("
+                f"    SELECT rowid, bm25(fts, {float(title_weight)}, 1.0, 0.0) AS bm FROM fts WHERE fts MATCH ?"
+                "  ) AS m JOIN chunks AS k ON k.id = m.rowid"
+                f"  WHERE {' AND '.join(w.replace('c.', 'k.') for w in where)} ORDER BY m.bm LIMIT ?"
+                ") AS f JOIN chunks AS c ON c.id = f.id JOIN fts AS t ON t.rowid = f.id ORDER BY f.bm, f.id"
+            )
+        else:
+            filters = [_quote(tag("a", agent)), "(" + " OR ".join(_quote(tag("o", o)) for o in owners) + ")"]
+            if scope != "all":
+                filters.append(_quote(tag("s", scope)))
+            params = [f"({match}) AND " + " AND ".join(filters), limit]
+            sql = (
+                "SELECT c.*, f.body AS tokens, f.title AS title_tokens, 0.0 AS bm FROM ("
+                "  SELECT rowid, title, body FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+                ") AS f JOIN chunks AS c ON c.id = f.rowid ORDER BY c.id DESC"
+            )
+        rows = self._read(sql, params)
         return [
             Candidate(
                 id=r["id"], agent=r["agent"], owner=r["owner"], rel=r["rel"], kind=r["kind"], title=r["title"],
                 line_start=r["line_start"], line_end=r["line_end"], text=r["text"], tokens=r["tokens"],
                 bm25=r["bm"], ts_ms=r["ts_ms"], conversation_id=r["conversation_id"], message_id=r["message_id"],
-                sha=r["sha"],
+                sha=r["sha"], title_tokens=r["title_tokens"],
             )
             for r in rows
         ]
@@ -604,13 +629,15 @@ class FileIndex:
             return []
         marks = ",".join("?" * len(ids))
         rows = self._read(
-            f"SELECT c.*, f.body AS tokens FROM chunks c JOIN fts f ON f.rowid = c.id WHERE c.id IN ({marks})", ids
+            f"SELECT c.*, f.body AS tokens, f.title AS title_tokens FROM chunks c JOIN fts f ON f.rowid = c.id"
+            f" WHERE c.id IN ({marks})", ids
         )
         return [
             Candidate(
                 id=r["id"], agent=r["agent"], owner=r["owner"], rel=r["rel"], kind=r["kind"], title=r["title"],
                 line_start=r["line_start"], line_end=r["line_end"], text=r["text"], tokens=r["tokens"], bm25=0.0,
                 ts_ms=r["ts_ms"], conversation_id=r["conversation_id"], message_id=r["message_id"], sha=r["sha"],
+                title_tokens=r["title_tokens"],
             )
             for r in rows
         ]

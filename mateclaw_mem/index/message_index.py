@@ -28,7 +28,7 @@ import sqlite3
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
@@ -224,6 +224,11 @@ class Ranking:
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
     session_weight: float = 0.3  # boost for turns of the sessions that match best overall
     neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
+    # A second ranking for everything below the first `tail_start` results: these overrides of
+    # this ranking. Empty = one ranking.
+    tail_start: int = 10
+    possessive_rule: bool = True
+    tail_overrides: dict[str, object] = field(default_factory=dict)
     pad_neighbours: int = 0  # when fewer turns match than asked for, add the surroundings of this many...
     pad_distance: int = 2  # ...up to this many turns either side
     prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
@@ -304,7 +309,7 @@ class _OwnerView:
         self.postings: dict[str, dict[int, _Doc]] = {}
         # term -> {doc id: saturated BM25F term frequency}, filled lazily per query term and
         # dropped whenever the statistics change (average lengths move with every Add).
-        self.sat: dict[str, dict[int, float]] = {}
+        self.sat: dict[tuple[object, ...], dict[int, float]] = {}
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
 
     def _remove_stats(self, d: _Doc) -> None:
@@ -353,18 +358,19 @@ class _OwnerView:
     def saturated(self, term: str, ranking: Ranking) -> dict[int, float]:
         """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
         count. Cached until the statistics change; `ranking` is the index's (fixed) ranking."""
-        got = self.sat.get(term)
+        k1, avg = ranking.k1, self.avg
+        w = tuple(ranking.weights[f] for f in _FIELDS)
+        b = tuple(ranking.b[f] for f in _FIELDS)
+        key = (term, k1, w, b)
+        got = self.sat.get(key)
         if got is None:
-            k1, avg = ranking.k1, self.avg
-            w = tuple(ranking.weights[f] for f in _FIELDS)
-            b = tuple(ranking.b[f] for f in _FIELDS)
             got = {}
             for i, d in self.postings.get(term, {}).items():
                 c, lens = d.tf[term], d.lens
                 tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
                 if tf > 0:
                     got[i] = tf / (k1 + tf)
-            self.sat[term] = got
+            self.sat[key] = got
         return got
 
     def idf(self, term: str) -> float:
@@ -623,8 +629,33 @@ class MessageIndex:
         view = self._view(agent, owner)
         if view is None:
             return []
+        options = list(options)
+        ranked = self._rank(view, query, options, r)
+        if r.tail_overrides and len(ranked) > r.tail_start:
+            # Two objectives: the head is read first and must be precise; the tail is read under a
+            # token budget and should recall. The tail keeps the head's turns out and takes the
+            # order of a recall-minded ranking (wider expansion), its scores kept below the head's.
+            head = ranked[: r.tail_start]
+            seen = {i for _, i in head}
+            tail_r = replace(r, **r.tail_overrides, tail_overrides={})
+            rest = [x for x in self._rank(view, query, options, tail_r) if x[1] not in seen]
+            if rest:
+                scale = head[-1][0] / rest[0][0] * 0.999 if rest[0][0] > 0 else 1.0
+                ranked = head + [(sc * scale, i) for sc, i in rest]
+        if r.pad_neighbours and len(ranked) < limit:
+            ranked += self._padding(view, ranked, limit - len(ranked))
+        return self._hits(view, agent, owner, ranked[:limit])
+
+    def _rank(self, view: _OwnerView, query: str, options: list[str], r: Ranking) -> list[tuple[float, int]]:
+        """(score, turn id) for every turn that scores, best first."""
         qtoks = tokenize(query)
         named = {s for s in view.speakers if not set(tokenize(s)).isdisjoint(qtoks)}
+        boosted = named
+        if r.possessive_rule and len(named) > 1:
+            # "What does Melanie think of Caroline's plan?" is about what Melanie said: a speaker
+            # named only as an owner ("Caroline's") is not the one the question asks about.
+            subjects = {sp for sp in named if re.search(rf"\b{re.escape(sp)}\b(?![\'\u2019]s\b)", query, re.I)}
+            boosted = subjects or named
         # In a chat, a speaker's name in other turns is mostly a vocative ("Thanks, Melanie!"), so
         # as a search term it pulls up the *other* speaker's turns. Names count through the
         # speaker boost instead - unless the query is nothing but names.
@@ -642,7 +673,7 @@ class MessageIndex:
         count = bool(_COUNT_RE.search(query))
         # Names the answer must not merely repeat: the speakers and whatever the question names.
         known_names = set(qtoks) | {t for sp in view.speakers for t in tokenize(sp)} if _WHO_RE.search(query) else None
-        raw = self._raw(view, qweights)
+        raw = self._raw(view, qweights, r)
         if r.lexicon_down or r.lexicon_up:
             # Category words <-> their members ("pets" ~ "turtle"). Each question word counts once
             # per turn through its best related term, so a turn listing many members of a
@@ -652,22 +683,22 @@ class MessageIndex:
                 for t, rel in group.items():
                     if t in qweights:
                         continue  # already a query term in its own right
-                    for i, v in self._raw(view, {t: rel}).items():
+                    for i, v in self._raw(view, {t: rel}, r).items():
                         if best.get(i, 0.0) < v:
                             best[i] = v
                 for i, v in best.items():
                     raw[i] = raw.get(i, 0.0) + v
-        by_id = self._boosted(view, raw, named, when, count, known_names)
+        by_id = self._boosted(view, raw, boosted, when, count, known_names, r)
         if r.prf_docs and r.prf_terms and r.prf_weight and by_id:
-            extra = self._feedback(view, by_id, qweights)
+            extra = self._feedback(view, by_id, qweights, r)
             if extra:
                 # Scores are sums over terms times per-turn boosts, so the expanded query's score
                 # is the first score plus the new terms' part: no second pass over the old terms.
                 # Without re-query the new terms only reorder the turns already found.
-                more = self._raw(view, extra, within=None if r.prf_requery else raw.keys())
+                more = self._raw(view, extra, r, within=None if r.prf_requery else raw.keys())
                 for i, v in more.items():
                     raw[i] = raw.get(i, 0.0) + v
-                by_id = self._boosted(view, raw, named, when, count, known_names)
+                by_id = self._boosted(view, raw, boosted, when, count, known_names, r)
         if r.neighbour_weight:
             # A turn in the middle of the right exchange inherits part of its best neighbour's score:
             # conversations answer across turns ("Did you like it?" / "Loved it, the ending...").
@@ -689,10 +720,7 @@ class MessageIndex:
             top = max(strength.values()) or 1.0
             by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
                      for i, sc in by_id.items()}
-        ranked = sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
-        if r.pad_neighbours and len(ranked) < limit:
-            ranked += self._padding(view, ranked, limit - len(ranked))
-        return self._hits(view, agent, owner, ranked[:limit])
+        return sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
 
     def _padding(self, view: _OwnerView, ranked: list[tuple[float, int]], room: int) -> list[tuple[float, int]]:
         """Turns around the best hits that matched nothing, after every matching turn.
@@ -720,7 +748,7 @@ class MessageIndex:
         return out[:room]
 
     def _raw(
-        self, view: _OwnerView, qweights: dict[str, float], *, within: Iterable[int] | None = None
+        self, view: _OwnerView, qweights: dict[str, float], r: Ranking, *, within: Iterable[int] | None = None
     ) -> dict[int, float]:
         """{turn id: sum over query terms of weight x idf x saturated tf}, for the turns holding any
         of the terms in any field. The view holds exactly this owner's turns: that is the isolation
@@ -729,7 +757,7 @@ class MessageIndex:
         acc: dict[int, float] = {}
         get = acc.get
         for t, qw in qweights.items():
-            sat = view.saturated(t, self.ranking)
+            sat = view.saturated(t, r)
             if not sat:
                 continue
             f = qw * view.idf(t)
@@ -740,9 +768,8 @@ class MessageIndex:
 
     def _boosted(
         self, view: _OwnerView, raw: dict[int, float], named: set[str], when: bool, count: bool,
-        known_names: set[str] | None,
+        known_names: set[str] | None, r: Ranking,
     ) -> dict[int, float]:
-        r = self.ranking
         out = {}
         for i, s in raw.items():
             d = view.by_id[i]
@@ -762,9 +789,10 @@ class MessageIndex:
                 out[i] = s
         return out
 
-    def _feedback(self, view: _OwnerView, scores: dict[int, float], qweights: dict[str, float]) -> dict[str, float]:
+    def _feedback(
+        self, view: _OwnerView, scores: dict[int, float], qweights: dict[str, float], r: Ranking
+    ) -> dict[str, float]:
         """The strongest body terms of the top turns (RM3-like, idf-weighted) -> their weight."""
-        r = self.ranking
         top = sorted(scores, key=lambda i: (-scores[i], i))[: r.prf_docs]
         gain: Counter[str] = Counter()
         for i in top:

@@ -248,7 +248,8 @@ class SearchService:
         out = []
         for c in cands:
             counts = Counter(c.tokens.split())
-            for t in tokenize(c.title):
+            # The indexed title tokens: re-tokenizing every candidate's title cost more than the rest.
+            for t in c.title_tokens.split():
                 counts[t] += TITLE_TF
             dl = sum(counts.values()) or 1
             rel = 0.0

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mateclaw_mem.index.tokenizer import token_spans
+from mateclaw_mem.index.tokenizer import term_spans
 
 RADIUS = 80
-_PLACES_PER_TERM = 3  # first places per query term considered for the snippet window
+_PLACES_PER_TERM = 16  # places per query term considered for the window: bounds the pair scan below
 
 
 @dataclass(frozen=True)
@@ -27,46 +27,24 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return out
 
 
-def _key(term: str) -> str:
-    """A prefix every word that stems to `term` starts with (the stemmer only changes word endings)."""
-    return term if len(term) <= 2 else term[: min(4, len(term) - 1)]
+def _matches(text: str, terms: set[str]) -> list[tuple[str, int, int]]:
+    """Query-term spans in `text`. Tokenizing a whole 1,500-character chunk was most of a search's
+    time; `term_spans` finds the terms by substring and checks only the words around them."""
+    return term_spans(text, terms, per_term=_PLACES_PER_TERM)
 
 
-def _matches(text: str, terms: set[str], radius: int) -> list[tuple[str, int, int]]:
-    """Query-term spans in `text`. Tokenizing a whole 1,500-character chunk is most of a search's
-    time, so only windows around places where a term's prefix occurs are tokenized."""
-    lowered = text.lower()
-    windows: list[tuple[int, int]] = []
-    for term in terms:
-        key = _key(term)
-        at, seen = lowered.find(key), 0
-        while at != -1 and seen < _PLACES_PER_TERM:
-            windows.append((max(0, at - radius), min(len(text), at + len(key) + radius)))
-            at, seen = lowered.find(key, at + 1), seen + 1
-    out: list[tuple[str, int, int]] = []
-    for lo, hi in _merge_windows(windows, text):
-        out.extend((tok, lo + s, lo + e) for tok, s, e in token_spans(text[lo:hi]) if tok in terms)
-    return out
-
-
-def _merge_windows(windows: list[tuple[int, int]], text: str) -> list[tuple[int, int]]:
-    merged: list[tuple[int, int]] = []
-    for lo, hi in sorted(windows):
-        # Widen to whitespace so no word is cut (CJK has none; a cut there costs at most one bigram).
-        floor, ceiling = max(0, lo - 40), min(len(text), hi + 40)
-        while lo > floor and not text[lo - 1].isspace():
-            lo -= 1
-        while hi < ceiling and not text[hi].isspace():
-            hi += 1
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
+def _widen(text: str, lo: int, hi: int) -> tuple[int, int]:
+    """Widen to whitespace so no word is cut (CJK has none; a cut there costs at most one bigram)."""
+    floor, ceiling = max(0, lo - 40), min(len(text), hi + 40)
+    while lo > floor and not text[lo - 1].isspace():
+        lo -= 1
+    while hi < ceiling and not text[hi].isspace():
+        hi += 1
+    return lo, hi
 
 
 def make_snippet(text: str, terms: set[str], radius: int = RADIUS) -> Snippet:
-    matches = _matches(text, terms, radius)
+    matches = _matches(text, terms)
     if not matches:
         end = min(len(text), 2 * radius)
         return Snippet(_flat(text[:end]) + ("…" if end < len(text) else ""), -1)
@@ -79,7 +57,11 @@ def make_snippet(text: str, terms: set[str], radius: int = RADIUS) -> Snippet:
             best_start, best_count = s, count
     lo = max(0, best_start - radius)
     hi = min(len(text), best_start + radius)
-    spans = _merge([(s, e) for _, s, e in matches if s >= lo and e <= hi])
+    # Every occurrence inside the window is highlighted, not only the first places looked at above;
+    # words cut by the window edge are read whole (widened to whitespace) so no cut word is matched.
+    wlo, whi = _widen(text, lo, hi)
+    spans = _merge([(wlo + s, wlo + e) for _, s, e in term_spans(text[wlo:whi], terms)
+                    if lo <= wlo + s and wlo + e <= hi])
     parts: list[str] = []
     pos = lo
     for s, e in spans:

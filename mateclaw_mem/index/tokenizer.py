@@ -148,3 +148,62 @@ def token_spans(text: str) -> list[tuple[str, int, int]]:
             continue
         out.append((_stem(run), start, m.end()))
     return out
+
+
+_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
+_WORD_CHAR_RE = re.compile(rf"(?![{_CJK}])[^\W_]")
+_IRREGULAR_FORMS: dict[str, list[str]] = {}
+for _form in _IRREGULAR:
+    _IRREGULAR_FORMS.setdefault(_stem(_form), []).append(_form)
+
+
+def term_spans(text: str, terms: set[str], *, per_term: int = 0) -> list[tuple[str, int, int]]:
+    """The spans `token_spans(text)` would yield for the tokens in `terms`, without tokenizing `text`.
+
+    For highlighting a few query terms in a long chunk: each term is looked for by substring, and
+    only the word around a hit is checked with the same rules as `tokenize` (run boundaries, clitics,
+    stemming). `per_term` > 0 keeps the first that many spans of each term (for each of its search
+    keys). Sorted by position.
+    """
+    lowered = text.lower()
+    cap = per_term if per_term > 0 else len(text) + 1
+    out: list[tuple[str, int, int]] = []
+    for term in terms:
+        if not term:
+            continue
+        found = 0
+        if _CJK_CHAR_RE.match(term):
+            lone = len(term) == 1
+            at = lowered.find(term)
+            while at != -1:
+                # A bigram is a token wherever it occurs; a lone character only as a run of one.
+                if not lone or not (
+                    (at > 0 and _CJK_CHAR_RE.match(lowered, at - 1))
+                    or _CJK_CHAR_RE.match(lowered, at + 1)
+                ):
+                    out.append((term, at, at + len(term)))
+                    found += 1
+                    if found >= cap:
+                        break
+                at = lowered.find(term, at + 1)
+            continue
+        # The stemmer only cuts endings, so a word stemming to `term` starts with these characters;
+        # irregular forms ("ran" for "run") are looked for whole.
+        keys = [term if len(term) <= 2 else term[: min(4, len(term) - 1)], *_IRREGULAR_FORMS.get(term, ())]
+        starts: set[int] = set()
+        for key in keys:
+            at = lowered.find(key)
+            while at != -1 and found < cap:
+                if at not in starts and not (at > 0 and _WORD_CHAR_RE.match(lowered, at - 1)):  # a run start
+                    m = _TOKEN_RE.match(lowered, at)
+                    if m is not None:
+                        starts.add(at)
+                        run = m.group(0)
+                        clitic = run in _CLITICS and at > 0 and lowered[at - 1] in "'\u2019"
+                        if not clitic and _stem(run) == term:
+                            out.append((term, at, m.end()))
+                            found += 1
+                        at = m.end() - 1  # the rest of this word cannot start another run
+                at = lowered.find(key, at + 1)
+    out.sort(key=lambda x: (x[1], x[2]))
+    return out
