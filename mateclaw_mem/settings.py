@@ -86,6 +86,7 @@ class MemorySettings(Section):
     provider_prefetch_total_budget_ms: int = Field(2500, ge=1)
     provider_circuit_failure_threshold: int = Field(3, ge=1)
     provider_circuit_cooldown_seconds: int = Field(30, ge=0)
+    provider_prefetch_max_chars: int = Field(2000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
     dream: DreamSettings = DreamSettings()
     fact: FactSettings = FactSettings()
 

@@ -3,7 +3,9 @@
 1. one system message: the caller's system prompt, then the enabled workspace files by `sort_order`
    as `--- NAME ---` blocks (body only: frontmatter is never injected), the structured block (user
    and feedback entries within budget) and, when a query is given, the project/reference entries
-   relevant to it;
+   relevant to it and the `--- RECALLED MEMORY ---` block: what the memory providers prefetched
+   (search hits in the memory files, earlier conversations), within the providers' deadlines and
+   `provider-prefetch-max-chars`, minus anything the prompt already holds (`memory/recall.py`);
 2. a summary of earlier turns if the window defense compressed them — as a USER message;
 3. the recent messages;
 4. the current user message, last.
@@ -27,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.memory.recall import RecalledBlock, recalled_block
 from mateclaw_mem.memory.structured import StructuredBlock, TypedEntry
 from mateclaw_mem.memory.tokens import estimate_tokens, messages_tokens
 
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
     from mateclaw_mem.memory.structured import StructuredMemory
     from mateclaw_mem.memory.window import Window, WindowDefense
+    from mateclaw_mem.providers.registry import Prefetch, ProviderRegistry
     from mateclaw_mem.workspace.store import FileInfo, WorkspaceStore
 
 T = TypeVar("T")
@@ -86,6 +90,8 @@ class Context:
     prefix: list[Message] = field(default_factory=list)
     history: list[Message] = field(default_factory=list)
     current: Message | None = None
+    recalled: RecalledBlock | None = None
+    prefetch: Prefetch | None = None  # None: no prefetch ran (memoryless, no query, no providers)
 
     @property
     def tokens(self) -> int:
@@ -105,6 +111,8 @@ class Context:
                 "included": block.included, "omitted": block.omitted,
             },
             "relevant": [r.as_dict() for r in self.relevant],
+            "recalled": self.recalled.as_dict() if self.recalled else None,
+            "prefetch": self.prefetch.as_dict() if self.prefetch else None,
             "window": self.window.as_dict() if self.window else None,
         }
 
@@ -118,12 +126,16 @@ class ContextService:
         *,
         log: ConversationLog | None = None,
         relevant_limit: int = 5,
+        providers: ProviderRegistry | None = None,
+        recall_max_chars: int = 2000,
     ) -> None:
         self.store = store
         self.structured = structured
         self.window = window
         self.log = log
         self.relevant_limit = relevant_limit
+        self.providers = providers
+        self.recall_max_chars = recall_max_chars
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -150,11 +162,14 @@ class ContextService:
         if not query and current_msg is not None:
             query = str(current_msg.get("content") or "")
         system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless)
-        prefix = [{"role": "system", "content": system}] if system else []
         hist = [_as_message(m) for m in history]
+        recalled, prefetch = self._recall(agent, owner, query, memoryless, system, [*hist, current_msg])
+        if recalled is not None and recalled.text:
+            system = f"{system}\n\n{recalled.text}" if system else recalled.text
+        prefix = [{"role": "system", "content": system}] if system else []
         window = self.window.fit(prefix, hist, current_msg, budget=budget)
         return Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
-                       prefix, hist, current_msg)
+                       prefix, hist, current_msg, recalled=recalled, prefetch=prefetch)
 
     def send(self, context: Context, send: Callable[[list[Message]], T], *, budget: int | None = None) -> T:
         """Send an assembled context through the window defense (stages 2 and 3 on refusal);
@@ -196,6 +211,17 @@ class ContextService:
             if relevant:
                 parts.append(self.structured.render_relevant(relevant))
         return "\n\n".join(parts), files, block_out, relevant
+
+    def _recall(
+        self, agent: str, owner: str | None, query: str, memoryless: bool, system: str,
+        messages: Sequence[Message | None],
+    ) -> tuple[RecalledBlock | None, Prefetch | None]:
+        """Provider prefetch: none for a memoryless context, an empty query or a zero budget."""
+        if memoryless or not query.strip() or self.providers is None or self.recall_max_chars <= 0:
+            return None, None
+        prefetch = self.providers.prefetch(agent, owner, query)
+        seen = [system, *(str(m.get("content") or "") for m in messages if m is not None)]
+        return recalled_block(prefetch.items, seen, self.recall_max_chars), prefetch
 
     def _files(self, agent: str, owner: str | None, memoryless: bool) -> list[tuple[FileInfo, bool]]:
         """Enabled files by (sort_order, name), each with whether it comes from the owner's folder."""

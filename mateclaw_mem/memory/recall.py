@@ -1,0 +1,104 @@
+"""The `--- RECALLED MEMORY ---` block: what the memory providers prefetched for this turn.
+
+- Deduplicated: an item whose text the prompt already carries (the always-on files, the structured
+  block, the conversation itself) or that repeats an item already admitted is dropped. Compared as
+  word sequences (case, punctuation and Markdown markers folded away), so a search snippet of
+  MEMORY.md matches the MEMORY.md block it came from.
+  Word *sequences*, not word sets: a new fact made of words the files use elsewhere still gets in.
+- Fair across providers: items are taken round-robin by each provider's own rank (scores of
+  different providers are not comparable), so one chatty provider cannot crowd out the others.
+- Bounded: the block, title and footer included, stays within `max_chars`; an item longer than
+  `ITEM_MAX_CHARS` is cut with an ellipsis, items that do not fit are counted in a footer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.memory.tokens import estimate_tokens
+
+if TYPE_CHECKING:
+    from mateclaw_mem.providers.base import ProviderItem
+
+RECALLED_TITLE = "--- RECALLED MEMORY ---"
+ITEM_MAX_CHARS = 500
+_NON_WORD = re.compile(r"[^\w]+")
+_FOOTER_ROOM = 100  # "(N more recalled items not shown: over the N-char budget)" always fits
+
+
+@dataclass(frozen=True)
+class RecalledItem:
+    provider: str
+    text: str
+    source: str
+    score: float
+
+    @property
+    def line(self) -> str:
+        return f"- [{self.source}] {self.text}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"provider": self.provider, "text": self.text, "source": self.source, "score": self.score}
+
+
+@dataclass(frozen=True)
+class RecalledBlock:
+    text: str
+    max_chars: int
+    items: list[RecalledItem] = field(default_factory=list)
+    duplicates: int = 0  # dropped: the prompt already holds their text
+    omitted: int = 0  # dropped: over the budget
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"chars": len(self.text), "tokens": estimate_tokens(self.text), "budget": self.max_chars,
+                "items": [i.as_dict() for i in self.items], "duplicates": self.duplicates,
+                "omitted": self.omitted}
+
+
+def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequence[str],
+                   max_chars: int) -> RecalledBlock:
+    """`by_provider`: each provider's items, best first; `seen`: text the prompt already carries."""
+    haystack = "\n".join(_fold(s) for s in seen)
+    room = max_chars - len(RECALLED_TITLE) - 1 - _FOOTER_ROOM
+    admitted: list[RecalledItem] = []
+    folded: list[str] = []
+    duplicates = omitted = 0
+    ranked = zip_longest(*[[(name, i) for i in items] for name, items in by_provider.items()])
+    for name, item in (pair for rank in ranked for pair in rank if pair is not None):
+        text = _one_line(item.text)
+        key = _fold(text)
+        if not key or key in haystack or any(key in f or f in key for f in folded):
+            duplicates += 1
+            continue
+        entry = RecalledItem(name, _cut(text), item.source, item.score)
+        if len(entry.line) + 1 > room:
+            omitted += 1
+            continue
+        room -= len(entry.line) + 1
+        admitted.append(entry)
+        folded.append(key)
+    if not admitted:
+        return RecalledBlock("", max_chars, [], duplicates, omitted)
+    lines = [RECALLED_TITLE, *(i.line for i in admitted)]
+    if omitted:
+        noun = "item" if omitted == 1 else "items"
+        lines.append(f"({omitted} more recalled {noun} not shown: over the {max_chars}-char budget)")
+    return RecalledBlock("\n".join(lines), max_chars, admitted, duplicates, omitted)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= ITEM_MAX_CHARS else text[: ITEM_MAX_CHARS - 1].rstrip() + "…"
+
+
+def _fold(text: str) -> str:
+    """Words only, lower case, one space apart. Compared unpadded, so a word a snippet window cut
+    at its `…` edge (or CJK, which has no spaces) still matches as a substring."""
+    return " ".join(_NON_WORD.sub(" ", text.lower()).split())

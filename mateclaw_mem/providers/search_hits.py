@@ -1,0 +1,45 @@
+"""Keyword hits in the agent's memory files (MEMORY.md, daily notes, structured entries, archives).
+
+These are real retrievals: the query is the person's own message, so each hit is recorded in the
+retrieval log (`record=True`) and counts as evidence when Dreaming scores the daily notes.
+DREAMS.md hits are left out of the prompt: the diary is about consolidation runs (scores, what was
+promoted), not about the person, and what it promoted is in MEMORY.md already.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from mateclaw_mem.providers.base import ProviderItem, snippet_text
+
+if TYPE_CHECKING:
+    from mateclaw_mem.index.search import SearchService
+
+
+# A structured entry's bookkeeping line (`> Source: … | Updated: …`): noise in a prompt, and without
+# it the entry's text matches the structured block that may already carry it (deduplication).
+_ENTRY_META = re.compile(r"\s*> Source:.*$")
+
+
+class SearchHitsProvider:
+    name = "search_hits"
+
+    def __init__(self, search: Callable[[], SearchService], *, limit: int = 8) -> None:
+        # Reached lazily: building the registry (e.g. for `status`) must not open the index.
+        self._search = search
+        self.limit = limit
+
+    def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
+        result = self._search().search(query, agent=agent, owner=owner, scope="memory", limit=self.limit,
+                                       record=True)
+        items = []
+        for h in result.hits:
+            if h.kind == "dreams":
+                continue
+            text = snippet_text(h.snippet)
+            if h.kind == "structured":
+                text = _ENTRY_META.sub("", text)
+            items.append(ProviderItem(text, f"{h.file}:{h.line}", h.score))
+        return items
