@@ -58,6 +58,9 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     assert {i: (d.prev, d.next, d.tf, d.lens) for i, d in lv.by_id.items()} == {
         i: (d.prev, d.next, d.tf, d.lens) for i, d in fv.by_id.items()
     }
+    # The postings the ranking walks: same terms, same turns (old parses replaced, not kept).
+    assert {t: set(ds) for t, ds in lv.postings.items()} == {t: set(ds) for t, ds in fv.postings.items()}
+    assert all(lv.by_id[i] is d for ds in lv.postings.values() for i, d in ds.items())
     for x in (live, fresh, log):
         x.close()
 
@@ -87,4 +90,72 @@ def test_concurrent_adds_and_searches_leave_the_view_exact(tmp_path: Path) -> No
     assert _results(live, "u1") == _results(fresh, "u1")
     assert live._views[("aml", "u1")].n == 4 * sum(len(LINES[k % len(LINES) :][:3]) for k in range(10))
     for x in (live, fresh, log):
+        x.close()
+
+
+def test_a_write_through_another_connection_is_seen_by_the_next_search(tmp_path: Path) -> None:
+    # The view skips its freshness query while nothing was committed; a commit by another
+    # connection (another process's index) must still reach the next search.
+    log = ConversationLog(tmp_path / "log.db")
+    reader = MessageIndex(tmp_path / "messages.db")
+    writer = MessageIndex(tmp_path / "messages.db")
+    _append(log, "u1", "s1", LINES[:2], 0)
+    reader.sync(log)
+    assert reader.search("aml", "u1", "pottery class", limit=5) == []
+    _append(log, "u1", "s1", LINES[4:5], 10)
+    writer.sync(log)
+    hits = reader.search("aml", "u1", "pottery class", limit=5)
+    assert [h.content for h in hits][:1] == [LINES[4]]
+    for x in (reader, writer, log):
+        x.close()
+
+
+def _index_of(tmp_path: Path, lines: list[str], owner: str = "u1") -> tuple[ConversationLog, MessageIndex]:
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    _append(log, owner, "s1", lines, 0)
+    index.sync(log)
+    return log, index
+
+
+def test_a_category_word_finds_a_turn_that_only_names_a_member(tmp_path: Path) -> None:
+    log, index = _index_of(tmp_path, [
+        "Caroline: My turtles love basking in the sun.",
+        "Melanie: I bought a new lamp for the living room.",
+        "Caroline: The weather was nice today.",
+    ])
+    hits = index.search("aml", "u1", "What pets does Caroline have?", limit=5)
+    assert hits and hits[0].content == "Caroline: My turtles love basking in the sun."
+    # ...but a turn with the question's own word still comes first.
+    _append(log, "u1", "s2", ["Melanie: Pets make a home happier."], 10)
+    index.sync(log)
+    hits = index.search("aml", "u1", "pets", limit=2)
+    assert [h.content for h in hits] == ["Melanie: Pets make a home happier.",
+                                         "Caroline: My turtles love basking in the sun."]
+    for x in (index, log):
+        x.close()
+
+
+def test_an_answer_that_ends_with_a_question_is_not_penalised_like_a_question(tmp_path: Path) -> None:
+    log, index = _index_of(tmp_path, [
+        "Melanie: Do you have a guinea pig at home?",
+        "Caroline: Yes, Oscar is my guinea pig and he is great at home with me. How are yours?",
+    ])
+    hits = index.search("aml", "u1", "guinea pig at home", limit=5)
+    assert hits[0].content.startswith("Caroline: Yes, Oscar")
+    for x in (index, log):
+        x.close()
+
+
+def test_with_few_matches_the_results_are_padded_with_surrounding_turns(tmp_path: Path) -> None:
+    lines = [f"Caroline: filler line number {k}" for k in range(6)]
+    lines[3] = "Caroline: I adopted a hamster named Biscuit."
+    log, index = _index_of(tmp_path, lines)
+    hits = index.search("aml", "u1", "Biscuit", limit=5)
+    assert hits[0].content == lines[3]
+    # The turns around the only match follow it, scored below it and in descending order.
+    assert {h.content for h in hits[1:]} == {lines[1], lines[2], lines[4], lines[5]}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert len(index.search("aml", "u1", "Biscuit", limit=2)) == 2
+    for x in (index, log):
         x.close()

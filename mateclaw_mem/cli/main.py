@@ -32,7 +32,7 @@ EXIT_BY_CODE = {
 }
 
 # Each module exposes register(subparsers, common_parent). Kept as names so --help imports no service code.
-COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream")
+COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "transfer")
 
 
 def _common() -> argparse.ArgumentParser:

@@ -15,6 +15,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.clock import Clock
@@ -82,8 +83,7 @@ def render_content(hit: Hit) -> str:
     ISO date plus weekday: two whitespace tokens (results are read under token budgets), and the
     weekday lets an answer model resolve "last Friday" without a calendar.
     """
-    d = datetime.fromtimestamp(hit.ts_ms / 1000, tz=UTC)
-    date = f"[{d:%Y-%m-%d} {_WEEKDAY_ABBR[d.weekday()]}]"
+    date = _date_prefix(hit.ts_ms)
     if hit.id >= FACT_BASE:  # a model-extracted fact: its own sentence, dated by its source turn
         return f"{date} fact: {hit.content}"
     if hit.speaker:  # the content already starts with "Speaker: "
@@ -91,6 +91,15 @@ def render_content(hit: Hit) -> str:
     return f"{date} {hit.role}: {hit.content}"
 
 
+# Cached: a search renders up to top_k hits and the turns of a session share few timestamps, so
+# formatting dates was a measurable part of a search.
+@lru_cache(maxsize=8192)
+def _date_prefix(ts_ms: int) -> str:
+    d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return f"[{d:%Y-%m-%d} {_WEEKDAY_ABBR[d.weekday()]}]"
+
+
+@lru_cache(maxsize=8192)
 def _iso(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"

@@ -201,8 +201,9 @@ _WHEN_RE = re.compile(
 
 @dataclass(frozen=True)
 class Ranking:
-    """Ranking knobs. Defaults were chosen on LoCoMo dev as whole features, not per question;
-    `scripts/bench/aml_inprocess.py --set name=value` measures a change in seconds."""
+    """Ranking knobs. Defaults were chosen on LoCoMo dev as whole features, not per question, and
+    kept only when they helped on both halves of a conversation split (tune conv-26/30/41, confirm
+    conv-42/43); `scripts/bench/aml_inprocess.py --set name=value` measures a change in seconds."""
 
     k1: float = 1.2
     # Per-field length normalisation. Short chat turns: a 6-word "Thanks, that's sweet!" must not
@@ -210,35 +211,42 @@ class Ranking:
     b: dict[str, float] = field(default_factory=lambda: {"body": 0.3, "ctx": 0.3, "nb": 0.3, "dt": 0.0})
     # ctx (the question this turn answers) counts as much as the turn itself; neighbours only a
     # little (they add recall but blur which turn of an exchange is the answer).
-    weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.3})
+    weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.5})
     question_penalty: float = 0.6  # a turn that only asks rarely holds the answer
-    # "share": the penalty scales with how much of the turn is asking; "last": all or nothing on
-    # whether the turn ends with a question.
-    question_mode: str = "last"
-    speaker_boost: float = 1.3  # the question names who said it
+    # "share": the penalty scales with how much of the turn is asking ("Oscar, my guinea pig. How
+    # are yours?" is mostly an answer); "last": all or nothing on whether the turn ends with '?'.
+    question_mode: str = "share"
+    speaker_boost: float = 1.2  # the question names who said it
+    # With two speakers named, only those named as subjects (not as "X's") get the speaker boost.
+    possessive_rule: bool = True
     drop_speaker_names: bool = True  # speaker names are not search terms (see `search`)
     when_boost: float = 1.2  # a "when"/"how long" question and a turn that mentions time
     # Answer types: "how many" wants a number, "who"/"where" a name (other than the speakers').
-    count_boost: float = 1.0
-    name_boost: float = 1.0
+    count_boost: float = 1.2
+    name_boost: float = 1.2
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
     session_weight: float = 0.3  # boost for turns of the sessions that match best overall
     neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
-    # A second ranking for everything below the first `tail_start` results: these overrides of
-    # this ranking. Empty = one ranking.
-    tail_start: int = 10
-    possessive_rule: bool = True
-    tail_overrides: dict[str, object] = field(default_factory=dict)
-    pad_neighbours: int = 0  # when fewer turns match than asked for, add the surroundings of this many...
-    pad_distance: int = 2  # ...up to this many turns either side
     prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
     prf_terms: int = 10  # ...with this many of their strongest terms...
     prf_weight: float = 0.15  # ...each weighted this much relative to a query term
     prf_requery: bool = False  # expansion terms also fetch new candidates (not only reorder)
     # Category lexicon (`index.lexicon`): "pets" also matches "turtle" (down), "violin" also
     # matches "instrument" (up). Low weights: a related word is weaker evidence than the word itself.
-    lexicon_down: float = 0.3
-    lexicon_up: float = 0.15
+    lexicon_down: float = 0.1
+    lexicon_up: float = 0.0
+    # Below the first `tail_start` results the order comes from this ranking with these overrides
+    # ({} = one ranking for all). The head is read first and must be precise; the tail is read
+    # under a token budget and should recall: wider lexicon expansion both ways, neighbouring turns
+    # as text rather than as inherited score, a stronger pull to the named speaker's own turns.
+    tail_start: int = 10
+    tail_overrides: dict[str, object] = field(default_factory=lambda: {
+        "weights": {"body": 1.0, "ctx": 1.0, "nb": 0.3, "dt": 0.5},
+        "lexicon_down": 0.3, "lexicon_up": 0.15, "speaker_boost": 1.5,
+        "neighbour_weight": 0.0,  # the heavier nb field already carries the neighbours
+    })
+    pad_neighbours: int = 30  # when fewer turns match than asked for, add the surroundings of this many...
+    pad_distance: int = 2  # ...up to this many turns either side
 
 
 @dataclass(frozen=True)
@@ -302,7 +310,7 @@ class _OwnerView:
         self.len_sum = [0, 0, 0, 0]
         self.avg: tuple[float, ...] = (1.0, 1.0, 1.0, 1.0)
         self.df: Counter[str] = Counter()  # body document frequency
-        self.speakers: set[str] = set()
+        self.speakers: dict[str, frozenset[str]] = {}  # speaker -> the tokens of their name
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
         # term -> the docs holding it in any field: scoring walks the query terms' postings
         # instead of every candidate x every query term.
@@ -350,8 +358,8 @@ class _OwnerView:
                 self.last_id = d.id
             self.by_id[d.id] = d
             self._add_stats(d)
-            if d.speaker:
-                self.speakers.add(d.speaker)
+            if d.speaker and d.speaker not in self.speakers:
+                self.speakers[d.speaker] = frozenset(tokenize(d.speaker))
         self.avg = tuple(max(self.len_sum[i] / max(self.n, 1), 1.0) for i in range(4))
         self.sat.clear()
 
@@ -631,14 +639,15 @@ class MessageIndex:
             return []
         options = list(options)
         ranked = self._rank(view, query, options, r)
-        if r.tail_overrides and len(ranked) > r.tail_start:
+        if r.tail_overrides and limit > r.tail_start and ranked:
             # Two objectives: the head is read first and must be precise; the tail is read under a
             # token budget and should recall. The tail keeps the head's turns out and takes the
             # order of a recall-minded ranking (wider expansion), its scores kept below the head's.
+            tail_r = replace(r, **r.tail_overrides, tail_overrides={})
+            recall = self._rank(view, query, options, tail_r)
             head = ranked[: r.tail_start]
             seen = {i for _, i in head}
-            tail_r = replace(r, **r.tail_overrides, tail_overrides={})
-            rest = [x for x in self._rank(view, query, options, tail_r) if x[1] not in seen]
+            rest = [x for x in recall if x[1] not in seen]
             if rest:
                 scale = head[-1][0] / rest[0][0] * 0.999 if rest[0][0] > 0 else 1.0
                 ranked = head + [(sc * scale, i) for sc, i in rest]
@@ -649,7 +658,7 @@ class MessageIndex:
     def _rank(self, view: _OwnerView, query: str, options: list[str], r: Ranking) -> list[tuple[float, int]]:
         """(score, turn id) for every turn that scores, best first."""
         qtoks = tokenize(query)
-        named = {s for s in view.speakers if not set(tokenize(s)).isdisjoint(qtoks)}
+        named = {s for s, toks in view.speakers.items() if not toks.isdisjoint(qtoks)}
         boosted = named
         if r.possessive_rule and len(named) > 1:
             # "What does Melanie think of Caroline's plan?" is about what Melanie said: a speaker
@@ -659,7 +668,7 @@ class MessageIndex:
         # In a chat, a speaker's name in other turns is mostly a vocative ("Thanks, Melanie!"), so
         # as a search term it pulls up the *other* speaker's turns. Names count through the
         # speaker boost instead - unless the query is nothing but names.
-        name_toks = {t for s in named for t in tokenize(s)} if r.drop_speaker_names else set()
+        name_toks = {t for s in named for t in view.speakers[s]} if r.drop_speaker_names else set()
         content_toks = [t for t in qtoks if t not in STOPWORDS and t not in name_toks]
         content_toks = content_toks or [t for t in qtoks if t not in STOPWORDS] or qtoks
         qweights: dict[str, float] = dict.fromkeys(content_toks, 1.0)
@@ -672,7 +681,7 @@ class MessageIndex:
         when = bool(_WHEN_RE.search(query))
         count = bool(_COUNT_RE.search(query))
         # Names the answer must not merely repeat: the speakers and whatever the question names.
-        known_names = set(qtoks) | {t for sp in view.speakers for t in tokenize(sp)} if _WHO_RE.search(query) else None
+        known_names = (set(qtoks).union(*view.speakers.values()) if _WHO_RE.search(query) else None)
         raw = self._raw(view, qweights, r)
         if r.lexicon_down or r.lexicon_up:
             # Category words <-> their members ("pets" ~ "turtle"). Each question word counts once

@@ -17,6 +17,7 @@ unicode61 splits on our spaces and nothing else, and the tokenization stays ours
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 # Han (incl. extension A and compatibility), Hiragana, Katakana (+ phonetic ext.), Hangul
 # syllables and jamo. Kept as one class: any run of these is bigrammed.
@@ -40,6 +41,7 @@ _STOPWORD_TEXT = """a about above after again against all am an and any are as a
     really yeah oh hey hi thanks thank wow much many"""
 
 
+@lru_cache(maxsize=65536)  # chat vocabulary is small and repetitive; stemming was most of indexing time
 def _stem(word: str) -> str:
     """A light, conservative English stemmer: plural and -ing/-ed/-ly endings, then a final 'e'.
 
@@ -91,8 +93,11 @@ _IRREGULAR: dict[str, str] = dict(pair.split(":") for pair in _IRREGULAR_TEXT.sp
 STOPWORDS: frozenset[str] = frozenset(_stem(w) for w in _STOPWORD_TEXT.split())
 
 
+_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
+
+
 def _is_cjk_char(ch: str) -> bool:
-    return bool(re.match(f"[{_CJK}]", ch))
+    return _CJK_CHAR_RE.match(ch) is not None
 
 
 def tokenize(text: str) -> list[str]:

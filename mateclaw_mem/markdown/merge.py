@@ -130,3 +130,41 @@ def apply(strategy: str, body: str, content: str, section: str | None = None) ->
     if strategy == "overwrite":
         return overwrite(body, content)
     raise InvalidInputError(f"unknown merge strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def append_missing(body: str, incoming: str) -> str:
+    """Union of two versions of one file (an import's `merge`): `body` stays as it is, and what only
+    `incoming` has is appended — whole `##` sections it lacks (by title), the lines a shared section
+    lacks at that section's end, preamble lines at the preamble's end. Nothing is removed or reordered."""
+    in_pre, in_sections = split_sections(incoming)
+    preamble, sections = split_sections(body)
+    missing = _missing_lines(preamble, in_pre)
+    if missing:
+        head = preamble.rstrip("\n") + "\n\n" if preamble.strip() else ""
+        preamble = head + "\n".join(missing) + "\n" + ("\n" if sections else "")
+    for new in in_sections:
+        at = find(sections, new.title)
+        if at is None:
+            if sections and not sections[-1].text.endswith("\n\n"):
+                last = sections[-1]
+                sections[-1] = Section(last.title, last.text.rstrip("\n") + "\n\n")
+            elif not sections and preamble.strip() and not preamble.endswith("\n\n"):
+                preamble = preamble.rstrip("\n") + "\n\n"
+            sections.append(Section(new.title, new.text if new.text.endswith("\n") else new.text + "\n"))
+            continue
+        old = sections[at].text
+        lines = _missing_lines(old, new.text.split("\n", 1)[1] if "\n" in new.text else "")
+        if lines:
+            core = old.rstrip("\n")
+            sections[at] = Section(sections[at].title, core + "\n" + "\n".join(lines) + (old[len(core):] or "\n"))
+    return join(preamble, sections)
+
+
+def _missing_lines(have: str, incoming: str) -> list[str]:
+    present = {line.strip() for line in have.splitlines() if line.strip()}
+    out = []
+    for line in incoming.splitlines():
+        if line.strip() and line.strip() not in present:
+            out.append(line.rstrip())
+            present.add(line.strip())
+    return out

@@ -41,96 +41,68 @@ Behaviour:
   over against the new content (at most 2 retries). The daily entry is appended last, once.
 - A configured model that fails is recorded as an error; the pending work stays and is retried at
   the next trigger. There is no fallback to rules.
+
+Modules: this one is the service (gates, scheduling, runs, writes); `extraction_state` holds the
+state.db bookkeeping, `extraction_input` builds what a run examines (bounds, triage),
+`extraction_output` checks an answer before it is written, `extraction_runs` logs each run.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from mateclaw_mem.clock import Clock
-from mateclaw_mem.conversations.log import ConversationLog, NewMessage, StoredMessage
-from mateclaw_mem.db import connect
+from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import BusyError, ConfigError, ConflictError, MateclawError, ModelError
 from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.client import ModelClient
-from mateclaw_mem.llm.prompts.extraction import ExtractionResult, TranscriptMessage, build_messages
+from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
 from mateclaw_mem.llm.usage import UsageLog
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.memory.redaction import find_secrets, redact
+from mateclaw_mem.memory.extraction_input import (
+    ASSISTANT_CHARS,
+    CONTEXT_MESSAGES,
+    DAILY_TAIL_CHARS,
+    MESSAGE_CHARS,
+    SEEN_CHARS,
+    Batch,
+    collect,
+    daily_tail,
+    shrunk_transcript,
+    worth_a_model_call,
+)
+from mateclaw_mem.memory.extraction_output import (
+    SHRINK_GUARD_MIN_CHARS,
+    Rejected,
+    check_result,
+    planned_file_updates,
+    sanitise,
+)
+from mateclaw_mem.memory.extraction_runs import ExtractionRunLog, RunOutcome, new_run_id
+from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
+from mateclaw_mem.memory.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.store import WorkspaceStore
+
+# Re-exported: callers and benches import these from here.
+__all__ = [
+    "ACTOR", "ASSISTANT_CHARS", "CONFLICT_RETRIES", "CONTEXT_MESSAGES", "DAILY_TAIL_CHARS", "MESSAGE_CHARS",
+    "NEVER_EXTRACT_SOURCES", "SEEN_CHARS", "SHRINK_GUARD_MIN_CHARS", "Bucket", "ExtractionService", "RunOutcome",
+    "TriggerResult",
+]
 
 log = logging.getLogger(__name__)
 
 ACTOR = "extraction"
-MESSAGE_CHARS = 2000
-ASSISTANT_CHARS = 600  # facts come from the person; the assistant's answer is context
-SEEN_CHARS = 300  # already-examined context messages
-DAILY_TAIL_CHARS = 1500
-CONTEXT_MESSAGES = 2  # already-seen messages sent before the new ones (model mode)
 CONFLICT_RETRIES = 2
-SHRINK_GUARD_MIN_CHARS = 400  # below this a file may be rewritten freely
 NEVER_EXTRACT_SOURCES = frozenset({"consolidation", "dreaming", "dream", "extraction"})
-
-Bucket = tuple[str, str]  # (agent, owner)
-
-_STATE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS extraction_buckets (
-    agent TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    cooldown_until_ms INTEGER NOT NULL DEFAULT 0,
-    due_ms INTEGER,
-    explicit INTEGER NOT NULL DEFAULT 0,
-    PRIMARY KEY (agent, owner)
-);
-CREATE TABLE IF NOT EXISTS extraction_pending (
-    agent TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    seq INTEGER NOT NULL,
-    requested_ms INTEGER NOT NULL,
-    PRIMARY KEY (agent, owner, conversation_id)
-);
-CREATE TABLE IF NOT EXISTS extraction_watermarks (
-    agent TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    last_id INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL,
-    PRIMARY KEY (agent, owner, conversation_id)
-);
-"""
-
-_RUNS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS extraction_runs (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    run_id TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    trigger TEXT NOT NULL,
-    mode TEXT NOT NULL,
-    started_ms INTEGER NOT NULL,
-    finished_ms INTEGER NOT NULL,
-    outcome TEXT NOT NULL,
-    reason TEXT NOT NULL DEFAULT '',
-    conversations TEXT NOT NULL DEFAULT '',
-    new_messages INTEGER NOT NULL DEFAULT 0,
-    files_changed TEXT NOT NULL DEFAULT '',
-    attempts INTEGER NOT NULL DEFAULT 1,
-    redactions INTEGER NOT NULL DEFAULT 0,
-    error_kind TEXT,
-    error TEXT
-);
-CREATE INDEX IF NOT EXISTS extraction_runs_bucket ON extraction_runs (agent, owner, id);
-"""
 
 
 @dataclass(frozen=True)
@@ -141,49 +113,6 @@ class TriggerResult:
     reason: str
     explicit: bool = False
     when: str = ""  # "now", "coalesced", "after cooldown" (scheduled ones)
-
-
-@dataclass
-class RunOutcome:
-    """One run. outcome: updated | no_change | skipped | error."""
-
-    run_id: str
-    agent: str
-    owner: str
-    trigger: str
-    mode: str
-    outcome: str
-    reason: str = ""
-    conversations: list[str] = field(default_factory=list)
-    new_messages: int = 0
-    files_changed: list[str] = field(default_factory=list)
-    attempts: int = 1
-    redactions: int = 0
-    error_kind: str | None = None
-    error: str | None = None
-    started_ms: int = 0
-    finished_ms: int = 0
-    backlog: list[str] = field(default_factory=list)  # conversations left with unexamined messages
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome != "error"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass
-class _Batch:
-    """The messages one run examines."""
-
-    transcript: list[TranscriptMessage]
-    new_user_texts: list[str]
-    watermarks: dict[str, int]  # conversation -> new watermark
-    backlog: set[str]  # conversations with more new messages than this run took
-    skipped_convs: set[str]  # memoryless: dropped from pending without a run
-    explicit: bool
-    new_count: int
 
 
 class ExtractionService:
@@ -225,11 +154,8 @@ class ExtractionService:
         self.model = model
         self.triage = triage
         self.usage = usage or (model.usage if model is not None else None)
-        self._state = connect(state_db or state_dir / "state.db")
-        self._state.executescript(_STATE_SCHEMA)
-        self._runs = connect(runs_db or state_dir / "log.db")
-        self._runs.executescript(_RUNS_SCHEMA)
-        self._db_lock = threading.RLock()
+        self._state = ExtractionState(state_db or state_dir / "state.db")
+        self._runs = ExtractionRunLog(runs_db or state_dir / "log.db")
         self._cv = threading.Condition(threading.RLock())
         self._running: set[Bucket] = set()
         self._futures: set[Future[Any]] = set()
@@ -239,8 +165,7 @@ class ExtractionService:
         self._timer_due: int | None = None
         self._closed = False
         self._last_skip: dict[str, Any] | None = None
-        row = self._q1("SELECT COALESCE(MAX(seq), 0) AS s FROM extraction_pending")
-        self._seq = int(row["s"]) if row else 0
+        self._seq = self._state.max_seq()
         if resume:
             self.run_due()
 
@@ -258,42 +183,6 @@ class ExtractionService:
         if not ms:
             return None
         return datetime.fromtimestamp(ms / 1000, tz=self.clock.tz).isoformat(timespec="seconds")
-
-    # -- SQL helpers -----------------------------------------------------------------------------
-
-    def _q(self, sql: str, args: tuple[Any, ...] = ()) -> list[Any]:
-        with self._db_lock:
-            return self._state.execute(sql, args).fetchall()
-
-    def _q1(self, sql: str, args: tuple[Any, ...] = ()) -> Any:
-        with self._db_lock:
-            return self._state.execute(sql, args).fetchone()
-
-    def _x(self, sql: str, args: tuple[Any, ...] = ()) -> None:
-        with self._db_lock:
-            self._state.execute(sql, args)
-
-    def _bucket_row(self, bucket: Bucket) -> dict[str, Any]:
-        row = self._q1("SELECT * FROM extraction_buckets WHERE agent=? AND owner=?", bucket)
-        if row is None:
-            return {"cooldown_until_ms": 0, "due_ms": None, "explicit": 0}
-        return dict(row)
-
-    def _set_bucket(self, bucket: Bucket, **values: Any) -> None:
-        cur = self._bucket_row(bucket)
-        cur.update(values)
-        self._x(
-            "INSERT INTO extraction_buckets(agent, owner, cooldown_until_ms, due_ms, explicit) VALUES (?,?,?,?,?)"
-            " ON CONFLICT(agent, owner) DO UPDATE SET cooldown_until_ms=excluded.cooldown_until_ms,"
-            " due_ms=excluded.due_ms, explicit=excluded.explicit",
-            (*bucket, cur["cooldown_until_ms"], cur["due_ms"], cur["explicit"]),
-        )
-
-    def _watermark(self, bucket: Bucket, conv: str) -> int:
-        row = self._q1(
-            "SELECT last_id FROM extraction_watermarks WHERE agent=? AND owner=? AND conversation_id=?", (*bucket, conv)
-        )
-        return int(row["last_id"]) if row else 0
 
     # -- triggers --------------------------------------------------------------------------------
 
@@ -379,16 +268,12 @@ class ExtractionService:
         with self._cv:
             now = self._now_ms()
             self._seq += 1
-            self._x(
-                "INSERT INTO extraction_pending(agent, owner, conversation_id, seq, requested_ms) VALUES (?,?,?,?,?)"
-                " ON CONFLICT(agent, owner, conversation_id) DO UPDATE SET seq=excluded.seq",
-                (*bucket, conv, self._seq, now),
-            )
-            row = self._bucket_row(bucket)
+            self._state.add_pending(bucket, conv, self._seq, now)
+            row = self._state.bucket(bucket)
             due = now if explicit or row["cooldown_until_ms"] <= now else row["cooldown_until_ms"]
             if row["due_ms"] is not None:
                 due = min(due, row["due_ms"])
-            self._set_bucket(bucket, due_ms=due, explicit=1 if explicit or row["explicit"] else 0)
+            self._state.set_bucket(bucket, due_ms=due, explicit=1 if explicit or row["explicit"] else 0)
             if bucket in self._running:
                 return "coalesced"
             if due <= now:
@@ -415,10 +300,8 @@ class ExtractionService:
         started: list[Bucket] = []
         with self._cv:
             now = self._now_ms()
-            rows = self._q("SELECT agent, owner, due_ms FROM extraction_buckets WHERE due_ms IS NOT NULL")
-            for row in rows:
-                bucket = (row["agent"], row["owner"])
-                if row["due_ms"] <= now and bucket not in self._running:
+            for bucket, due_ms in self._state.due_buckets():
+                if due_ms <= now and bucket not in self._running:
                     self._submit(bucket, "trailing")
                     started.append(bucket)
             self._arm_timer()
@@ -429,9 +312,7 @@ class ExtractionService:
             return
         with self._cv:
             now = self._now_ms()
-            row = self._q1("SELECT MIN(due_ms) AS d FROM extraction_buckets WHERE due_ms IS NOT NULL AND due_ms > ?",
-                           (now,))
-            due = row["d"] if row else None
+            due = self._state.next_due_after(now)
             if due is None or (self._timer is not None and self._timer_due is not None and self._timer_due <= due):
                 return
             if self._timer is not None:
@@ -464,7 +345,7 @@ class ExtractionService:
         flags = self.log.conversation_flags(agent, conversation_id, owner)
         if flags.get("memoryless"):
             return self._record(RunOutcome(
-                _run_id(), agent, owner, "manual", self.mode, "skipped", "memoryless conversation: never extracted",
+                new_run_id(), agent, owner, "manual", self.mode, "skipped", "memoryless conversation: never extracted",
                 [conversation_id], started_ms=self._now_ms(), finished_ms=self._now_ms(),
             ))
         with self._cv:
@@ -472,11 +353,7 @@ class ExtractionService:
                 raise BusyError(f"extraction for {agent}/{owner or '-'} is still running; try again later")
             self._running.add(bucket)
             self._seq += 1
-            self._x(
-                "INSERT INTO extraction_pending(agent, owner, conversation_id, seq, requested_ms) VALUES (?,?,?,?,?)"
-                " ON CONFLICT(agent, owner, conversation_id) DO UPDATE SET seq=excluded.seq",
-                (*bucket, conversation_id, self._seq, self._now_ms()),
-            )
+            self._state.add_pending(bucket, conversation_id, self._seq, self._now_ms())
         return self._run(bucket, "manual", only=conversation_id)
 
     def _run(self, bucket: Bucket, trigger: str, *, only: str | None = None) -> RunOutcome:
@@ -484,13 +361,13 @@ class ExtractionService:
         outcome: RunOutcome | None = None
         with self._cv:
             snapshot_seq = self._seq
-            self._set_bucket(bucket, explicit=0)
+            self._state.set_bucket(bucket, explicit=0)
         try:
             outcome = self._execute(bucket, trigger, only=only)
         except Exception as exc:  # never kill the worker; say what happened
             log.exception("extraction run for %s failed", bucket)
             outcome = RunOutcome(
-                _run_id(), bucket[0], bucket[1], trigger, self.mode, "error", "internal error",
+                new_run_id(), bucket[0], bucket[1], trigger, self.mode, "error", "internal error",
                 error_kind="internal", error=f"{type(exc).__name__}: {exc}",
             )
         finally:
@@ -504,37 +381,25 @@ class ExtractionService:
             completed = outcome is not None and outcome.outcome in ("updated", "no_change")
             ok = outcome is not None and outcome.ok
             if ok:
-                done = self._q(
-                    "SELECT conversation_id, seq FROM extraction_pending WHERE agent=? AND owner=?", bucket
-                )
                 backlog = set(outcome.backlog) if outcome is not None else set()
-                for row in done:
-                    conv = row["conversation_id"]
+                for conv, seq in self._state.pending_seqs(bucket):
                     if only is not None and conv != only:
                         continue
-                    if row["seq"] <= snapshot_seq and conv not in backlog:
-                        self._x(
-                            "DELETE FROM extraction_pending WHERE agent=? AND owner=? AND conversation_id=?",
-                            (*bucket, conv),
-                        )
+                    if seq <= snapshot_seq and conv not in backlog:
+                        self._state.drop_pending(bucket, conv)
             if completed:
                 cooldown_ms = int(self.mem.cooldown_minutes * 60_000)
-                self._set_bucket(bucket, cooldown_until_ms=now + cooldown_ms)
-            row = self._bucket_row(bucket)
+                self._state.set_bucket(bucket, cooldown_until_ms=now + cooldown_ms)
+            row = self._state.bucket(bucket)
             if ok:
-                follow = self._q1(
-                    "SELECT COUNT(*) AS n FROM extraction_pending WHERE agent=? AND owner=?", bucket
-                )["n"] > 0
+                follow = self._state.count_pending(bucket) > 0
             else:  # failed: only triggers that arrived during the run count; the rest waits for the next one
-                follow = self._q1(
-                    "SELECT COUNT(*) AS n FROM extraction_pending WHERE agent=? AND owner=? AND seq > ?",
-                    (*bucket, snapshot_seq),
-                )["n"] > 0
+                follow = self._state.count_pending(bucket, after_seq=snapshot_seq) > 0
             if follow:
                 due = now if row["explicit"] or row["cooldown_until_ms"] <= now else row["cooldown_until_ms"]
-                self._set_bucket(bucket, due_ms=due)
+                self._state.set_bucket(bucket, due_ms=due)
             else:
-                self._set_bucket(bucket, due_ms=None)
+                self._state.set_bucket(bucket, due_ms=None)
             self._running.discard(bucket)
             self._cv.notify_all()
             if follow and not self._closed:
@@ -547,34 +412,24 @@ class ExtractionService:
 
     def _execute(self, bucket: Bucket, trigger: str, *, only: str | None) -> RunOutcome:
         agent, owner = bucket
-        run_id = _run_id()
+        run_id = new_run_id()
         started = self._now_ms()
         out = RunOutcome(run_id, agent, owner, trigger, self.mode, "skipped", started_ms=started)
-        pending = [
-            r["conversation_id"]
-            for r in self._q(
-                "SELECT conversation_id FROM extraction_pending WHERE agent=? AND owner=? ORDER BY requested_ms, seq",
-                bucket,
-            )
-        ]
+        pending = self._state.pending_for_run(bucket)
         if only is not None:
             pending = [only]
         out.conversations = pending
-        batch = self._collect(bucket, pending)
+        batch = collect(self.log, self._state, bucket, pending, cap=self.mem.max_transcript_messages,
+                        with_context=self.mode == "model", tz=self.clock.tz)
         for conv in batch.skipped_convs:
-            self._x("DELETE FROM extraction_pending WHERE agent=? AND owner=? AND conversation_id=?", (*bucket, conv))
+            self._state.drop_pending(bucket, conv)
         out.new_messages = batch.new_count
         out.backlog = sorted(batch.backlog)
         if batch.new_count == 0:
             out.reason = "nothing new since the last run"
             out.finished_ms = self._now_ms()
             return out
-        if (
-            self.model is not None
-            and self.triage
-            and not batch.explicit
-            and not any(rules.worth_extracting(t) for t in batch.new_user_texts)
-        ):
+        if self.model is not None and self.triage and not worth_a_model_call(batch):
             # Nothing the model could keep: advance the watermark without a call (no cooldown either).
             out.reason = f"triage: no statement, request or decision in {batch.new_count} new messages"
             self._advance(bucket, batch)
@@ -593,7 +448,7 @@ class ExtractionService:
                 out.outcome, out.error_kind, out.error = "error", exc.kind, exc.message
                 out.reason = f"model failed ({exc.kind}); will retry at the next trigger"
                 break
-            result, redactions = _sanitise(result)
+            result, redactions = sanitise(result)
             out.redactions = redactions
             try:
                 changed = self._apply(agent, store_owner, run_id, result, profile, memory)
@@ -608,7 +463,7 @@ class ExtractionService:
                 out.error = "the files kept changing while extraction ran; will retry at the next trigger"
                 out.reason = "conflict with concurrent edits"
                 break
-            except _Rejected as exc:
+            except Rejected as exc:
                 out.outcome, out.error_kind, out.error = "error", "invalid_output", str(exc)
                 out.reason = "model answer rejected; nothing written"
                 break
@@ -629,67 +484,16 @@ class ExtractionService:
         out.finished_ms = self._now_ms()
         return out
 
-    def _advance(self, bucket: Bucket, batch: _Batch) -> None:
-        for conv, last_id in batch.watermarks.items():
-            self._x(
-                "INSERT INTO extraction_watermarks(agent, owner, conversation_id, last_id, updated_ms)"
-                " VALUES (?,?,?,?,?) ON CONFLICT(agent, owner, conversation_id) DO UPDATE SET"
-                " last_id=MAX(last_id, excluded.last_id), updated_ms=excluded.updated_ms",
-                (*bucket, conv, last_id, self._now_ms()),
-            )
-
-    def _collect(self, bucket: Bucket, convs: list[str]) -> _Batch:
-        agent, owner = bucket
-        cap = self.mem.max_transcript_messages
-        batch = _Batch([], [], {}, set(), set(), False, 0)
-        remaining = cap
-        for conv in convs:
-            flags = self.log.conversation_flags(agent, conv, owner)
-            if flags.get("memoryless"):
-                batch.skipped_convs.add(conv)
-                continue
-            wm = self._watermark(bucket, conv)
-            msgs = self.log.messages(agent, conv, owner=owner)
-            new = [m for m in msgs if m.id > wm]
-            if not new:
-                continue
-            if remaining <= 0:
-                batch.backlog.add(conv)
-                continue
-            take = new[:remaining]
-            if len(take) < len(new):
-                batch.backlog.add(conv)
-            remaining -= len(take)
-            seen = [m for m in msgs if m.id <= wm][-CONTEXT_MESSAGES:] if self.mode == "model" else []
-            for m in seen:
-                batch.transcript.append(self._tmsg(m, new=False))
-            for m in take:
-                batch.transcript.append(self._tmsg(m, new=True))
-                if m.role == "user":
-                    text = redact(m.content[:MESSAGE_CHARS])
-                    batch.new_user_texts.append(text)
-                    batch.explicit = batch.explicit or rules.is_explicit_remember(text)
-            batch.watermarks[conv] = take[-1].id
-            batch.new_count += len(take)
-        return batch
-
-    def _tmsg(self, m: StoredMessage, *, new: bool) -> TranscriptMessage:
-        when = datetime.fromtimestamp(m.ts_ms / 1000, tz=self.clock.tz).strftime("%H:%M")
-        limit = MESSAGE_CHARS if m.role == "user" else ASSISTANT_CHARS
-        if not new:
-            limit = min(limit, SEEN_CHARS)
-        content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"
-        return TranscriptMessage(m.id, m.conversation_id, m.role, redact(content), when, new)
+    def _advance(self, bucket: Bucket, batch: Batch) -> None:
+        self._state.advance(bucket, batch.watermarks, self._now_ms())
 
     def _analyse(
-        self, agent: str, profile: str, memory: str, daily: str, batch: _Batch, retry_note: str
+        self, agent: str, profile: str, memory: str, daily: str, batch: Batch, retry_note: str
     ) -> ExtractionResult:
         today = self.clock.now().strftime("%Y-%m-%d")
         if self.model is None:
             return rules.extract(profile=profile, memory=memory, messages=batch.new_user_texts, today=today)
-        daily_tail = daily.strip()
-        if len(daily_tail) > DAILY_TAIL_CHARS:
-            daily_tail = "…" + daily_tail[-DAILY_TAIL_CHARS:]
+        tail = daily_tail(daily)
         transcript = batch.transcript
         for shrink in (False, True):
             messages = build_messages(
@@ -697,7 +501,7 @@ class ExtractionService:
                 now=self.clock.now().strftime("%Y-%m-%d %H:%M %Z"),
                 profile=redact(profile),
                 memory=redact(memory),
-                daily=redact(daily_tail),
+                daily=redact(tail),
                 transcript=transcript,
                 explicit=batch.explicit,
                 retry_note=retry_note,
@@ -705,18 +509,14 @@ class ExtractionService:
             try:
                 return self.model.chat_json(
                     messages, ExtractionResult, step="extraction", max_tokens=self.mem.summary_max_tokens * 4,
-                    check=_check_result,
+                    check=check_result,
                 )
             except ModelError as exc:
                 if exc.kind != "context_too_large" or shrink:
                     raise
                 # Second and last try: no already-seen context, no daily note, shorter messages.
-                daily_tail = ""
-                transcript = [
-                    TranscriptMessage(t.id, t.conversation_id, t.role, t.content[:500], t.time, t.new)
-                    for t in batch.transcript
-                    if t.new
-                ]
+                tail = ""
+                transcript = shrunk_transcript(batch)
         raise AssertionError("unreachable")
 
     def _apply(
@@ -724,21 +524,7 @@ class ExtractionService:
     ) -> list[str]:
         if not result.should_update:
             return []
-        planned: list[tuple[str, Any, str]] = []
-        for rel, snap, update in (("PROFILE.md", profile, result.profile_update),
-                                  ("MEMORY.md", memory, result.memory_update)):
-            new_body = frontmatter.body(update) if update.lstrip().startswith("---") else update
-            if not new_body.strip() or new_body.strip() == snap.body.strip():
-                continue
-            old_len = len(snap.body.strip())
-            if old_len > SHRINK_GUARD_MIN_CHARS and len(new_body.strip()) < old_len // 2:
-                raise _Rejected(
-                    f"{rel}: the answer would shrink it from {old_len} to {len(new_body.strip())} characters; "
-                    "post-chat extraction only adds and corrects"
-                )
-            if not new_body.endswith("\n"):
-                new_body += "\n"
-            planned.append((rel, snap, new_body))
+        planned = planned_file_updates(result, profile, memory)
         changed: list[str] = []
         reason = f"extraction: {result.reason}"[:200]
         for rel, snap, new_body in planned:
@@ -766,44 +552,14 @@ class ExtractionService:
     # -- records and status ----------------------------------------------------------------------
 
     def _record(self, out: RunOutcome) -> RunOutcome:
-        with self._db_lock:
-            self._runs.execute(
-                "INSERT INTO extraction_runs(run_id, agent, owner, trigger, mode, started_ms, finished_ms, outcome,"
-                " reason, conversations, new_messages, files_changed, attempts, redactions, error_kind, error)"
-                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (
-                    out.run_id, out.agent, out.owner, out.trigger, out.mode, out.started_ms or self._now_ms(),
-                    out.finished_ms or self._now_ms(), out.outcome, out.reason[:500], ",".join(out.conversations),
-                    out.new_messages, ",".join(out.files_changed), out.attempts, out.redactions, out.error_kind,
-                    (out.error or "")[:1000] or None,
-                ),
-            )
+        self._runs.record(out, self._now_ms())
         if out.outcome == "error":
             log.warning("extraction %s/%s failed (%s): %s", out.agent, out.owner or "-", out.error_kind, out.error)
         return out
 
     def runs(self, *, agent: str | None = None, owner: str | None = None, limit: int = 20) -> list[dict[str, Any]]:
         """Recent run outcomes, newest first."""
-        where, args = [], []
-        if agent is not None:
-            where.append("agent = ?")
-            args.append(agent)
-        if owner is not None:
-            where.append("owner = ?")
-            args.append(owner)
-        sql = "SELECT * FROM extraction_runs" + (" WHERE " + " AND ".join(where) if where else "")
-        sql += " ORDER BY id DESC LIMIT ?"
-        with self._db_lock:
-            rows = self._runs.execute(sql, (*args, limit)).fetchall()
-        out = []
-        for r in rows:
-            d = dict(r)
-            d["started"] = self._fmt(d.pop("started_ms"))
-            d["finished"] = self._fmt(d.pop("finished_ms"))
-            d["conversations"] = [c for c in d["conversations"].split(",") if c]
-            d["files_changed"] = [c for c in d["files_changed"].split(",") if c]
-            out.append(d)
-        return out
+        return self._runs.recent(self._fmt, agent=agent, owner=owner, limit=limit)
 
     def status(self) -> dict[str, Any]:
         """Mode, buckets (cooldown, pending, next run), last run, recent errors, model usage."""
@@ -811,14 +567,9 @@ class ExtractionService:
         with self._cv:
             running = set(self._running)
         buckets = []
-        for row in self._q("SELECT * FROM extraction_buckets ORDER BY agent, owner"):
+        for row in self._state.buckets():
             bucket = (row["agent"], row["owner"])
-            pending = [
-                r["conversation_id"]
-                for r in self._q(
-                    "SELECT conversation_id FROM extraction_pending WHERE agent=? AND owner=? ORDER BY seq", bucket
-                )
-            ]
+            pending = self._state.pending(bucket)
             buckets.append({
                 "agent": bucket[0],
                 "owner": bucket[1],
@@ -860,47 +611,7 @@ class ExtractionService:
                 self._timer = None
         self._pool.shutdown(wait=wait, cancel_futures=True)
         if wait:
-            with self._db_lock:
-                self._state.close()
-                self._runs.close()
+            self._state.close()
+            self._runs.close()
 
     close = shutdown
-
-
-class _Rejected(Exception):
-    """A model answer that validated but would do damage; nothing is written."""
-
-
-def _check_result(result: ExtractionResult) -> None:
-    """Extra validation for the repair round trip (raised as ValueError -> told to the model)."""
-    if result.should_update and not (
-        result.memory_update.strip() or result.profile_update.strip() or result.daily_entry or result.structured
-    ):
-        raise ValueError("should_update is true but daily_entry, memory_update and profile_update are all empty")
-
-
-def _sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
-    """Redact secrets the model may have echoed; returns the clean result and how many were found."""
-    found = 0
-    texts: dict[str, Any] = {}
-    for name in ("reason", "memory_update", "profile_update"):
-        value = getattr(result, name)
-        n = len(find_secrets(value))
-        found += n
-        texts[name] = redact(value) if n else value
-    daily = result.daily_entry
-    if daily is not None:
-        n = len(find_secrets(daily.title)) + len(find_secrets(daily.body))
-        found += n
-        if n:
-            daily = daily.model_copy(update={"title": redact(daily.title), "body": redact(daily.body)})
-    structured = []
-    for item in result.structured:
-        n = len(find_secrets(item.text))
-        found += n
-        structured.append(item.model_copy(update={"text": redact(item.text)}) if n else item)
-    return result.model_copy(update={**texts, "daily_entry": daily, "structured": structured}), found
-
-
-def _run_id() -> str:
-    return "ext-" + uuid.uuid4().hex[:12]

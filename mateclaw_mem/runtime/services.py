@@ -24,12 +24,14 @@ if TYPE_CHECKING:
     from mateclaw_mem.memory.lineage import HarnessLineage
     from mateclaw_mem.memory.structured import StructuredMemory
     from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+    from mateclaw_mem.providers.registry import ProviderRegistry
     from mateclaw_mem.runtime.scheduler import Scheduler
     from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.file_commands import FileCommands
     from mateclaw_mem.workspace.store import WorkspaceStore
     from mateclaw_mem.workspace.tools import WorkspaceTools
+    from mateclaw_mem.workspace.transfer import Transfer
 
 
 class Services:
@@ -44,6 +46,7 @@ class Services:
         self.add_status("prompt_budget", lambda: self.context.budget_report())
         self.add_status("dreaming", lambda: self.dreaming.report())
         self.add_status("extraction", self._extraction_status)
+        self.add_status("providers", lambda: self.providers.status())
 
     @property
     def mode(self) -> str:
@@ -64,6 +67,13 @@ class Services:
         from mateclaw_mem.workspace.tools import WorkspaceTools
 
         return WorkspaceTools(self.store)
+
+    @cached_property
+    def transfer(self) -> Transfer:
+        """export/import of an agent's files; every import write goes through `store` (actor "import")."""
+        from mateclaw_mem.workspace.transfer import Transfer
+
+        return Transfer(self.store)
 
     @cached_property
     def file_commands(self) -> FileCommands:
@@ -181,7 +191,24 @@ class Services:
 
         window = self.settings.mate.agent.conversation.window
         summarizer = Summarizer(self.clock, client=self.prompt_model, max_tokens=window.summary_max_tokens)
-        return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log)
+        return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
+                              providers=self.providers,
+                              recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)
+
+    @cached_property
+    def providers(self) -> ProviderRegistry:
+        """Memory providers prefetched into a prompt (deadlines, budget, circuit breakers). Cheap to
+        build: no thread and no index until the first prefetch."""
+        from mateclaw_mem.providers.conversation_hits import ConversationHitsProvider
+        from mateclaw_mem.providers.registry import ProviderRegistry
+        from mateclaw_mem.providers.search_hits import SearchHitsProvider
+
+        with self._lock:
+            registry = ProviderRegistry.from_settings(
+                [SearchHitsProvider(lambda: self.search), ConversationHitsProvider(lambda: self.search)],
+                self.settings.mate.memory, self.clock)
+            self.on_close(registry)
+            return registry
 
     @cached_property
     def structured_consolidation(self) -> StructuredConsolidation:
@@ -208,7 +235,9 @@ class Services:
             svc = DreamingService(
                 self.settings, self.store, clock=self.clock,
                 model_factory=lambda: self.prompt_model,
-                # Evidence from real searches (log.db `retrievals`), never from prompt injection.
+                # Evidence from real searches (log.db `retrievals`): searches people and tools run, and
+                # the prompt's search-hits prefetch (keyed on the person's message); never from the
+                # always-on files being injected.
                 retrieval_hits=lambda agent, owner, since: self.search.retrieval_hits(agent, owner=owner, since=since),
                 next_run=lambda: next_fire_after(trigger, self.clock.now()),
             )

@@ -372,6 +372,10 @@ class WorkspaceStore:
         if cap:
             archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
             result = apply_ceiling(new_body, cap, archive_rel)
+            if result.truncated and new_block + result.body == old:
+                # The same over-ceiling text again (a re-import, a retried write): the file would not
+                # change and its tail went to the archive the first time; archiving it twice duplicates it.
+                return old, ()
             if result.truncated:
                 self._archive(agent, owner, archive_rel, rel, result.cut, cap=cap, actor=actor, batch=batch)
                 archived = (archive_rel,)

@@ -1,0 +1,109 @@
+"""What one extraction run examines: the new messages since each conversation's watermark, cut to
+the bounds below and redacted, plus the triage that decides whether they are worth a model call.
+
+Bounds: at most `max-transcript-messages` new messages per run (a larger backlog is worked off in
+later runs, oldest first); the person's messages cut at 2000 characters, the assistant's at 600
+(context, not a source of facts), already-seen context at 300; in model mode the 2 messages before
+the watermark go along as context; 1500 characters of today's daily note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, tzinfo
+
+from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
+from mateclaw_mem.llm import rules
+from mateclaw_mem.llm.prompts.extraction import TranscriptMessage
+from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
+from mateclaw_mem.memory.redaction import redact
+
+MESSAGE_CHARS = 2000
+ASSISTANT_CHARS = 600  # facts come from the person; the assistant's answer is context
+SEEN_CHARS = 300  # already-examined context messages
+DAILY_TAIL_CHARS = 1500
+CONTEXT_MESSAGES = 2  # already-seen messages sent before the new ones (model mode)
+SHRUNK_CHARS = 500  # per message on the retry after "context too large"
+
+
+@dataclass
+class Batch:
+    """The messages one run examines."""
+
+    transcript: list[TranscriptMessage]
+    new_user_texts: list[str]
+    watermarks: dict[str, int]  # conversation -> new watermark
+    backlog: set[str]  # conversations with more new messages than this run took
+    skipped_convs: set[str]  # memoryless: dropped from pending without a run
+    explicit: bool
+    new_count: int
+
+
+def collect(
+    log: ConversationLog, state: ExtractionState, bucket: Bucket, convs: list[str], *, cap: int,
+    with_context: bool, tz: tzinfo,
+) -> Batch:
+    """New messages of `convs` (in that order) up to `cap`; `with_context` adds already-seen ones."""
+    agent, owner = bucket
+    batch = Batch([], [], {}, set(), set(), False, 0)
+    remaining = cap
+    for conv in convs:
+        flags = log.conversation_flags(agent, conv, owner)
+        if flags.get("memoryless"):
+            batch.skipped_convs.add(conv)
+            continue
+        wm = state.watermark(bucket, conv)
+        msgs = log.messages(agent, conv, owner=owner)
+        new = [m for m in msgs if m.id > wm]
+        if not new:
+            continue
+        if remaining <= 0:
+            batch.backlog.add(conv)
+            continue
+        take = new[:remaining]
+        if len(take) < len(new):
+            batch.backlog.add(conv)
+        remaining -= len(take)
+        seen = [m for m in msgs if m.id <= wm][-CONTEXT_MESSAGES:] if with_context else []
+        for m in seen:
+            batch.transcript.append(transcript_message(m, new=False, tz=tz))
+        for m in take:
+            batch.transcript.append(transcript_message(m, new=True, tz=tz))
+            if m.role == "user":
+                text = redact(m.content[:MESSAGE_CHARS])
+                batch.new_user_texts.append(text)
+                batch.explicit = batch.explicit or rules.is_explicit_remember(text)
+        batch.watermarks[conv] = take[-1].id
+        batch.new_count += len(take)
+    return batch
+
+
+def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo) -> TranscriptMessage:
+    when = datetime.fromtimestamp(m.ts_ms / 1000, tz=tz).strftime("%H:%M")
+    limit = MESSAGE_CHARS if m.role == "user" else ASSISTANT_CHARS
+    if not new:
+        limit = min(limit, SEEN_CHARS)
+    content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"
+    return TranscriptMessage(m.id, m.conversation_id, m.role, redact(content), when, new)
+
+
+def worth_a_model_call(batch: Batch) -> bool:
+    """Triage: an explicit request, or a first-person statement, request or decision in the new
+    messages. "How do I…?" and "thanks" are not."""
+    return batch.explicit or any(rules.worth_extracting(t) for t in batch.new_user_texts)
+
+
+def daily_tail(daily: str) -> str:
+    tail = daily.strip()
+    if len(tail) > DAILY_TAIL_CHARS:
+        tail = "…" + tail[-DAILY_TAIL_CHARS:]
+    return tail
+
+
+def shrunk_transcript(batch: Batch) -> list[TranscriptMessage]:
+    """The second and last try after "context too large": only new messages, shorter."""
+    return [
+        TranscriptMessage(t.id, t.conversation_id, t.role, t.content[:SHRUNK_CHARS], t.time, t.new)
+        for t in batch.transcript
+        if t.new
+    ]

@@ -1,0 +1,69 @@
+"""What an extraction answer (model or rules) must pass before anything is written: the repair
+check told to the model, secret redaction, and the shrink guard on PROFILE.md / MEMORY.md."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mateclaw_mem.llm.prompts.extraction import ExtractionResult
+from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.memory.redaction import find_secrets, redact
+
+SHRINK_GUARD_MIN_CHARS = 400  # below this a file may be rewritten freely
+
+
+class Rejected(Exception):
+    """A model answer that validated but would do damage; nothing is written."""
+
+
+def check_result(result: ExtractionResult) -> None:
+    """Extra validation for the repair round trip (raised as ValueError -> told to the model)."""
+    if result.should_update and not (
+        result.memory_update.strip() or result.profile_update.strip() or result.daily_entry or result.structured
+    ):
+        raise ValueError("should_update is true but daily_entry, memory_update and profile_update are all empty")
+
+
+def sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
+    """Redact secrets the model may have echoed; returns the clean result and how many were found."""
+    found = 0
+    texts: dict[str, Any] = {}
+    for name in ("reason", "memory_update", "profile_update"):
+        value = getattr(result, name)
+        n = len(find_secrets(value))
+        found += n
+        texts[name] = redact(value) if n else value
+    daily = result.daily_entry
+    if daily is not None:
+        n = len(find_secrets(daily.title)) + len(find_secrets(daily.body))
+        found += n
+        if n:
+            daily = daily.model_copy(update={"title": redact(daily.title), "body": redact(daily.body)})
+    structured = []
+    for item in result.structured:
+        n = len(find_secrets(item.text))
+        found += n
+        structured.append(item.model_copy(update={"text": redact(item.text)}) if n else item)
+    return result.model_copy(update={**texts, "daily_entry": daily, "structured": structured}), found
+
+
+def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) -> list[tuple[str, Any, str]]:
+    """(file, snapshot read before the model ran, new body) for PROFILE.md and MEMORY.md: only
+    non-empty, different answers; raises Rejected for one that would shrink a file by half or more
+    (post-chat extraction only adds and corrects)."""
+    planned: list[tuple[str, Any, str]] = []
+    for rel, snap, update in (("PROFILE.md", profile, result.profile_update),
+                              ("MEMORY.md", memory, result.memory_update)):
+        new_body = frontmatter.body(update) if update.lstrip().startswith("---") else update
+        if not new_body.strip() or new_body.strip() == snap.body.strip():
+            continue
+        old_len = len(snap.body.strip())
+        if old_len > SHRINK_GUARD_MIN_CHARS and len(new_body.strip()) < old_len // 2:
+            raise Rejected(
+                f"{rel}: the answer would shrink it from {old_len} to {len(new_body.strip())} characters; "
+                "post-chat extraction only adds and corrects"
+            )
+        if not new_body.endswith("\n"):
+            new_body += "\n"
+        planned.append((rel, snap, new_body))
+    return planned

@@ -1,0 +1,121 @@
+"""The outcome of each extraction run (`RunOutcome`) and its log in `log.db` (`extraction_runs`)."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mateclaw_mem.db import connect
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS extraction_runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    trigger TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    started_ms INTEGER NOT NULL,
+    finished_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    conversations TEXT NOT NULL DEFAULT '',
+    new_messages INTEGER NOT NULL DEFAULT 0,
+    files_changed TEXT NOT NULL DEFAULT '',
+    attempts INTEGER NOT NULL DEFAULT 1,
+    redactions INTEGER NOT NULL DEFAULT 0,
+    error_kind TEXT,
+    error TEXT
+);
+CREATE INDEX IF NOT EXISTS extraction_runs_bucket ON extraction_runs (agent, owner, id);
+"""
+
+
+@dataclass
+class RunOutcome:
+    """One run. outcome: updated | no_change | skipped | error."""
+
+    run_id: str
+    agent: str
+    owner: str
+    trigger: str
+    mode: str
+    outcome: str
+    reason: str = ""
+    conversations: list[str] = field(default_factory=list)
+    new_messages: int = 0
+    files_changed: list[str] = field(default_factory=list)
+    attempts: int = 1
+    redactions: int = 0
+    error_kind: str | None = None
+    error: str | None = None
+    started_ms: int = 0
+    finished_ms: int = 0
+    backlog: list[str] = field(default_factory=list)  # conversations left with unexamined messages
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome != "error"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def new_run_id() -> str:
+    return "ext-" + uuid.uuid4().hex[:12]
+
+
+class ExtractionRunLog:
+    def __init__(self, path: Path) -> None:
+        self._db = connect(path)
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.RLock()
+
+    def record(self, out: RunOutcome, now_ms: int) -> None:
+        """Keep one run; `now_ms` stands in for a start or finish time the run never set."""
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO extraction_runs(run_id, agent, owner, trigger, mode, started_ms, finished_ms, outcome,"
+                " reason, conversations, new_messages, files_changed, attempts, redactions, error_kind, error)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    out.run_id, out.agent, out.owner, out.trigger, out.mode, out.started_ms or now_ms,
+                    out.finished_ms or now_ms, out.outcome, out.reason[:500], ",".join(out.conversations),
+                    out.new_messages, ",".join(out.files_changed), out.attempts, out.redactions, out.error_kind,
+                    (out.error or "")[:1000] or None,
+                ),
+            )
+
+    def recent(
+        self, fmt: Callable[[int | None], str | None], *, agent: str | None = None, owner: str | None = None,
+        limit: int = 20,
+    ) -> list[dict[str, Any]]:
+        """Recent runs, newest first; `fmt` renders the stored millisecond times."""
+        where, args = [], []
+        if agent is not None:
+            where.append("agent = ?")
+            args.append(agent)
+        if owner is not None:
+            where.append("owner = ?")
+            args.append(owner)
+        sql = "SELECT * FROM extraction_runs" + (" WHERE " + " AND ".join(where) if where else "")
+        sql += " ORDER BY id DESC LIMIT ?"
+        with self._lock:
+            rows = self._db.execute(sql, (*args, limit)).fetchall()
+        out = []
+        for r in rows:
+            d = dict(r)
+            d["started"] = fmt(d.pop("started_ms"))
+            d["finished"] = fmt(d.pop("finished_ms"))
+            d["conversations"] = [c for c in d["conversations"].split(",") if c]
+            d["files_changed"] = [c for c in d["files_changed"].split(",") if c]
+            out.append(d)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
