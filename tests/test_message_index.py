@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.index.message_index import MessageIndex
+from mateclaw_mem.index.message_index import MessageIndex, Ranking
 
 TS = 1683554160000
 QUERIES = ["cats names", "pottery class", "when did she go camping", "Melanie painting", "adoption agency"]
@@ -137,14 +138,22 @@ def test_a_category_word_finds_a_turn_that_only_names_a_member(tmp_path: Path) -
 
 
 def test_an_answer_that_ends_with_a_question_is_not_penalised_like_a_question(tmp_path: Path) -> None:
-    log, index = _index_of(tmp_path, [
-        "Melanie: Do you have a guinea pig at home?",
-        "Caroline: Yes, Oscar is my guinea pig and he is great at home with me. How are yours?",
-    ])
-    hits = index.search("aml", "u1", "guinea pig at home", limit=5)
-    assert hits[0].content.startswith("Caroline: Yes, Oscar")
-    for x in (index, log):
-        x.close()
+    # "Oscar, my guinea pig, ..." answers even though it ends by asking back; the all-or-nothing
+    # rule ("last") penalised it exactly like the pure question, the default ("share") does not.
+    ratios = {}
+    for mode in ("last", "share"):
+        log = ConversationLog(tmp_path / f"{mode}-log.db")
+        index = MessageIndex(tmp_path / f"{mode}.db", replace(Ranking(), question_mode=mode))
+        log.append("aml", "s1", [NewMessage("user", "Melanie: Is your guinea pig at home?", TS)], owner="u1", now_ms=TS)
+        log.append("aml", "s2", [NewMessage("user", "Caroline: Oscar, my guinea pig, stays at home with me. How are"
+                                 " yours?", TS)], owner="u1", now_ms=TS)
+        index.sync(log)
+        scores = {h.content.split(":")[0]: h.score for h in index.search("aml", "u1", "guinea pig at home", limit=5)}
+        ratios[mode] = scores["Caroline"] / scores["Melanie"]
+        for x in (index, log):
+            x.close()
+    assert Ranking().question_mode == "share"
+    assert ratios["share"] > 1.4 * ratios["last"]
 
 
 def test_with_few_matches_the_results_are_padded_with_surrounding_turns(tmp_path: Path) -> None:

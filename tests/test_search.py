@@ -218,6 +218,55 @@ def test_a_rebuild_during_searches_never_errors(svc: Services) -> None:
     assert svc.file_index.counts()["files"] == len(list(svc.file_index.disk_files()))
 
 
+@pytest.mark.parametrize("budget", ["default", 0])
+def test_agents_owners_and_scopes_never_leak(tmp_path: Path, clock, monkeypatch, budget) -> None:
+    # Budget 0 makes every term "common": candidates come from the unranked path (filters inside the
+    # MATCH) instead of the ranked one (filters on the chunk rows).
+    import mateclaw_mem.index.search as search_module
+
+    if budget != "default":
+        monkeypatch.setattr(search_module, "CANDIDATE_BUDGET", budget)
+    cfg = tmp_path / "iso.yaml"
+    cfg.write_text("timezone: Europe/Berlin\nowner-isolation: true\n", encoding="utf-8")
+    svc = Services(load_settings(cfg, tmp_path / "ws"), clock)
+    try:
+        for agent in ("default", "other"):
+            svc.store.ensure_agent(agent)
+            for rel in ("MEMORY.md", "PROFILE.md"):
+                write(svc, rel, f"# {rel}\n\n## Birds\n\n{agent} pelican notes\n", agent=agent)
+        svc.store.ensure_agent("default", owner="bob")
+        for rel in ("MEMORY.md", "PROFILE.md"):
+            svc.store.write("default", rel, f"# {rel}\n\n## Birds\n\nbob pelican notes\n", expected_sha=None,
+                            actor=PERSON, owner="bob")
+
+        def seen(**kw) -> set[tuple[str, str | None, str]]:
+            return {(h.agent, h.owner, h.file) for h in svc.search.search("pelican", record=False, **kw).hits}
+
+        shared = {("default", None, "MEMORY.md"), ("default", None, "PROFILE.md")}
+        bobs = {("default", "bob", "MEMORY.md"), ("default", "bob", "PROFILE.md")}
+        assert seen() == shared
+        assert seen(owner="bob") == shared | bobs
+        assert seen(owner="eve") == shared
+        assert seen(agent="other") == {("other", None, "MEMORY.md"), ("other", None, "PROFILE.md")}
+        assert seen(owner="bob", scope="profile") == {("default", None, "PROFILE.md"), ("default", "bob", "PROFILE.md")}
+        assert seen(agent="other", scope="persona") == set()
+    finally:
+        svc.close()
+
+
+def test_a_rebuild_gives_the_old_tables_space_back(svc: Services) -> None:
+    notes = svc.store.root / "default" / "memory"
+    notes.mkdir(parents=True, exist_ok=True)
+    for i in range(40):  # written by hand, so the first rebuild starts from an empty index
+        (notes / f"topic-{i}.md").write_text(f"# T{i}\n\n## S\n\n" + f"words marzipan {i} " * 80 + "\n")
+    reindex(svc)
+    db = svc.settings.state_dir / "index.db"
+    fresh = db.stat().st_size
+    reindex(svc)  # builds a second copy beside the first, then drops the first
+    assert db.stat().st_size < fresh * 1.3
+    assert len(svc.search.search("marzipan", limit=50).hits) == 40
+
+
 def test_writes_through_the_store_refresh_an_existing_index(svc: Services) -> None:
     svc.search.search("anything")
     write(svc, "MEMORY.md", "# M\n\n## Pets\n\na hamster named Bob\n")

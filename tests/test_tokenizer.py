@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
+from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, term_spans, token_spans, tokenize
 
 
 def test_latin_words_are_lowercased_and_stemmed_consistently() -> None:
@@ -54,3 +54,14 @@ def test_fts_query_is_or_of_quoted_tokens_and_safe_in_fts5() -> None:
     # OR, never AND-all-terms: one shared token is enough to match.
     rows = conn.execute("SELECT body FROM t WHERE t MATCH ?", (fts_query(tokenize("跑步 zebra")),)).fetchall()
     assert [r[0] for r in rows] == [" ".join(tokenize("周日 早上 跑步"))]
+
+
+def test_term_spans_finds_exactly_what_token_spans_yields_for_those_terms() -> None:
+    text = ("Caroline's cafe: she RAN, was running and runs daily; the children's children bought toys. "
+            "用户喜欢周日早上跑步，日日日 周 日。東京タワーで running_club 12abc don't s's")
+    spans = token_spans(text)
+    for terms in ({"run", "children"}, {"child", "buy", "caroline"}, {"周日", "日日", "早上", "周", "日"},
+                  {"タワ", "running", "club", "12abc", "t", "s"}, {"absent", "跑步"}):
+        expected = sorted((s for s in spans if s[0] in terms), key=lambda s: (s[1], s[2]))
+        assert term_spans(text, terms) == expected, terms
+    assert [s[1] for s in term_spans(text, {"run"}, per_term=2)] == [text.index("RAN"), text.index("running")]

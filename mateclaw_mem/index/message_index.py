@@ -13,9 +13,11 @@ Each message is one document with fields (all tokenized by `index.tokenizer`):
 - `nb`:   the neighbouring turns (previous and next), low weight, for recall.
 - `dt`:   month, year and weekday of the message time, so "in May 2023" can match.
 
-FTS5 only finds candidates (any query token in any field of the owner's messages); the ranking is
-BM25F computed in Python from the stored field tokens, because FTS5's built-in bm25() has fixed
-k1/b and computes IDF over all owners together. See `Ranking` for the knobs and why each exists.
+FTS5 stores the field tokens; search itself runs on a per-owner in-memory view (term postings,
+statistics, parsed turns) kept up to date incrementally: the candidates are the postings of the
+query terms, and the ranking is BM25F computed in Python, because FTS5's built-in bm25() has fixed
+k1/b and computes IDF over all owners together. See `Ranking` for the knobs and why each exists;
+`index.lexicon` bridges category words and their members ("pets" ~ "turtle").
 """
 
 from __future__ import annotations
@@ -751,10 +753,12 @@ class MessageIndex:
                         break
                     if j not in have:
                         have.add(j)
-                        out.append((floor * 0.5 ** (len(out) + 1), j))
+                        out.append((0.0, j))
             if len(out) >= room:
                 break
-        return out[:room]
+        out = out[:room]
+        # Below the last real match, in the order found (best hit's surroundings first).
+        return [(floor * 0.5 * (1.0 - k / (len(out) + 1)), j) for k, (_, j) in enumerate(out)]
 
     def _raw(
         self, view: _OwnerView, qweights: dict[str, float], r: Ranking, *, within: Iterable[int] | None = None

@@ -167,48 +167,50 @@ def term_spans(text: str, terms: set[str], *, per_term: int = 0) -> list[tuple[s
 
     For highlighting a few query terms in a long chunk: each term is looked for by substring, and
     only the word around a hit is checked with the same rules as `tokenize` (run boundaries, clitics,
-    stemming). `per_term` > 0 keeps the first that many spans of each term (for each of its search
-    keys). Sorted by position.
+    stemming, irregular forms). `per_term` > 0 keeps the first that many spans of each term.
+    Sorted by position.
     """
     lowered = text.lower()
     cap = per_term if per_term > 0 else len(text) + 1
     out: list[tuple[str, int, int]] = []
     for term in terms:
-        if not term:
-            continue
-        found = 0
-        if _CJK_CHAR_RE.match(term):
-            lone = len(term) == 1
-            at = lowered.find(term)
-            while at != -1:
-                # A bigram is a token wherever it occurs; a lone character only as a run of one.
-                if not lone or not (
-                    (at > 0 and _CJK_CHAR_RE.match(lowered, at - 1))
-                    or _CJK_CHAR_RE.match(lowered, at + 1)
-                ):
-                    out.append((term, at, at + len(term)))
-                    found += 1
-                    if found >= cap:
-                        break
-                at = lowered.find(term, at + 1)
-            continue
-        # The stemmer only cuts endings, so a word stemming to `term` starts with these characters;
-        # irregular forms ("ran" for "run") are looked for whole.
-        keys = [term if len(term) <= 2 else term[: min(4, len(term) - 1)], *_IRREGULAR_FORMS.get(term, ())]
-        starts: set[int] = set()
-        for key in keys:
-            at = lowered.find(key)
-            while at != -1 and found < cap:
-                if at not in starts and not (at > 0 and _WORD_CHAR_RE.match(lowered, at - 1)):  # a run start
-                    m = _TOKEN_RE.match(lowered, at)
-                    if m is not None:
-                        starts.add(at)
-                        run = m.group(0)
-                        clitic = run in _CLITICS and at > 0 and lowered[at - 1] in "'\u2019"
-                        if not clitic and _stem(run) == term:
-                            out.append((term, at, m.end()))
-                            found += 1
-                        at = m.end() - 1  # the rest of this word cannot start another run
-                at = lowered.find(key, at + 1)
+        if term:
+            found = _cjk_term_spans(lowered, term, cap) if _CJK_CHAR_RE.match(term) else _word_spans(lowered, term, cap)
+            out.extend(found[:cap])
     out.sort(key=lambda x: (x[1], x[2]))
     return out
+
+
+def _cjk_term_spans(lowered: str, term: str, cap: int) -> list[tuple[str, int, int]]:
+    """A bigram is a token wherever it occurs; a lone character only as a CJK run of one."""
+    found: list[tuple[str, int, int]] = []
+    at = lowered.find(term)
+    while at != -1 and len(found) < cap:
+        lone_ok = len(term) > 1 or not (
+            (at > 0 and _CJK_CHAR_RE.match(lowered, at - 1)) or _CJK_CHAR_RE.match(lowered, at + 1)
+        )
+        if lone_ok:
+            found.append((term, at, at + len(term)))
+        at = lowered.find(term, at + 1)
+    return found
+
+
+def _word_spans(lowered: str, term: str, cap: int) -> list[tuple[str, int, int]]:
+    """Words that tokenize to `term`. The stemmer only cuts endings, so such a word starts with the
+    stem's first characters; irregular forms ("ran" for "run") are looked for whole."""
+    keys = [term if len(term) <= 2 else term[: min(4, len(term) - 1)], *_IRREGULAR_FORMS.get(term, ())]
+    found: dict[int, tuple[str, int, int]] = {}
+    for key in keys:
+        n, at = 0, lowered.find(key)
+        while at != -1 and n < cap:
+            if not (at > 0 and _WORD_CHAR_RE.match(lowered, at - 1)):  # the start of a word
+                m = _TOKEN_RE.match(lowered, at)
+                if m is not None:
+                    run = m.group(0)
+                    clitic = run in _CLITICS and at > 0 and lowered[at - 1] in "'\u2019"
+                    if not clitic and _stem(run) == term:
+                        found[at] = (term, at, m.end())
+                        n += 1
+                    at = m.end() - 1  # the rest of this word cannot start another one
+            at = lowered.find(key, at + 1)
+    return [found[at] for at in sorted(found)]
