@@ -8,8 +8,9 @@ the truth. Tables:
 - `chunks`: the searchable pieces (see `index/chunker.py`) plus conversation messages
   (`kind = 'conversation'`), with agent, owner, rel, title and line range.
 - `fts`: FTS5 over our own tokens (`index/tokenizer.py`) in three columns: `title`, `body`, and
-  `tag` - hashed agent/owner/kind tokens so that scope filters run inside the full-text index
-  instead of after it (a filter after `LIMIT` would lose hits; a join before it costs a scan).
+  `tag` - hashed agent/owner/kind tokens, so that an unranked search (one made of very common
+  terms) filters inside the full-text index and stops after `LIMIT` rows; a ranked search checks
+  the chunk rows instead, before its `LIMIT` (see `match`).
 - `vectors`: optional embeddings keyed by (chunk text hash, model), so a rebuild keeps them and a
   new embedding model simply finds none of its own (stale vectors are never mixed in).
 - `meta`: the conversation-log watermark.
