@@ -568,3 +568,12 @@ def test_the_timer_starts_the_trailing_run(tmp_path: Path, monkeypatch: pytest.M
     finally:
         svc.shutdown()
         log.close()
+
+
+def test_manual_extraction_of_an_unknown_conversation_is_not_found(make_env) -> None:
+    from mateclaw_mem.errors import NotFoundError
+
+    env = make_env()
+    with pytest.raises(NotFoundError, match="no logged messages for conversation 'nope'"):
+        env.svc.extract_now(AGENT, "nope")
+    assert env.runs() == []

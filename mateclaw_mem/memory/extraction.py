@@ -60,7 +60,7 @@ from typing import Any
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.errors import BusyError, ConfigError, ConflictError, MateclawError, ModelError
+from mateclaw_mem.errors import BusyError, ConfigError, ConflictError, MateclawError, ModelError, NotFoundError
 from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
@@ -342,6 +342,9 @@ class ExtractionService:
         cooldown gate (a memoryless conversation is still never extracted). Waits for a run of the
         same bucket to finish first; raises BusyError if that takes longer than `timeout`."""
         bucket = (agent, owner)
+        if not self.log.messages(agent, conversation_id, owner=owner, limit=1):
+            who = f" (owner {owner})" if owner else ""
+            raise NotFoundError(f"no logged messages for conversation {conversation_id!r} of agent {agent!r}{who}")
         flags = self.log.conversation_flags(agent, conversation_id, owner)
         if flags.get("memoryless"):
             return self._record(RunOutcome(
