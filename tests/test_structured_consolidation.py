@@ -226,10 +226,10 @@ def test_one_run_at_a_time(services) -> None:
 
 def test_model_client_is_only_built_when_configured(services, tmp_path: Path, clock: ManualClock,
                                                    model_settings_overrides) -> None:
-    assert services.prompt_model is None and services.structured_consolidation.mode == "rules"
+    assert services.model is None and services.structured_consolidation.mode == "rules"
     svc = _model_services(tmp_path, clock, model_settings_overrides)
     try:
-        assert isinstance(svc.prompt_model, ModelClient) and svc.structured_consolidation.mode == "model"
+        assert isinstance(svc.model, ModelClient) and svc.structured_consolidation.mode == "model"
         assert svc.context.window.summarizer.mode == "model"
     finally:
         svc.close()

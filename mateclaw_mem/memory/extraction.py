@@ -56,15 +56,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import BusyError, ConfigError, ConflictError, MateclawError, ModelError, NotFoundError
 from mateclaw_mem.llm import rules
-from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
-from mateclaw_mem.llm.usage import UsageLog
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.memory.extraction_input import (
     ASSISTANT_CHARS,
@@ -90,6 +88,10 @@ from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
 from mateclaw_mem.memory.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.store import WorkspaceStore
+
+if TYPE_CHECKING:
+    from mateclaw_mem.llm.client import ModelClient
+    from mateclaw_mem.llm.usage import UsageLog
 
 # Re-exported: callers and benches import these from here.
 __all__ = [
@@ -144,6 +146,10 @@ class ExtractionService:
         state_dir = settings.state_dir
         if settings.model.configured:
             if model is None:
+                # Imported here: the openai package costs ~0.5 s to import and rules mode never needs it.
+                from mateclaw_mem.llm.client import ModelClient
+                from mateclaw_mem.llm.usage import UsageLog
+
                 usage = usage or UsageLog(runs_db or state_dir / "log.db")
                 model = ModelClient.from_settings(settings, usage=usage)
             self.mode = "model"

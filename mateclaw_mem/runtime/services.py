@@ -106,12 +106,12 @@ class Services:
 
         with self._lock:
             facts = None
-            if self.prompt_model is not None:  # model mode: source-bound facts beside raw messages
+            if self.model is not None:  # model mode: source-bound facts beside raw messages
                 from mateclaw_mem.conversations.facts import FactExtractor, FactStore
 
                 store = FactStore(self.settings.state_dir / "log.db")
                 self.on_close(store)
-                facts = FactExtractor(store, self.log, self.message_index, self.prompt_model, self.clock)
+                facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
                 self.on_close(facts)
             return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts)
 
@@ -158,9 +158,9 @@ class Services:
             return watcher
 
     @cached_property
-    def prompt_model(self) -> ModelClient | None:
-        """The model client for prompt-side steps (window summaries, structured consolidation);
-        None in rules mode."""
+    def model(self) -> ModelClient | None:
+        """The one model client (and usage log) every step shares: extraction, window summaries,
+        dreaming, structured consolidation, AML facts. None in rules mode."""
         if not self.settings.model.configured:
             return None
         from mateclaw_mem.llm.client import ModelClient
@@ -190,7 +190,7 @@ class Services:
         from mateclaw_mem.memory.window import Summarizer, WindowDefense
 
         window = self.settings.mate.agent.conversation.window
-        summarizer = Summarizer(self.clock, client=self.prompt_model, max_tokens=window.summary_max_tokens)
+        summarizer = Summarizer(self.clock, client=self.model, max_tokens=window.summary_max_tokens)
         return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
                               providers=self.providers,
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)
@@ -219,7 +219,7 @@ class Services:
             svc = StructuredConsolidation(
                 self.store, self.clock, state_db=self.settings.state_dir / "state.db",
                 min_entries=memory.structured_consolidation_min_entries,
-                max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.prompt_model,
+                max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.model,
             )
             self.on_close(svc)
             return svc
@@ -234,7 +234,7 @@ class Services:
             trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
             svc = DreamingService(
                 self.settings, self.store, clock=self.clock,
-                model_factory=lambda: self.prompt_model,
+                model_factory=lambda: self.model,
                 # Evidence from real searches (log.db `retrievals`): searches people and tools run, and
                 # the prompt's search-hits prefetch (keyed on the person's message); never from the
                 # always-on files being injected.
@@ -252,7 +252,7 @@ class Services:
 
         with self._lock:
             # One model client (and usage log) for every step; structured items go through `structured`.
-            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.prompt_model,
+            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
                                     remember=lambda *a, **k: self.structured.remember(*a, **k))
             self.on_close(svc)
             return svc
@@ -281,7 +281,7 @@ class Services:
             return self.extraction.status()
         from mateclaw_mem.memory.extraction import ExtractionService
 
-        passive = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.prompt_model,
+        passive = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
                                     workers=1, timers=False, resume=False)
         try:
             return passive.status()
