@@ -30,7 +30,7 @@ Behaviour:
   context at 300. A backlog larger than that is worked off in later runs, oldest first.
 - Triage (model mode, `triage=True`): when the new messages hold no first-person statement, no
   request and no decision ("How do I…?", "thanks"), the watermark advances without a model call; the
-  run is recorded as skipped and starts no cooldown.
+  run is recorded as skipped and starts no cooldown. Manual runs (`extract`, `summarize`) skip triage.
 - Cooldowns, watermarks and pending runs live in `workspace/.mateclaw/state.db`; a new service
   resumes them (due runs start at once, later ones get a timer). Every run's outcome is kept in
   `workspace/.mateclaw/log.db` (`extraction_runs`).
@@ -438,7 +438,8 @@ class ExtractionService:
             out.reason = "nothing new since the last run"
             out.finished_ms = self._now_ms()
             return out
-        if self.model is not None and self.triage and not worth_a_model_call(batch):
+        # A manual run is a person asking for this conversation to be read: no heuristic second-guesses it.
+        if self.model is not None and self.triage and trigger != "manual" and not worth_a_model_call(batch):
             # Nothing the model could keep: advance the watermark without a call (no cooldown either).
             out.reason = f"triage: no statement, request or decision in {batch.new_count} new messages"
             self._advance(bucket, batch)

@@ -1,0 +1,66 @@
+"""The daemon against an OpenAI-compatible server, configured by `model.base-url` and `model.model`
+only: turns reach the model through the real openai client, its answers land in the files, a dream
+uses it too, and a failing model is an error that changes nothing — never a silent switch to rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.support.model_server import Answer, ModelServer
+from tests.test_daemon_e2e import MEM, Daemon, wait_for
+
+MEMORY_BODY = "# MEMORY.md — long-term memory\n\n## Pets\n\n- The user's cat is called Miso\n"
+
+
+def respond(body: dict[str, Any]) -> Answer | dict[str, Any]:
+    system = str(body["messages"][0]["content"])
+    if "memory_content" in system:  # the dreaming step
+        return {"should_update": True, "reason": "the cat's name recurs; keep it with its age",
+                "memory_content": MEMORY_BODY + "- Miso is 3 years old\n"}
+    return {"should_update": True, "reason": "the user named their cat",
+            "daily_entry": {"title": "Cat", "body": "- The cat is called Miso"},
+            "memory_update": MEMORY_BODY, "profile_update": ""}
+
+
+def test_model_mode_end_to_end(tmp_path: Path) -> None:
+    with ModelServer(responder=respond) as model:
+        (tmp_path / "mateclaw.yaml").write_text(
+            f"timezone: Europe/Berlin\nmodel:\n  base-url: {model.base_url}\n  model: test-model\n"
+            "  timeout-seconds: 5\n  max-retries: 1\n", encoding="utf-8")
+        daemon = Daemon(tmp_path).start()
+        try:
+            memory = daemon.workspace / "default" / "MEMORY.md"
+            with daemon.client() as http:
+                health = http.get("/health").json()
+                assert health["mode"] == "model"
+                assert "mode: model test-model" in daemon.log()
+                r = http.post(f"{MEM}/conversations/c1/turns",
+                              json={"user": "Remember that my cat is called Miso.", "assistant": "Lovely name!"})
+                assert r.status_code == 202, r.text
+                wait_for(lambda: "Miso" in memory.read_text(encoding="utf-8"), "the model's update in MEMORY.md")
+                chats = [q for q in model.chat_requests if q.body]
+                assert chats and chats[0].body["model"] == "test-model"
+                assert "my cat is called Miso" in json.dumps(chats[0].body, ensure_ascii=False)
+
+                dream = http.post(f"{MEM}/emergence", json={})
+                assert dream.status_code == 200, dream.text
+                assert dream.json()["status"] == "done"
+                assert "Miso is 3 years old" in memory.read_text(encoding="utf-8")
+                assert "the cat's name recurs" in (daemon.workspace / "default" / "DREAMS.md").read_text("utf-8")
+
+                # The model goes down: the manual run is an error, the file is untouched, no rules fallback.
+                before = memory.read_bytes()
+                model.responder = None
+                for _ in range(6):
+                    model.server_error(500)
+                # Too short for the automatic gates; a manual run still sends it to the model.
+                r = http.post(f"{MEM}/conversations/c2/turns", json={"user": "Miso is 3.", "assistant": "Ok."})
+                assert r.json()["extraction"]["scheduled"] is False
+                failed = http.post(f"{MEM}/summarize/c2")
+                assert failed.status_code == 502, failed.text
+                assert "model" in json.dumps(failed.json()).lower()
+                assert memory.read_bytes() == before
+        finally:
+            assert daemon.stop() == 0
