@@ -233,3 +233,18 @@ def test_mcp_is_mounted_and_speaks_the_protocol(client: httpx.Client) -> None:
     assert {"view", "create", "list_workspace_memory_files", "read_workspace_memory_file"} <= names
     assert "via http" in text
     assert "via http" in client.get(f"{WS}/file", params={"path": "from-mcp.md"}).json()["content"]
+
+
+def test_structured_remember_recall_forget_over_http(client: httpx.Client) -> None:
+    base = "/api/v1/agents/default/structured"
+    r = client.post(base, json={"type": "user", "key": "language", "text": "Prefers German for docs"})
+    assert r.status_code == 200, r.text
+    assert r.json()["created"] is True and r.json()["entry"]["key"] == "language"
+    assert client.get(base, params={"type": "user", "key": "lang"}).status_code == 404  # whole keys only
+    found = client.get(base, params={"type": "user", "key": "language"}).json()["entries"]
+    assert [e["text"] for e in found] == ["Prefers German for docs"]
+    assert client.post(base, json={"type": "mood", "key": "k", "text": "x"}).status_code == 422
+    gone = client.delete(f"{base}/user/language")
+    assert gone.status_code == 200 and gone.json()["key"] == "language"
+    assert client.get(base).json()["entries"] == []
+    assert client.delete(f"{base}/user/language").status_code == 404

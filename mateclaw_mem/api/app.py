@@ -11,6 +11,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from mateclaw_mem import __version__
 from mateclaw_mem.api import aml, health, memory, workspace
 from mateclaw_mem.api import learning as learning_api
+from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.auth import RequireApiKey
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.runtime.services import Services
@@ -90,6 +91,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.include_router(memory.router)
     app.include_router(workspace.router)
     app.include_router(learning_api.router)
+    app.include_router(structured_api.router)
     _ = services.lineage  # built now: it records harness versions from the first write on
     # Other faces' routers go here, one line each.
 
