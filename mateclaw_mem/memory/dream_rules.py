@@ -1,0 +1,94 @@
+"""Rules-mode dreaming (no model configured): promote the facts that recur on 2+ distinct days into a
+`## Recurring` section of MEMORY.md, each with a `Source:`; one-offs stay in the daily notes.
+
+Also the plan both modes produce (memory/dreaming.py plans with the model when one is configured).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.sections import Section, join, normalise_title, split_sections
+from mateclaw_mem.memory import candidates as cand
+
+RECURRING_TITLES = ("Recurring", "反复出现")
+
+
+@dataclass
+class DreamPlan:
+    new_text: str | None  # full MEMORY.md text to write; None = nothing to do
+    reason: str
+    promoted: list[str]
+    kept: list[str]
+
+
+def kept_facts(scored: cand.Scored, promoted: list[cand.FactCluster]) -> list[str]:
+    """Facts left in the daily notes for a later night (not promoted, not already in MEMORY.md)."""
+    out = []
+    for k in scored.clusters:
+        if k in promoted or k.present:
+            continue
+        days = len(k.days)
+        where = f"{k.sources[0].rel} {k.sources[0].time}".rstrip()
+        out.append(f"{k.text} ({where}, {days} day{'s' if days != 1 else ''})")
+    return out
+
+
+def plan_rules(snap: Any, scored: cand.Scored, now: datetime, topic: str | None, protected: set[str]) -> DreamPlan:
+    promote = cand.promotable(scored, topic=topic)
+    kept = kept_facts(scored, promote)
+    if not promote:
+        recurring = [k for k in scored.clusters if k.recurring]
+        if recurring and all(k.present for k in recurring):
+            reason = "every fact that recurred is already in MEMORY.md"
+        elif topic and recurring:
+            reason = f"no recurring fact about {topic!r}"
+        else:
+            reason = "no fact recurred on 2 or more days; one-offs stay in the daily notes"
+        return DreamPlan(None, reason, [], kept)
+    block, body = frontmatter.split(snap.text)
+    new_body, lines = _add_recurring(body, promote, now, protected)
+    lines = [line.removeprefix("- ") for line in lines]
+    reason = (f"promoted {len(promote)} fact{'s' if len(promote) != 1 else ''} that recurred on 2 or more "
+              f"days" + (f" about {topic!r}" if topic else ""))
+    return DreamPlan(block + new_body, reason, lines, kept)
+
+
+def _is_zh(text: str) -> bool:
+    cjk = len(re.findall(r"[\u3400-\u4dbf\u4e00-\u9fff]", text))
+    return cjk > 0 and cjk * 2 >= len(re.findall(r"[A-Za-z]", text))
+
+
+def _format_source(cluster: cand.FactCluster, now: datetime) -> str:
+    shown = [f"{c.rel} {c.time}".strip() for c in cluster.sources[:3]]
+    more = len(cluster.sources) - len(shown)
+    refs = "; ".join(shown) + (f"; +{more} more" if more > 0 else "")
+    return f"(Source: {refs} · dreamed {now:%Y-%m-%d})"
+
+
+def _add_recurring(body: str, promote: list[cand.FactCluster], now: datetime,
+                   protected: set[str]) -> tuple[str, list[str]]:
+    """Append the promoted facts to the `## Recurring` section (created in the person's language when
+    missing; a dated new section when the existing one is protected)."""
+    lines = [f"- {k.text.rstrip()} {_format_source(k, now)}" for k in promote]
+    preamble, sections = split_sections(body)
+    at = next((i for i, s in enumerate(sections) if s.key in {normalise_title(t) for t in RECURRING_TITLES}), None)
+    if at is not None and sections[at].key not in protected and not sections[at].pinned:
+        s = sections[at]
+        text = s.text.rstrip("\n") + "\n" + "\n".join(lines) + "\n\n"
+        sections[at] = Section(s.title, text)
+    else:
+        zh = sum(_is_zh(k.text) for k in promote) * 2 > len(promote)
+        title = RECURRING_TITLES[1] if zh else RECURRING_TITLES[0]
+        if at is not None:
+            title = f"{title} ({'梦中整理于' if zh else 'dreamed'} {now:%Y-%m-%d})"
+        if sections and not sections[-1].text.endswith("\n\n"):
+            sections[-1] = Section(sections[-1].title, sections[-1].text.rstrip("\n") + "\n\n")
+        elif not sections and preamble and not preamble.endswith("\n\n"):
+            preamble = preamble.rstrip("\n") + "\n\n"
+        sections.append(Section(title, f"## {title}\n\n" + "\n".join(lines) + "\n"))
+    return join(preamble, sections), lines

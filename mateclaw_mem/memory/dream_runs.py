@@ -1,0 +1,88 @@
+"""The log of dream runs, in `log.db` (`dream_runs`): one row per run that was not a preview, for
+`status`, `report` and unique run ids. DREAMS.md (memory/diary.py) is the readable side of it."""
+
+from __future__ import annotations
+
+import re
+import threading
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.db import connect
+
+if TYPE_CHECKING:
+    from mateclaw_mem.memory.dreaming import DreamOutcome
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS dream_runs (
+    run_id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    topic TEXT,
+    trigger TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    status TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    promoted INTEGER NOT NULL DEFAULT 0,
+    lines_added INTEGER NOT NULL DEFAULT 0,
+    lines_removed INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS dream_runs_agent ON dream_runs(agent, owner, started_at);
+"""
+
+
+class DreamRunLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._db = None  # opened on first use
+        self._lock = threading.Lock()
+
+    def _conn(self) -> Any:
+        if self._db is None:
+            self._db = connect(self.path)
+            self._db.executescript(_SCHEMA)
+        return self._db
+
+    def record(self, out: DreamOutcome) -> None:
+        with self._lock:
+            self._conn().execute(
+                "INSERT OR REPLACE INTO dream_runs(run_id, agent, owner, topic, trigger, mode, started_at, finished_at,"
+                " status, reason, promoted, lines_added, lines_removed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (out.run_id, out.agent, out.owner or "", out.topic, out.trigger, out.mode, out.started_at,
+                 out.finished_at, out.status, out.reason, len(out.promoted), out.lines_added, out.lines_removed),
+            )
+
+    def run_id(self, agent: str, owner: str | None, now: datetime, *, unique: bool = True) -> str:
+        """`dream-<agent>[-<owner>]-<YYYYmmddTHHMMSS>`, with `-2`, `-3`... when that second is taken.
+        It is also the batch id of the run's writes (`undo --run`)."""
+        base = f"dream-{agent}-{now:%Y%m%dT%H%M%S}"
+        if owner:
+            base = f"dream-{agent}-{re.sub(r'[^A-Za-z0-9_.-]', '_', owner)[:32]}-{now:%Y%m%dT%H%M%S}"
+        if not unique:
+            return base  # a preview writes nothing, not even to the run log
+        with self._lock:
+            taken = {r[0] for r in self._conn().execute(
+                "SELECT run_id FROM dream_runs WHERE run_id = ? OR run_id LIKE ?", (base, base + "-%"))}
+        if base not in taken:
+            return base
+        n = 2
+        while f"{base}-{n}" in taken:
+            n += 1
+        return f"{base}-{n}"
+
+    def last_run(self, agent: str, *, owner: str | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn().execute(
+                "SELECT * FROM dream_runs WHERE agent=? AND owner=? ORDER BY started_at DESC, rowid DESC LIMIT 1",
+                (agent, owner or ""),
+            ).fetchone()
+        return dict(row) if row else None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
