@@ -34,12 +34,13 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, chunk_file, daily_date, file_kind, scopes_of
+from mateclaw_mem.index.sources import LoggedMessage, MessageSource
 from mateclaw_mem.index.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -52,33 +53,6 @@ _BATCH_FILES = 200
 _AUTOMERGE = 4  # FTS5's default: what ingests after a rebuild run with
 _READ_RETRIES = 6
 _SWAP_ERRORS = ("vtable constructor failed", "no such table", "database schema has changed")
-
-
-class LoggedMessage(Protocol):
-    """What the index needs of a conversation-log message (`conversations.log.StoredMessage`)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def agent(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def ts_ms(self) -> int: ...
-    @property
-    def memoryless(self) -> bool: ...
-
-
-class MessageSource(Protocol):
-    """The conversation log as the index reads it (`ConversationLog` fits)."""
-
-    def since(self, after_id: int, *, limit: int = 1000) -> list[LoggedMessage]: ...  # type: ignore[misc]
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from typing import Protocol
 
 from mateclaw_mem.db import connect
 from mateclaw_mem.index.lexicon import related
+from mateclaw_mem.index.sources import LoggedMessage, MessageSource
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 
 _SCHEMA = """
@@ -67,34 +68,6 @@ _SPEAKER_RE = re.compile(r"^([^\s:?!.,][^:?!\n]{0,39}?):\s+(?=\S)")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-
-
-class LoggedMessage(Protocol):
-    """A message as the log stores it (`conversations.log.StoredMessage` fits)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def agent(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def content(self) -> str: ...
-    @property
-    def ts_ms(self) -> int: ...
-
-
-class MessageSource(Protocol):
-    """What the index needs from the conversation log (`conversations.log.ConversationLog` fits).
-
-    A protocol rather than an import: `index/` sits below `conversations/` in the layer order.
-    """
-
-    def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
 
 
 class StoredFact(Protocol):

@@ -1,0 +1,33 @@
+"""What the indexes read from the conversation log, as protocols.
+
+Protocols rather than imports: `index/` sits below `conversations/` in the layer order, and
+`conversations.log.ConversationLog` / `StoredMessage` fit them as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class LoggedMessage(Protocol):
+    @property
+    def id(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def ts_ms(self) -> int: ...
+    @property
+    def memoryless(self) -> bool: ...
+
+
+class MessageSource(Protocol):
+    def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
