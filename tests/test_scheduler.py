@@ -169,3 +169,29 @@ def test_real_background_scheduler_catches_up_at_start(services: Services, clock
     assert dream_entries(services) == 1
     assert services.dreaming.status("default")["next_run"] == "2026-12-02T03:00:00+01:00"
 
+
+
+def test_with_owner_isolation_each_owner_dreams_on_schedule(tmp_path, clock) -> None:
+    from mateclaw_mem.settings import load_settings
+    from tests.test_dreaming import WEEK
+
+    cfg = tmp_path / "iso.yaml"
+    cfg.write_text("timezone: Europe/Berlin\nowner-isolation: true\n", encoding="utf-8")
+    svc = Services(load_settings(cfg, tmp_path / "iso-ws"), clock)
+    try:
+        svc.store.ensure_agent("default")
+        owner = "bench:alice"  # an AML-style key with ':' in it
+        svc.store.ensure_agent("default", owner=owner)
+        for when, title, body in WEEK:
+            svc.store.append_daily("default", title, body, actor="extraction", when=when, owner=owner)
+        clock.set(at(2026, 11, 30, 22, 0))
+        assert svc.scheduler.tick("dreaming") == []  # first sight: coverage starts now
+        clock.set(at(2026, 12, 1, 3, 0, 0))
+        ran = dict(svc.scheduler.tick("dreaming"))
+        assert set(ran) == {"dreaming:default", "dreaming:default:bench%3Aalice"}
+        assert ran["dreaming:default:bench%3Aalice"].startswith("done")
+        personal = svc.store.read("default", "MEMORY.md", owner=owner).text
+        assert "Project Atlas deadline: December 15" in personal
+        assert "Project Atlas" not in svc.store.read("default", "MEMORY.md").text  # nothing leaks to shared
+    finally:
+        svc.close()

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
 
 from mateclaw_mem.cron import parse_cron
 from mateclaw_mem.db import connect
@@ -135,7 +136,7 @@ class Scheduler:
         mem = s.mate.memory
         if mem.emergence_enabled:
             self.jobs["dreaming"] = _Job("dreaming", s.dreaming.cron, cron_trigger(s.dreaming.cron, tz),
-                                         self._run_dreaming, lambda: [f"dreaming:{a}" for a in self._agents()])
+                                         self._run_dreaming, lambda: self._units("dreaming"))
         if mem.structured_consolidation_enabled:
             cron = mem.structured_consolidation_cron
             self.jobs["structured_consolidation"] = _Job(
@@ -143,15 +144,27 @@ class Scheduler:
                 lambda: ["structured_consolidation"])
         self.jobs["archive_rotation"] = _Job(
             "archive_rotation", s.dreaming.archive_rotation_cron, cron_trigger(s.dreaming.archive_rotation_cron, tz),
-            self._run_rotation, lambda: [f"archive_rotation:{a}" for a in self._agents()])
+            self._run_rotation, lambda: self._units("archive_rotation"))
 
-    def _agents(self) -> list[str]:
-        return self.services.store.agents()
+    def _units(self, job: str) -> list[str]:
+        """One unit per agent, plus one per owner's personal memory when owner isolation is on:
+        `job:agent` and `job:agent:owner` (the owner percent-encoded, so it never holds a ':')."""
+        store = self.services.store
+        units = []
+        for agent in store.agents():
+            units.append(f"{job}:{agent}")
+            units.extend(f"{job}:{agent}:{quote(owner, safe='')}" for owner in store.owners(agent))
+        return units
+
+    @staticmethod
+    def _target(unit: str) -> tuple[str, str | None]:
+        parts = unit.split(":")
+        return parts[1], (unquote(parts[2]) if len(parts) > 2 else None)
 
     def _run_dreaming(self, unit: str, trigger: str) -> str:
-        agent = unit.split(":", 1)[1]
+        agent, owner = self._target(unit)
         try:
-            out = self.services.dreaming.dream(agent, trigger=trigger)
+            out = self.services.dreaming.dream(agent, owner=owner, trigger=trigger)
         except BusyError:
             return "busy (a manual run holds the lock)"
         return f"{out.status}: {out.reason}"
@@ -166,8 +179,8 @@ class Scheduler:
                 f"{summary.get('updated', 0)} updated")
 
     def _run_rotation(self, unit: str, trigger: str) -> str:
-        agent = unit.split(":", 1)[1]
-        result = self.services.dreaming.rotate(agent)
+        agent, owner = self._target(unit)
+        result = self.services.dreaming.rotate(agent, owner=owner)
         return f"done: {len(result['daily_notes_archived'])} note(s) archived"
 
     # -- bookkeeping -----------------------------------------------------------------------------

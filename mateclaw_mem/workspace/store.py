@@ -170,6 +170,13 @@ class WorkspaceStore:
                     out.append(check_agent(p.name))
         return out
 
+    def owners(self, agent: str) -> list[str]:
+        """Owner keys with personal memory under this agent (empty unless owner isolation is on)."""
+        base = self.root / check_agent(agent) / "owners"
+        if not self.owner_isolation or not base.is_dir():
+            return []
+        return sorted(unquote(p.name) for p in base.iterdir() if p.is_dir())
+
     def ceiling_for(self, rel: str) -> int:
         return self.ceilings.get(rel, 0)
 
