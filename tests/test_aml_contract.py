@@ -323,3 +323,27 @@ def test_missing_key_is_401_and_wrong_key_is_403_without_leaking(keyed: httpx.Cl
     # Nothing was stored by the refused add.
     ok = {"X-Api-Key": KEY.encode()}
     assert keyed.post("/v1/aml/search", json=search_body, headers=ok).json() == {"data": []}
+
+
+def test_full_reindex_rebuilds_the_add_search_index_from_the_log(tmp_path) -> None:
+    from mateclaw_mem.conversations.aml import AmlMessage
+    from mateclaw_mem.runtime.index_wiring import reindex
+    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.settings import load_settings
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("timezone: UTC\n", encoding="utf-8")
+    svc = Services(load_settings(cfg, tmp_path / "ws"))
+    try:
+        svc.aml.add("r1", "u1", "s1", [AmlMessage(role="user", content="I adopted a greyhound named Comet")])
+        import sqlite3
+
+        with sqlite3.connect(tmp_path / "ws" / ".mateclaw" / "messages.db") as damaged:  # behind its back
+            damaged.executescript("DELETE FROM docs; DELETE FROM fts;")
+        assert svc.aml.search("greyhound", "u1", 5) == []
+        report = reindex(svc)
+        assert report["aml_messages"] == 1
+        hits = svc.aml.search("greyhound", "u1", 5)
+        assert [h.content.endswith("I adopted a greyhound named Comet") for h in hits] == [True]
+    finally:
+        svc.close()

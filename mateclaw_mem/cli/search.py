@@ -49,6 +49,8 @@ def cmd_reindex(ctx: CliContext) -> int:
         progress.done()
     what = f"agent {report['agent']}: {report['files']} files" if "agent" in report else (
         f"{report['files']} files, {report['chunks']} chunks, {report['messages']} messages")
+    if "aml_messages" in report:
+        what += f"; Add/Search index: {report['aml_messages']} messages and facts"
     lines = [f"reindexed {what}"] + [f"skipped {s}" for s in report.get("skipped", [])]
     ctx.emit(report, "\n".join(lines))
     return 0

@@ -113,8 +113,13 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
         return {"agent": agent, "files": len(files), "removed": len(report.removed)}
     built = index.rebuild(services.log, progress=progress)
     report = reconcile(index)
-    return {"files": built.files, "chunks": built.chunks, "messages": built.messages, "skipped": built.skipped,
-            "changed_during_rebuild": report.touched}
+    out = {"files": built.files, "chunks": built.chunks, "messages": built.messages, "skipped": built.skipped,
+           "changed_during_rebuild": report.touched}
+    if (services.settings.state_dir / "messages.db").exists():
+        # The Add/Search message index is derived from the same log: a full reindex rebuilds it too.
+        facts = services.aml.facts.store if services.aml.facts is not None else None
+        out["aml_messages"] = services.message_index.rebuild(services.log, facts)
+    return out
 
 
 def index_status(services: Services) -> dict:
