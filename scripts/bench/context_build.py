@@ -20,31 +20,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
+
 from mateclaw_mem.clock import SystemClock
 from mateclaw_mem.memory.context import ContextService
 from mateclaw_mem.memory.structured import TYPES, StructuredMemory, search_relevance
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
-
-WORDS = ["garden", "tomato", "python", "sqlite", "berlin", "coffee", "running", "sunday", "meeting", "budget",
-         "invoice", "travel", "kyoto", "train", "music", "jazz", "piano", "daughter", "school", "dentist", "report",
-         "deadline", "release", "server"]
-ZH = "用户喜欢周日早上跑步咖啡花园项目预算会议旅行音乐钢琴学校报告发布服务器"
-
-
-def _sentence(rng: random.Random, i: int) -> str:
-    if i % 4 == 3:
-        return "".join(rng.choice(ZH) for _ in range(rng.randint(12, 30)))
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
-
-
-def _fill(title: str, size: int, rng: random.Random) -> str:
-    out = [f"# {title}\n"]
-    n = 0
-    while sum(map(len, out)) < size - 200:
-        out.append(f"\n## Section {n}\n\n" + "".join(f"- {_sentence(rng, j)}\n" for j in range(6)))
-        n += 1
-    return "".join(out)
 
 
 def build_workspace(root: Path, entries: int, daily: int) -> Services:
@@ -54,14 +36,14 @@ def build_workspace(root: Path, entries: int, daily: int) -> Services:
     store = services.store
     store.ensure_agent("default")
     rng = random.Random(7)
-    store.write("default", "PROFILE.md", _fill("PROFILE.md", 4000, rng), expected_sha=None, actor="person")
-    store.write("default", "MEMORY.md", _fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")
+    store.write("default", "PROFILE.md", fill("PROFILE.md", 4000, rng), expected_sha=None, actor="person")
+    store.write("default", "MEMORY.md", fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")
     for d in range(daily):
         store.write("default", f"memory/2026-{1 + d // 28:02d}-{1 + d % 28:02d}.md",
-                    "---\nenabled: false\n---\n" + _fill("day", 1500, rng), expected_sha="", actor="person")
+                    "---\nenabled: false\n---\n" + fill("day", 1500, rng), expected_sha="", actor="person")
     per_type = entries // len(TYPES)
     for t in TYPES:
-        body = "".join(f"## {t}-{i}\n{_sentence(rng, i)}\n> Source: bench | Updated: 2026-{1 + i % 12:02d}-"
+        body = "".join(f"## {t}-{i}\n{sentence(rng, i)}\n> Source: bench | Updated: 2026-{1 + i % 12:02d}-"
                        f"{1 + i % 28:02d}\n\n" for i in range(per_type))
         store.write("default", f"structured/{t}.md", "---\nenabled: false\n---\n" + body, expected_sha="",
                     actor="person")
@@ -93,14 +75,18 @@ def main() -> None:
         via_search = StructuredMemory(services.store, services.clock, max_chars=4000, max_entries_per_type=40,
                                       relevance=search_relevance(lambda: services.search))
         ctx_search = ContextService(services.store, via_search, ctx_overlap.window, log=services.log)
+        # Assembly alone: the same wiring without the provider prefetch stage (two keyword searches).
+        ctx_no_prefetch = ContextService(services.store, services.structured, ctx_overlap.window, log=services.log)
         built = ctx_overlap.build("default", query=query, history=history)
         print(f"workspace: {args.entries} structured entries, {args.daily} daily notes; prompt ~{built.tokens} tokens,"
               f" structured block {len(built.structured.text)} chars ({built.structured.omitted_total} left out),"
               f" {len(built.relevant)} relevant entries")
         print(f"{'configuration':<52}{'median ms':>10}{'p90 ms':>10}")
         rows = [
-            ("build, query, relevance by token overlap (wired)", lambda: ctx_overlap.build("default", query=query,
+            ("build, query, as wired (with prefetch)", lambda: ctx_overlap.build("default", query=query,
                                                                                           history=history)),
+            ("build, query, assembly only (no prefetch)", lambda: ctx_no_prefetch.build("default", query=query,
+                                                                                        history=history)),
             ("build, query, relevance via the search index", lambda: ctx_search.build("default", query=query,
                                                                                      history=history)),
             ("build, no query", lambda: ctx_overlap.build("default", history=history)),

@@ -18,6 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
+
 from mateclaw_mem.clock import SystemClock
 from mateclaw_mem.conversations.log import NewMessage
 from mateclaw_mem.memory.context import ContextService
@@ -25,26 +27,6 @@ from mateclaw_mem.providers.conversation_hits import ConversationHitsProvider
 from mateclaw_mem.providers.search_hits import SearchHitsProvider
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
-
-WORDS = ["garden", "tomato", "python", "sqlite", "berlin", "coffee", "running", "sunday", "meeting", "budget",
-         "invoice", "travel", "kyoto", "train", "music", "jazz", "piano", "daughter", "school", "dentist", "report",
-         "deadline", "release", "server"]
-ZH = "用户喜欢周日早上跑步咖啡花园项目预算会议旅行音乐钢琴学校报告发布服务器"
-
-
-def _sentence(rng: random.Random, i: int) -> str:
-    if i % 4 == 3:
-        return "".join(rng.choice(ZH) for _ in range(rng.randint(12, 30)))
-    return " ".join(rng.choice(WORDS) for _ in range(rng.randint(6, 18))).capitalize() + "."
-
-
-def _fill(title: str, size: int, rng: random.Random) -> str:
-    out = [f"# {title}\n"]
-    n = 0
-    while sum(map(len, out)) < size - 200:
-        out.append(f"\n## Section {n}\n\n" + "".join(f"- {_sentence(rng, j)}\n" for j in range(6)))
-        n += 1
-    return "".join(out)
 
 
 def build(root: Path, daily: int, messages: int) -> Services:
@@ -54,14 +36,14 @@ def build(root: Path, daily: int, messages: int) -> Services:
     store = services.store
     store.ensure_agent("default")
     rng = random.Random(7)
-    store.write("default", "MEMORY.md", _fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")
+    store.write("default", "MEMORY.md", fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")
     for d in range(daily):
-        store.write("default", f"memory/2026-{1 + d // 28:02d}-{1 + d % 28:02d}.md", _fill("day", 1500, rng),
+        store.write("default", f"memory/2026-{1 + d // 28:02d}-{1 + d % 28:02d}.md", fill("day", 1500, rng),
                     expected_sha=None, actor="person")
     t0 = 1_764_000_000_000
     for i in range(messages):
         services.log.append("default", f"c{i % 100}", [NewMessage("user" if i % 2 == 0 else "assistant",
-                                                                  _sentence(rng, i))], now_ms=t0 + i * 60_000)
+                                                                  sentence(rng, i))], now_ms=t0 + i * 60_000)
     services.search.search("warm up the index", record=False)
     return services
 
