@@ -9,7 +9,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 
@@ -36,3 +36,27 @@ def immediate(conn: sqlite3.Connection, lock: threading.RLock | threading.Lock) 
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+class SharedConnection:
+    """One connection shared by this process's threads behind a lock, its schema created on open.
+
+    One connection rather than one per thread: every operation is a few milliseconds and SQLite
+    serialises writers anyway; across processes, BEGIN IMMEDIATE plus the busy timeout keeps
+    writers from interleaving. Subclasses read with `self._conn` under `self._lock` and write in
+    `with self._write() as conn:`.
+    """
+
+    def __init__(self, db_path: Path, schema: str) -> None:
+        self.path = db_path
+        self._lock = threading.RLock()
+        self._conn = connect(db_path)
+        with self._lock:
+            self._conn.executescript(schema)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate(self._conn, self._lock)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.message_index import MessageIndex, split_speaker
 from mateclaw_mem.llm.client import ModelClient
@@ -86,15 +86,11 @@ class FactJob:
     error: str | None
 
 
-class FactStore:
+class FactStore(SharedConnection):
     """Facts and extraction jobs in log.db. Thread-safe: one connection behind a lock."""
 
     def __init__(self, db_path: Path) -> None:
-        self.path = db_path
-        self._lock = threading.RLock()
-        self._conn = connect(db_path)
-        with self._lock:
-            self._conn.executescript(_SCHEMA)
+        super().__init__(db_path, _SCHEMA)
 
     def enqueue(
         self, request_id: str, agent: str, owner: str, conversation_id: str, message_ids: list[int], *, now_ms: int
@@ -170,9 +166,6 @@ class FactStore:
             out["facts"] = self._conn.execute("SELECT COUNT(*) AS n FROM aml_facts").fetchone()["n"]
         return out
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 def _job(r: sqlite3.Row) -> FactJob:

@@ -12,12 +12,10 @@ retry can append the messages a second time.
 from __future__ import annotations
 
 import sqlite3
-import threading
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mateclaw_mem.db import connect, immediate
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import ConflictError
 
 _SCHEMA = """
@@ -93,7 +91,7 @@ def _row_to_message(row: sqlite3.Row) -> StoredMessage:
     )
 
 
-class ConversationLog:
+class ConversationLog(SharedConnection):
     """Append-only message log. Thread-safe: one connection guarded by a lock.
 
     One connection rather than one per thread because every operation is a few milliseconds and
@@ -102,14 +100,7 @@ class ConversationLog:
     """
 
     def __init__(self, db_path: Path) -> None:
-        self.path = db_path
-        self._lock = threading.RLock()
-        self._conn = connect(db_path)
-        with self._lock:
-            self._conn.executescript(_SCHEMA)
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return immediate(self._conn, self._lock)
+        super().__init__(db_path, _SCHEMA)
 
     def _insert(
         self,
@@ -297,6 +288,3 @@ class ConversationLog:
             "last_id": row["last_id"] or 0,
         }
 
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()

@@ -14,14 +14,11 @@ Versions come from three places, all idempotent (a hash is registered once, firs
 
 from __future__ import annotations
 
-import sqlite3
-import threading
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.db import connect, immediate
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.workspace.store import ALWAYS_ON, sha256
@@ -73,22 +70,11 @@ def _order(meta: dict[str, Any], rel: str) -> int:
     return ALWAYS_ON.index(rel)
 
 
-class HarnessLineage:
+class HarnessLineage(SharedConnection):
     def __init__(self, store: WorkspaceStore, db_path: Path, clock: Clock) -> None:
         self.store = store
         self.clock = clock
-        self.path = db_path
-        self._lock = threading.RLock()
-        self._conn = connect(db_path)
-        with self._lock:
-            self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return immediate(self._conn, self._lock)
+        super().__init__(db_path, _SCHEMA)
 
     # -- the harness -------------------------------------------------------------------------
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import statistics
-import threading
-from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import connect, immediate
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 
 _SCHEMA = """
@@ -112,22 +110,11 @@ def _mode_stats(rows: list[TaskRun]) -> ModeStats:
     )
 
 
-class TaskRunLog:
+class TaskRunLog(SharedConnection):
     """Thread-safe: one connection behind a lock (the ConversationLog pattern)."""
 
     def __init__(self, db_path: Path) -> None:
-        self.path = db_path
-        self._lock = threading.RLock()
-        self._conn = connect(db_path)
-        with self._lock:
-            self._conn.executescript(_SCHEMA)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return immediate(self._conn, self._lock)
+        super().__init__(db_path, _SCHEMA)
 
     @staticmethod
     def _next_seq(conn: sqlite3.Connection) -> int:
