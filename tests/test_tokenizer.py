@@ -65,3 +65,18 @@ def test_term_spans_finds_exactly_what_token_spans_yields_for_those_terms() -> N
         expected = sorted((s for s in spans if s[0] in terms), key=lambda s: (s[1], s[2]))
         assert term_spans(text, terms) == expected, terms
     assert [s[1] for s in term_spans(text, {"run"}, per_term=2)] == [text.index("RAN"), text.index("running")]
+
+
+def test_derived_forms_meet_their_base_word() -> None:
+    # Porter2's derivational rules: "adoption" answers a question about adopting.
+    for group in (["adopt", "adoption", "adopted"], ["generous", "generously"], ["promote", "promotion", "promoted"]):
+        stems = {tokenize(w)[0] for w in group}
+        assert len(stems) == 1, (group, stems)
+    assert tokenize("children") == tokenize("child") and tokenize("dying") == tokenize("die")
+
+
+def test_highlighting_finds_irregular_and_y_to_i_forms() -> None:
+    text = "He was dying to see the children, and she happily agreed."
+    want = token_spans(text)
+    for token, start, end in want:
+        assert (token, start, end) in term_spans(text, {token}), (token, text[start:end])

@@ -41,7 +41,7 @@ from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, chunk_file, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.sources import LoggedMessage, MessageSource
-from mateclaw_mem.index.tokenizer import tokenize
+from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -185,6 +185,23 @@ class FileIndex:
             self._w.executescript(_STATIC)
             if not self._table_exists(self._w, "files"):
                 self._w.executescript(_schema(""))
+            if self._w.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+                with self._tx() as conn:
+                    self._set_tokenizer(conn)
+
+    @staticmethod
+    def _set_tokenizer(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('tokenizer', ?)", (TOKENIZER_VERSION,))
+
+    def stale_tokenizer(self) -> str | None:
+        """The tokenizer this index was built with when it is not the current one (its tokens
+        would silently miss the current query tokens: rebuild), else None."""
+        row = self._reader().execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()
+        if row is not None and row["value"] == TOKENIZER_VERSION:
+            return None
+        if self._reader().execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
+            return None
+        return row["value"] if row is not None else "unversioned"
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -540,6 +557,7 @@ class FileIndex:
                 "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)", (str(watermark),)
             )
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rebuilt_ms', ?)", (str(self._now_ms()),))
+            self._set_tokenizer(conn)
             self.mark_synced(conn)
         # Give back the dropped tables' pages and the WAL the build grew (both as large as the index).
         with self._write_lock:

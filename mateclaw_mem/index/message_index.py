@@ -38,7 +38,7 @@ from typing import Protocol
 from mateclaw_mem.db import connect
 from mateclaw_mem.index.lexicon import related
 from mateclaw_mem.index.sources import LoggedMessage, MessageSource
-from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
+from mateclaw_mem.index.tokenizer import STOPWORDS, TOKENIZER_VERSION, tokenize
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -195,7 +195,7 @@ class Ranking:
     # With two speakers named, only those named as subjects (not as "X's") get the speaker boost.
     possessive_rule: bool = True
     drop_speaker_names: bool = True  # speaker names are not search terms (see `search`)
-    when_boost: float = 1.2  # a "when"/"how long" question and a turn that mentions time
+    when_boost: float = 1.5  # a "when"/"how long" question and a turn that mentions time
     # Answer types: "how many" wants a number, "who"/"where" a name (other than the speakers').
     count_boost: float = 1.2
     name_boost: float = 1.2
@@ -375,8 +375,29 @@ class MessageIndex:
         self._writes = 0  # commits through this connection (data_version only counts others')
         with self._lock:
             self._conn.executescript(_SCHEMA)
+            if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
+                self._set_tokenizer()
 
     # ------------------------------------------------------------------ indexing
+
+    def _set_tokenizer(self) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('tokenizer', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (TOKENIZER_VERSION,),
+            )
+
+    def stale_tokenizer(self) -> str | None:
+        """The tokenizer this index was built with when it is not the current one (its tokens
+        would silently miss the current query tokens: rebuild), else None."""
+        with self._lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()
+            if row is not None and row["value"] == TOKENIZER_VERSION:
+                return None
+            if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
+                return None
+            return row["value"] if row is not None else "unversioned"
 
     def watermark(self) -> int:
         with self._lock:
@@ -415,6 +436,7 @@ class MessageIndex:
         with self._lock:
             self._conn.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;")
             self._conn.executescript(_SCHEMA)
+            self._set_tokenizer()
             self._views.clear()
             self._writes += 1
             done = self.sync(log)

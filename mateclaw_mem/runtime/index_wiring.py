@@ -7,8 +7,13 @@ import logging
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
+
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mateclaw_mem.index.file_index import FileIndex
+    from mateclaw_mem.index.message_index import MessageIndex
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.runtime.services import Services
     from mateclaw_mem.runtime.watcher import Watcher
@@ -23,7 +28,42 @@ def build_file_index(services: Services) -> FileIndex:
 
     index = FileIndex(services.settings.state_dir / INDEX_DB, services.store, services.clock)
     services.on_close(index)
+    _retokenize(services, "search index", index, lambda: index.rebuild(services.log))
     return index
+
+
+def build_message_index(services: Services) -> MessageIndex:
+    from mateclaw_mem.conversations.facts import FactStore
+    from mateclaw_mem.index.message_index import MessageIndex
+
+    index = MessageIndex(services.settings.state_dir / "messages.db")
+    services.on_close(index)
+
+    def rebuild() -> None:
+        facts = FactStore(services.settings.state_dir / "log.db")
+        try:
+            index.rebuild(services.log, facts)
+        finally:
+            facts.close()
+
+    _retokenize(services, "Add/Search message index", index, rebuild)
+    return index
+
+
+def _retokenize(services: Services, name: str, index: FileIndex | MessageIndex, rebuild: Callable[[], object]) -> None:
+    """Rebuild an index whose tokens came from another tokenizer version (an upgrade changed the
+    stemmer, say): its terms would silently stop matching queries. Both indexes are derived data,
+    so this loses nothing. One process does it; the others wait and then find it current."""
+    if index.stale_tokenizer() is None:
+        return
+    from filelock import FileLock
+
+    with FileLock(str(services.settings.state_dir / "retokenize.lock")):
+        old = index.stale_tokenizer()
+        if old is None:
+            return
+        log.warning("the %s was built with tokenizer %s; rebuilding it for %s", name, old, TOKENIZER_VERSION)
+        rebuild()
 
 
 def on_store_write(services: Services, event: WriteEvent) -> None:

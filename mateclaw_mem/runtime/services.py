@@ -93,12 +93,8 @@ class Services:
 
     @cached_property
     def message_index(self) -> MessageIndex:
-        from mateclaw_mem.index.message_index import MessageIndex
-
         with self._lock:
-            index = MessageIndex(self.settings.state_dir / "messages.db")
-            self.on_close(index)
-            return index
+            return _index_wiring().build_message_index(self)
 
     @cached_property
     def aml(self) -> AmlService:
