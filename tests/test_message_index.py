@@ -168,3 +168,30 @@ def test_with_few_matches_the_results_are_padded_with_surrounding_turns(tmp_path
     assert len(index.search("aml", "u1", "Biscuit", limit=2)) == 2
     for x in (index, log):
         x.close()
+
+
+def test_a_speakers_follow_up_across_the_others_reaction_inherits_from_its_thread(tmp_path: Path) -> None:
+    # "How does Jon feel about ...?" is answered by Jon's "Excited ..." two turns after the turn that
+    # names the studio; it shares no word with the question. It rises above a turn that only shares
+    # "feel", but never above the turn it inherits from.
+    session = [
+        "Jon: The opening night of my dance studio is tomorrow.",
+        "Gina: Wow! Are you nervous?",
+        "Jon: Excited, and ready to give it my best.",
+    ]
+    other = ["Gina: I feel like a walk in the park.", "Jon: Sure, sounds nice."]
+    query = "How does Jon feel about the opening night of his dance studio?"
+    order = {}
+    for name, ranking in (("thread", Ranking()), ("none", replace(Ranking(), thread_weight=0.0))):
+        log = ConversationLog(tmp_path / f"{name}-log.db")
+        index = MessageIndex(tmp_path / f"{name}.db", ranking)
+        _append(log, "u1", "s1", session, 0)
+        _append(log, "u1", "s2", other, 100)
+        index.sync(log)
+        order[name] = [h.content for h in index.search("aml", "u1", query, limit=10)]
+        for x in (index, log):
+            x.close()
+    for name, got in order.items():
+        assert got[0] == session[0], name
+    assert order["thread"].index(session[2]) < order["thread"].index(other[0])
+    assert order["none"].index(session[2]) > order["none"].index(other[0])

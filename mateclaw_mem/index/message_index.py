@@ -202,6 +202,11 @@ class Ranking:
     option_weight: float = 0.3  # multiple-choice texts: hints, not the question
     session_weight: float = 0.3  # boost for turns of the sessions that match best overall
     neighbour_weight: float = 0.3  # share of the best neighbouring turn's score a turn inherits
+    # Share a turn inherits from the same speaker's turn two steps away - the speaker's own thread
+    # across the other's reaction ("I opened my studio!" / "How do you feel?" / "Excited!"). Such a
+    # turn never overtakes the one it inherits from. LoCoMo dev: Hit@10 +8 on the tune half, +1 on
+    # the confirm half, MRR up on both.
+    thread_weight: float = 0.4
     prf_docs: int = 5  # pseudo-relevance feedback: expand from the top N turns...
     prf_terms: int = 10  # ...with this many of their strongest terms...
     prf_weight: float = 0.15  # ...each weighted this much relative to a query term
@@ -705,18 +710,8 @@ class MessageIndex:
                 for i, v in more.items():
                     raw[i] = raw.get(i, 0.0) + v
                 by_id = self._boosted(view, raw, boosted, when, count, known_names, r)
-        if r.neighbour_weight:
-            # A turn in the middle of the right exchange inherits part of its best neighbour's score:
-            # conversations answer across turns ("Did you like it?" / "Loved it, the ending...").
-            inherited: dict[int, float] = {}
-            for i, sc in by_id.items():
-                d = view.by_id[i]
-                for j in (d.prev, d.next):
-                    if j is not None and inherited.get(j, 0.0) < sc:
-                        inherited[j] = sc
-            nw = r.neighbour_weight
-            for j, sc in inherited.items():
-                by_id[j] = by_id.get(j, 0.0) + nw * sc
+        if r.neighbour_weight or r.thread_weight:
+            by_id = self._inherit(view, by_id, r)
         if r.session_weight and by_id:
             # A session that talks about the topic at length is where the answer most likely is.
             per_session: dict[str, list[float]] = {}
@@ -727,6 +722,30 @@ class MessageIndex:
             by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
                      for i, sc in by_id.items()}
         return sorted(((sc, i) for i, sc in by_id.items() if sc > 0), key=lambda x: (-x[0], x[1]))
+
+    @staticmethod
+    def _inherit(view: _OwnerView, by_id: dict[int, float], r: Ranking) -> dict[int, float]:
+        """Scores passed along the conversation: conversations answer across turns."""
+        inherited: dict[int, float] = {}  # from the turn just before or after
+        thread: dict[int, float] = {}  # from the same speaker's turn two steps away
+        for i, sc in by_id.items():
+            d = view.by_id[i]
+            for j, step in ((d.prev, "prev"), (d.next, "next")):
+                if j is None:
+                    continue
+                if inherited.get(j, 0.0) < sc:
+                    inherited[j] = sc
+                k = getattr(view.by_id[j], step)
+                if k is not None and view.by_id[k].speaker == d.speaker and thread.get(k, 0.0) < sc:
+                    thread[k] = sc
+        out = dict(by_id)
+        for j, sc in inherited.items():
+            out[j] = out.get(j, 0.0) + r.neighbour_weight * sc
+        if r.thread_weight:
+            for k, sc in thread.items():
+                own = out.get(k, 0.0)
+                out[k] = max(own, min(own + r.thread_weight * sc, sc * 0.999))
+        return out
 
     def _padding(self, view: _OwnerView, ranked: list[tuple[float, int]], room: int) -> list[tuple[float, int]]:
         """Turns around the best hits that matched nothing, after every matching turn.
