@@ -114,6 +114,10 @@ class Daemon:
         if self._has("scheduler"):
             for job, when in self.services.scheduler.next_runs().items():
                 log.info("next run: %s at %s", job, when or "never (disabled)")
+        if (settings.state_dir / "messages.db").exists() and self._has("message_index"):
+            # Opening it rebuilds an index left by another tokenizer version: here, not inside the
+            # first Add/Search request.
+            _ = self.services.message_index
         if sock is not None:
             self._start_http(sock)
 

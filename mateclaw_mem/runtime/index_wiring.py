@@ -178,6 +178,7 @@ def index_status(services: Services) -> dict:
         "files_on_disk": on_disk,
         "chunks": counts["chunks"],
         "messages": counts["messages"],
+        "tokenizer": TOKENIZER_VERSION,
         "last_sync": datetime.fromtimestamp(last / 1000, tz).isoformat(timespec="seconds") if last else None,
         "size_bytes": path.stat().st_size if path.exists() else 0,
     }

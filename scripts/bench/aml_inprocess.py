@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   got : {t[:160]}")
     if args.out:
         keep = ("qid", "category", "n_items", "tokens_returned", "first_hit_rank", "recall@2k", "evidence_ranks",
-                "question", "evidence_text")
+                "question", "evidence_text", "top")
         Path(args.out).write_text(json.dumps([{k: r[k] for k in keep} for r in rows]))
     return 0
 
