@@ -6,6 +6,8 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.message_index import MessageIndex, Ranking
 
@@ -195,3 +197,29 @@ def test_a_speakers_follow_up_across_the_others_reaction_inherits_from_its_threa
         assert got[0] == session[0], name
     assert order["thread"].index(session[2]) < order["thread"].index(other[0])
     assert order["none"].index(session[2]) > order["none"].index(other[0])
+
+
+def test_a_reaction_repeating_a_statement_counts_less_but_an_answer_repeating_a_question_does_not(
+    tmp_path: Path,
+) -> None:
+    session = [
+        "Jon: I finally opened my own dance studio downtown last week, it was a long road.",
+        "Gina: Wow, your own dance studio! So cool.",
+        "Gina: How is the clothing store going?",
+        "Jon: The clothing store is going fine.",
+    ]
+    scores = {}
+    for name, ranking in (("echo", Ranking()), ("none", replace(Ranking(), echo_penalty=0.0))):
+        log = ConversationLog(tmp_path / f"{name}-log.db")
+        index = MessageIndex(tmp_path / f"{name}.db", ranking)
+        _append(log, "u1", "s1", session, 0)
+        index.sync(log)
+        dance = {h.content: h.score for h in index.search("aml", "u1", "dance studio", limit=4)}
+        store = {h.content: h.score for h in index.search("aml", "u1", "clothing store going", limit=4)}
+        scores[name] = (dance[session[1]] / dance[session[0]], store[session[3]] / store[session[2]])
+        for x in (index, log):
+            x.close()
+    # Gina's reaction repeats Jon's statement: it loses ground against it...
+    assert scores["echo"][0] < 0.9 * scores["none"][0]
+    # ...while Jon's answer repeating Gina's question keeps its standing against the question.
+    assert scores["echo"][1] == pytest.approx(scores["none"][1], rel=0.01)

@@ -188,6 +188,9 @@ class Ranking:
     # little (they add recall but blur which turn of an exchange is the answer).
     weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.5})
     question_penalty: float = 0.6  # a turn that only asks rarely holds the answer
+    # Down-weighting by `_Doc.echo` (score x (1 - echo_penalty x echo)). LoCoMo dev: Hit@1 +4/+2
+    # and MRR up on both halves, Hit@10 -2 on the tune half and +6 on the confirm half.
+    echo_penalty: float = 0.4
     # "share": the penalty scales with how much of the turn is asking ("Oscar, my guinea pig. How
     # are yours?" is mostly an answer); "last": all or nothing on whether the turn ends with '?'.
     question_mode: str = "share"
@@ -271,6 +274,20 @@ class _Doc:
     ts_ms: int
     prev: int | None = None  # neighbouring turns of the same conversation (set by the view)
     next: int | None = None
+    # Share of its content words this turn repeats from the other speaker's statement just before
+    # it ("Wow, a dance studio!" after "I opened a dance studio"): a reaction, not where it was said.
+    echo: float = 0.0
+
+
+def _echo(d: _Doc, prev: _Doc) -> float:
+    # Repeating a *question's* words is how an answer starts ("How's the store?" / "The store's
+    # doing great"): only a statement's words make a reaction.
+    if prev.speaker == d.speaker or prev.question_share >= 0.5:
+        return 0.0
+    mine = [t for t, c in d.tf.items() if c[0] and t not in STOPWORDS]
+    if not mine:
+        return 0.0
+    return sum(1 for t in mine if t in prev.tf and prev.tf[t][0]) / len(mine)
 
 
 class _OwnerView:
@@ -337,6 +354,8 @@ class _OwnerView:
                 self.tail[d.conversation_id] = d.id
                 self.last_id = d.id
             self.by_id[d.id] = d
+            if d.prev is not None:
+                d.echo = _echo(d, self.by_id[d.prev])
             self._add_stats(d)
             if d.speaker and d.speaker not in self.speakers:
                 self.speakers[d.speaker] = frozenset(tokenize(d.speaker))
@@ -804,6 +823,8 @@ class MessageIndex:
                 s *= 1.0 - (1.0 - r.question_penalty) * d.question_share
             elif d.is_question:
                 s *= r.question_penalty
+            if d.echo:
+                s *= 1.0 - r.echo_penalty * d.echo
             if d.speaker in named:
                 s *= r.speaker_boost
             if when and d.has_time:
