@@ -745,25 +745,35 @@ class MessageIndex:
     @staticmethod
     def _inherit(view: _OwnerView, by_id: dict[int, float], r: Ranking) -> dict[int, float]:
         """Scores passed along the conversation: conversations answer across turns."""
+        docs = view.by_id
         inherited: dict[int, float] = {}  # from the turn just before or after
         thread: dict[int, float] = {}  # from the same speaker's turn two steps away
+        with_thread = bool(r.thread_weight)
         for i, sc in by_id.items():
-            d = view.by_id[i]
-            for j, step in ((d.prev, "prev"), (d.next, "next")):
-                if j is None:
-                    continue
+            d = docs[i]
+            j = d.prev
+            if j is not None:
                 if inherited.get(j, 0.0) < sc:
                     inherited[j] = sc
-                k = getattr(view.by_id[j], step)
-                if k is not None and view.by_id[k].speaker == d.speaker and thread.get(k, 0.0) < sc:
+                k = docs[j].prev if with_thread else None
+                if k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
+                    thread[k] = sc
+            j = d.next
+            if j is not None:
+                if inherited.get(j, 0.0) < sc:
+                    inherited[j] = sc
+                k = docs[j].next if with_thread else None
+                if k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
                     thread[k] = sc
         out = dict(by_id)
+        nw = r.neighbour_weight
+        get = out.get
         for j, sc in inherited.items():
-            out[j] = out.get(j, 0.0) + r.neighbour_weight * sc
-        if r.thread_weight:
-            for k, sc in thread.items():
-                own = out.get(k, 0.0)
-                out[k] = max(own, min(own + r.thread_weight * sc, sc * 0.999))
+            out[j] = get(j, 0.0) + nw * sc
+        tw = r.thread_weight
+        for k, sc in thread.items():
+            own = get(k, 0.0)
+            out[k] = max(own, min(own + tw * sc, sc * 0.999))
         return out
 
     def _padding(self, view: _OwnerView, ranked: list[tuple[float, int]], room: int) -> list[tuple[float, int]]:
