@@ -223,3 +223,20 @@ def test_a_reaction_repeating_a_statement_counts_less_but_an_answer_repeating_a_
     assert scores["echo"][0] < 0.9 * scores["none"][0]
     # ...while Jon's answer repeating Gina's question keeps its standing against the question.
     assert scores["echo"][1] == pytest.approx(scores["none"][1], rel=0.01)
+
+
+def test_a_long_history_is_pruned_to_the_best_word_matches_without_changing_the_top(tmp_path: Path) -> None:
+    lines = [f"Caroline: we talked about the weather again, day {k}" for k in range(60)]
+    lines[17] = "Caroline: the pottery class about glazes was the best part of the weather talk"
+    lines[41] = "Caroline: my pottery teacher loves glazes"
+    got = {}
+    for cap in (0, 10):
+        log = ConversationLog(tmp_path / f"{cap}-log.db")
+        index = MessageIndex(tmp_path / f"{cap}.db", replace(Ranking(), max_candidates=cap))
+        _append(log, "u1", "s1", lines, 0)
+        index.sync(log)
+        got[cap] = [h.content for h in index.search("aml", "u1", "pottery glazes weather", limit=60)]
+        for x in (index, log):
+            x.close()
+    assert got[0][:2] == got[10][:2]
+    assert set(got[0][:2]) == {lines[17], lines[41]}

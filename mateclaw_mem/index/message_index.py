@@ -23,6 +23,7 @@ k1/b and computes IDF over all owners together. See `Ranking` for the knobs and 
 from __future__ import annotations
 
 import hashlib
+import heapq
 import itertools
 import math
 import re
@@ -228,6 +229,7 @@ class Ranking:
         "lexicon_down": 0.3, "lexicon_up": 0.15, "speaker_boost": 1.5,
         "neighbour_weight": 0.0,  # the heavier nb field already carries the neighbours
     })
+    max_candidates: int = 1000  # turns kept after word matching (see `_rank`); 0 = all
     pad_neighbours: int = 30  # when fewer turns match than asked for, add the surroundings of this many...
     pad_distance: int = 2  # ...up to this many turns either side
 
@@ -718,6 +720,11 @@ class MessageIndex:
                             best[i] = v
                 for i, v in best.items():
                     raw[i] = raw.get(i, 0.0) + v
+        if r.max_candidates and len(raw) > r.max_candidates:
+            # A long history: common words match thousands of turns. The steps below multiply by
+            # bounded boosts, so a turn far down the word-match order does not reach the top, and
+            # scoring only the best keeps search time flat as the history grows.
+            raw = dict(heapq.nlargest(r.max_candidates, raw.items(), key=lambda kv: kv[1]))
         by_id = self._boosted(view, raw, boosted, when, count, known_names, r)
         if r.prf_docs and r.prf_terms and r.prf_weight and by_id:
             extra = self._feedback(view, by_id, qweights, r)
@@ -817,9 +824,18 @@ class MessageIndex:
             if not sat:
                 continue
             f = qw * view.idf(t)
-            for i, v in sat.items():
-                if keep is None or i in keep:
+            if keep is None:
+                for i, v in sat.items():
                     acc[i] = get(i, 0.0) + f * v
+            elif len(keep) < len(sat):
+                for i in keep:
+                    v = sat.get(i)
+                    if v is not None:
+                        acc[i] = get(i, 0.0) + f * v
+            else:
+                for i, v in sat.items():
+                    if i in keep:
+                        acc[i] = get(i, 0.0) + f * v
         return acc
 
     def _boosted(

@@ -1,0 +1,88 @@
+"""Search latency of the Add/Search index as one user's history grows (in-process, no HTTP).
+
+The LoCoMo dev turns are replayed under a single user_id - copies get their own session ids - up to
+each size, then 200 of the dev questions are searched with top_k 100. The question set is what a
+real user asks; the history is conversational text, so common words match a large share of it.
+
+    python scripts/bench/aml_scale.py [--sizes 3000,10000,30000] [--data PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from mateclaw_mem.clock import ManualClock  # noqa: E402
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
+from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
+from mateclaw_mem.index.message_index import MessageIndex  # noqa: E402
+
+
+def turns(data: list[dict]) -> list[tuple[str, str, int]]:
+    """(session key, "Speaker: text", unix ms) for every turn, in order."""
+    out = []
+    for conv in data:
+        c = conv["conversation"]
+        n = 1
+        while f"session_{n}" in c:
+            when = datetime.strptime(c[f"session_{n}_date_time"], "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC)
+            ms = int(when.timestamp() * 1000)
+            for k, t in enumerate(c[f"session_{n}"]):
+                out.append((f"{conv['sample_id']}-{n}", f"{t['speaker']}: {t['text']}", ms + k))
+            n += 1
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=str(REPO.parent / "shared" / "bench" / "locomo" / "locomo_dev.json"))
+    ap.add_argument("--sizes", default="3000,10000,30000")
+    args = ap.parse_args()
+    data = json.loads(Path(args.data).read_text(encoding="utf-8"))
+    base = turns(data)
+    questions = [q["question"] for conv in data for q in conv["qa"]][::5][:200]
+    print(f"{'messages':>9} {'add ms/20':>10} {'search p50':>11} {'p95':>8} {'max':>8}")
+    for size in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory() as tmp:
+            log = ConversationLog(Path(tmp) / "log.db")
+            index = MessageIndex(Path(tmp) / "messages.db")
+            svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+            add_ms = []
+            done = 0
+            copy = 0
+            while done < size:
+                chunk: dict[str, list[AmlMessage]] = {}
+                for session, text, ts in base[: size - done]:
+                    chunk.setdefault(f"{session}-c{copy}", []).append(AmlMessage("user", text, ts))
+                for session, msgs in chunk.items():
+                    for i in range(0, len(msgs), 20):
+                        t0 = time.perf_counter()
+                        svc.add(f"{session}-{i}", "one-user", session, msgs[i : i + 20])
+                        add_ms.append((time.perf_counter() - t0) * 1000)
+                done += min(len(base), size - done)
+                copy += 1
+            svc.search("warm up", "one-user", 100)
+            ms = []
+            for q in questions:
+                t0 = time.perf_counter()
+                svc.search(q, "one-user", 100)
+                ms.append((time.perf_counter() - t0) * 1000)
+            ms.sort()
+            print(f"{size:>9} {statistics.median(add_ms):>10.2f} {statistics.median(ms):>10.2f}ms"
+                  f" {ms[int(len(ms) * 0.95)]:>7.2f}ms {ms[-1]:>7.2f}ms")
+            log.close()
+            index.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
