@@ -240,3 +240,25 @@ def test_a_long_history_is_pruned_to_the_best_word_matches_without_changing_the_
             x.close()
     assert got[0][:2] == got[10][:2]
     assert set(got[0][:2]) == {lines[17], lines[41]}
+
+
+def test_cached_term_scores_are_refreshed_in_place_after_an_add_and_stay_exact(tmp_path: Path) -> None:
+    log = ConversationLog(tmp_path / "log.db")
+    live = MessageIndex(tmp_path / "live.db")
+    _append(log, "u1", "s1", [f"Caroline: day {k} of the pottery class, glazes and kilns" for k in range(300)], 0)
+    live.sync(log)
+    live.search("aml", "u1", "pottery glazes", limit=10)  # warms the cached term scores
+    view = live._views[("aml", "u1")]
+    avg_before, cached = view.avg, view.sat["potteri"]
+    _append(log, "u1", "s1", ["Melanie: pottery glazes are lovely"], 1000)
+    live.sync(log)
+    got = live.search("aml", "u1", "pottery glazes", limit=20)
+    # The Add moved no stepped average, so the cache was updated in place, not dropped...
+    assert view.avg == avg_before and view.sat["potteri"] is cached
+    fresh = MessageIndex(tmp_path / "fresh.db")
+    fresh.sync(log)
+    # ...and scores exactly what a fresh view scores.
+    assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in fresh.search("aml", "u1", "pottery glazes", limit=20)]
+    assert "Melanie: pottery glazes are lovely" in [h.content for h in got]  # the new turn is scored
+    for x in (live, fresh, log):
+        x.close()

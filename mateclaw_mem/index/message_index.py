@@ -111,6 +111,17 @@ def _is_question(text: str) -> bool:
     return spoken.endswith("?")
 
 
+def _saturate(
+    c: tuple[int, int, int, int], lens: tuple[int, int, int, int], w: tuple[float, ...], b: tuple[float, ...],
+    k1: float, avg: tuple[float, ...],
+) -> float:
+    """BM25F: field-weighted, length-normalised term frequency, saturated."""
+    tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
+    return tf / (k1 + tf) if tf > 0 else 0.0
+
+
+_AVG_STEP = 1.01  # average field lengths are used in 1% steps (see `_OwnerView.apply`)
+
 # Facts (model mode) live in the same documents table with ids from here on, so one view, one
 # set of statistics and one ranking cover both; log message ids never get near 2**40.
 FACT_BASE = 1 << 40
@@ -314,9 +325,10 @@ class _OwnerView:
         # term -> the docs holding it in any field: scoring walks the query terms' postings
         # instead of every candidate x every query term.
         self.postings: dict[str, dict[int, _Doc]] = {}
-        # term -> {doc id: saturated BM25F term frequency}, filled lazily per query term and
-        # dropped whenever the statistics change (average lengths move with every Add).
-        self.sat: dict[tuple[object, ...], dict[int, float]] = {}
+        # term -> ranking knobs -> {doc id: saturated BM25F term frequency}, filled lazily per query
+        # term. An Add drops only the terms of the turns it touched, unless the (1%-stepped) average
+        # field lengths moved: then everything. A long history's search after an Add stays warm.
+        self.sat: dict[str, dict[tuple[object, ...], dict[int, float]]] = {}
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
 
     def _remove_stats(self, d: _Doc) -> None:
@@ -340,9 +352,11 @@ class _OwnerView:
 
     def apply(self, docs: list[_Doc]) -> None:
         """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
+        dropped: dict[int, _Doc] = {}  # replaced parses: their terms may need their entries dropped
         for d in sorted(docs, key=lambda d: d.id):
             old = self.by_id.get(d.id)
             if old is not None:
+                dropped[d.id] = old
                 self._remove_stats(old)
                 d.prev, d.next = old.prev, old.next
             elif d.id >= FACT_BASE:
@@ -361,8 +375,28 @@ class _OwnerView:
             self._add_stats(d)
             if d.speaker and d.speaker not in self.speakers:
                 self.speakers[d.speaker] = frozenset(tokenize(d.speaker))
-        self.avg = tuple(max(self.len_sum[i] / max(self.n, 1), 1.0) for i in range(4))
-        self.sat.clear()
+        # Stepped so that a single Add rarely moves it (which would drop every cached term); a
+        # fresh view over the same turns computes the same steps, so scores stay exact.
+        avg = tuple(_AVG_STEP ** round(math.log(max(self.len_sum[i] / max(self.n, 1), 1.0), _AVG_STEP))
+                    for i in range(4))
+        if avg != self.avg:
+            self.avg = avg
+            self.sat.clear()
+            return
+        # Each entry depends only on its own turn: refresh the entries of the turns just parsed.
+        for d in docs:
+            old_terms = dropped[d.id].tf.keys() - d.tf.keys() if d.id in dropped else ()
+            for t in itertools.chain(d.tf, old_terms):
+                per_ranking = self.sat.get(t)
+                if per_ranking is None:
+                    continue
+                c = d.tf.get(t)
+                for (k1, w, b), got in per_ranking.items():
+                    v = _saturate(c, d.lens, w, b, k1, avg) if c else 0.0
+                    if v > 0:
+                        got[d.id] = v
+                    else:
+                        got.pop(d.id, None)
 
     def saturated(self, term: str, ranking: Ranking) -> dict[int, float]:
         """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
@@ -370,16 +404,16 @@ class _OwnerView:
         k1, avg = ranking.k1, self.avg
         w = tuple(ranking.weights[f] for f in _FIELDS)
         b = tuple(ranking.b[f] for f in _FIELDS)
-        key = (term, k1, w, b)
-        got = self.sat.get(key)
+        key = (k1, w, b)
+        per_ranking = self.sat.setdefault(term, {})
+        got = per_ranking.get(key)
         if got is None:
             got = {}
             for i, d in self.postings.get(term, {}).items():
-                c, lens = d.tf[term], d.lens
-                tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
-                if tf > 0:
-                    got[i] = tf / (k1 + tf)
-            self.sat[key] = got
+                v = _saturate(d.tf[term], d.lens, w, b, k1, avg)
+                if v > 0:
+                    got[i] = v
+            per_ranking[key] = got
         return got
 
     def idf(self, term: str) -> float:
