@@ -56,8 +56,8 @@ class SearchResponse(BaseModel):
     data: list[SearchItem]
 
 
-def _aml(request: Request) -> AmlService:
-    return request.app.state.services.aml
+async def _aml(request: Request) -> AmlService:
+    return request.app.state.services.aml  # built once, at the first request (cheap)
 
 
 router = APIRouter(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require_api_key)])

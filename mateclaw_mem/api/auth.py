@@ -26,8 +26,9 @@ def _presented_key(request: Request) -> str | None:
     return key.strip() if key and key.strip() else None
 
 
-def require_api_key(request: Request) -> None:
-    """Dependency for every authenticated router; reads the key from `app.state.api_key`."""
+async def require_api_key(request: Request) -> None:
+    """Dependency for every authenticated router; reads the key from `app.state.api_key`.
+    async: it only compares headers, so it runs on the event loop instead of a pool thread."""
     check_key(request, getattr(request.app.state, "api_key", None))
 
 

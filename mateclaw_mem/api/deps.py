@@ -13,7 +13,8 @@ from mateclaw_mem.runtime.services import Services
 AGENT_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
 
 
-def get_services(request: Request) -> Services:
+async def get_services(request: Request) -> Services:
+    # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for a lookup.
     return request.app.state.services
 
 
