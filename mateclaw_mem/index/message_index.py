@@ -792,19 +792,13 @@ class MessageIndex:
         with_thread = bool(r.thread_weight)
         for i, sc in by_id.items():
             d = docs[i]
-            j = d.prev
-            if j is not None:
+            for j, forward in ((d.prev, False), (d.next, True)):
+                if j is None:
+                    continue
+                k = docs[j].next if forward else docs[j].prev
                 if inherited.get(j, 0.0) < sc:
                     inherited[j] = sc
-                k = docs[j].prev if with_thread else None
-                if k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
-                    thread[k] = sc
-            j = d.next
-            if j is not None:
-                if inherited.get(j, 0.0) < sc:
-                    inherited[j] = sc
-                k = docs[j].next if with_thread else None
-                if k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
+                if with_thread and k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
                     thread[k] = sc
         out = dict(by_id)
         nw = r.neighbour_weight
