@@ -162,9 +162,10 @@ def test_key_guards_every_route_but_health(keyed: httpx.Client) -> None:
     assert r.status_code == 200
     r = keyed.post(f"{MEM}/conversations/c1/turns", json={"user": "hello"})
     assert r.status_code == 401 and KEY not in r.text
-    r = keyed.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                   headers={"accept": "application/json, text/event-stream"})
-    assert r.status_code == 401 and KEY not in r.text
+    for path in ("/mcp", "/mcp/agents/helper"):
+        r = keyed.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                       headers={"accept": "application/json, text/event-stream"})
+        assert r.status_code == 401 and KEY not in r.text
     assert keyed.get("/health").status_code == 200
 
 
@@ -233,6 +234,30 @@ def test_mcp_is_mounted_and_speaks_the_protocol(client: httpx.Client) -> None:
     assert {"view", "create", "list_workspace_memory_files", "read_workspace_memory_file"} <= names
     assert "via http" in text
     assert "via http" in client.get(f"{WS}/file", params={"path": "from-mcp.md"}).json()["content"]
+
+
+def test_mcp_serves_any_agent_under_its_own_path(client: httpx.Client) -> None:
+    base = str(client.base_url)
+
+    async def session() -> tuple[str, str, str]:
+        async with Client(base + "/mcp/agents/helper") as mcp:
+            await mcp.call_tool("create", {"path": "/memories/helper-only.md", "file_text": "helper notes\n"})
+            await mcp.call_tool("remember", {"type": "user", "key": "tea", "text": "Likes sencha"})
+            mine = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
+        async with Client(base + "/mcp") as mcp:  # the default agent sees none of it
+            default = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
+        async with Client(base + "/mcp/agents/helper") as mcp:
+            recalled = (await mcp.call_tool("recall", {"type": "user"})).content[0].text
+        return mine, default, recalled
+
+    mine, default, recalled = anyio.run(session)
+    assert "helper-only.md" in mine and "helper-only.md" not in default
+    assert "sencha" in recalled
+    r = client.get("/api/v1/agents/helper/workspace/memory/file", params={"path": "helper-only.md"})
+    assert r.status_code == 200 and "helper notes" in r.json()["content"]
+    r = client.post("/mcp/agents/.hidden", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                    headers={"accept": "application/json, text/event-stream"})
+    assert r.status_code == 404 and "no agent" in r.json()["detail"]["reason"]
 
 
 def test_structured_remember_recall_forget_over_http(client: httpx.Client) -> None:

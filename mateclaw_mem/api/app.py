@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -13,6 +15,7 @@ from mateclaw_mem.api import aml, health, memory, workspace
 from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.auth import RequireApiKey
+from mateclaw_mem.api.deps import AGENT_PATTERN
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.runtime.services import Services
 
@@ -67,6 +70,9 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
+_AGENT_RE = re.compile(AGENT_PATTERN)
+
+
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None) -> FastAPI:
     """The HTTP face. `mcp` mounts the MCP server (streamable HTTP) at `/mcp`; `host` is the bind
     address, which decides whether MCP's DNS-rebinding protection (loopback only) applies."""
@@ -116,8 +122,34 @@ class _McpHttp:
             streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
         )
         self.session_manager = server.session_manager
-        self.routes = [
-            Route(r.path, endpoint=RequireApiKey(r.endpoint, services.api_key), methods=r.methods)
-            if isinstance(r, Route) else r
-            for r in starlette_app.routes
-        ]
+        self.routes: list[Any] = []
+        for r in starlette_app.routes:
+            if not isinstance(r, Route):
+                self.routes.append(r)
+                continue
+            self.routes.append(Route(r.path, endpoint=RequireApiKey(r.endpoint, services.api_key), methods=r.methods))
+            # The same endpoint for any agent: `/mcp/agents/<agent>`; the tools read the agent from
+            # the request (one server, one session manager, however many agents there are).
+            scoped = RequireApiKey(_AgentScoped(r.endpoint), services.api_key)
+            self.routes.append(Route(r.path + "/agents/{agent}", endpoint=scoped, methods=r.methods))
+
+
+class _AgentScoped:
+    """Runs the MCP endpoint with `REQUEST_AGENT` set from the path; a bad agent name is a 404."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        from mateclaw_mem.mcp.server import REQUEST_AGENT
+
+        agent = scope.get("path_params", {}).get("agent", "")
+        if not _AGENT_RE.fullmatch(agent):
+            await error_response(404, f"no agent {agent!r}: agent names are letters, digits, '.', '_' and '-'")(
+                scope, receive, send)
+            return
+        token = REQUEST_AGENT.set(agent)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            REQUEST_AGENT.reset(token)

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
@@ -127,12 +129,12 @@ Strategies = Annotated[list[str] | None, Field(description="replace the whole li
 Remove = Annotated[int | str | None, Field(description="strategy to remove: 1-based number or exact text")]
 
 
-def register(server: Any, services: Services, agent: str) -> None:
-    """Add the learning tools to `server` (an MCPServer bound to `agent`)."""
+def register(server: Any, services: Services, agent: Callable[[], str]) -> None:
+    """Add the learning tools to `server`; `agent()` names the agent a call is for."""
     from mateclaw_mem.mcp.server import ADD, CHANGE, READ, SET, call
 
     def run(name: str, **args: Any) -> dict[str, Any]:
-        return call(lambda: TOOLS[name][0](services, {"agent": agent, **args}))
+        return call(lambda: TOOLS[name][0](services, {"agent": agent(), **args}))
 
     def learning_memory() -> dict[str, Any]:
         """The agent's global learning memory: stats summary, strategies, category notes, reflections."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, TypeVar
 
 from mcp.server.mcpserver import MCPServer
@@ -29,6 +30,10 @@ from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
 T = TypeVar("T")
+
+# The agent an HTTP request chose by its path (`/mcp/agents/<agent>`), set by the HTTP face around the
+# request; unset (stdio, or plain `/mcp`), tools act for the agent the server was built for.
+REQUEST_AGENT: ContextVar[str | None] = ContextVar("mateclaw_mcp_agent", default=None)
 
 READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
@@ -63,9 +68,12 @@ def _has(services: Services, name: str) -> bool:
 
 def build_server(services: Services, agent: str | None = None) -> MCPServer:
     """An MCP server bound to one agent (default: the configured default agent)."""
-    agent = agent or services.settings.default_agent
-    server = MCPServer("mateclaw-mem", version=__version__, instructions=INSTRUCTIONS.format(agent=agent))
+    bound = agent or services.settings.default_agent
+    server = MCPServer("mateclaw-mem", version=__version__, instructions=INSTRUCTIONS.format(agent=bound))
     tools = services.tools
+
+    def current() -> str:
+        return REQUEST_AGENT.get() or bound
 
     # -- the seed's workspace memory tools ----------------------------------------------------------
 
@@ -74,7 +82,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         owner: Owner = None,
     ) -> list[dict[str, Any]]:
         """List the agent's memory files with enabled flag, sort order and size."""
-        files = call(lambda: tools.list(agent, prefix=prefix, owner=owner))
+        files = call(lambda: tools.list(current(), prefix=prefix, owner=owner))
         return [
             {"path": f.rel, "enabled": f.enabled, "sort_order": f.sort_order, "chars": f.chars,
              "ceiling": f.ceiling, "over_budget": f.over_budget}
@@ -83,7 +91,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
 
     def read_workspace_memory_file(path: Path_, owner: Owner = None) -> dict[str, str]:
         """Read a memory file. `sha` identifies this version (pass it back as expected_sha to write safely)."""
-        snap = call(lambda: tools.read(agent, path, owner=owner))
+        snap = call(lambda: tools.read(current(), path, owner=owner))
         return {"path": snap.rel, "content": snap.text, "sha": snap.sha}
 
     def write_workspace_memory_file(
@@ -93,7 +101,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         owner: Owner = None,
     ) -> dict[str, Any]:
         """Replace (or create) a memory file. New files start disabled (not in the always-on prompt)."""
-        r = call(lambda: tools.write(agent, path, content, actor=ACTOR, owner=owner, expected_sha=expected_sha))
+        r = call(lambda: tools.write(current(), path, content, actor=ACTOR, owner=owner, expected_sha=expected_sha))
         return {"path": r.rel, "sha": r.sha, "changed": r.changed, "archived": list(r.archived)}
 
     def edit_workspace_memory_file(
@@ -104,7 +112,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         owner: Owner = None,
     ) -> dict[str, Any]:
         """Find and replace text in a memory file (the text must be unique unless replace_all)."""
-        r = call(lambda: tools.edit(agent, path, old_text, new_text, actor=ACTOR, owner=owner,
+        r = call(lambda: tools.edit(current(), path, old_text, new_text, actor=ACTOR, owner=owner,
                                     replace_all=replace_all))
         return {"path": r.write.rel, "sha": r.write.sha, "changed": r.write.changed, "replacements": r.replacements}
 
@@ -127,7 +135,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
             owner: Owner = None,
         ) -> dict[str, Any]:
             """Keyword search over the agent's memory files, daily notes, archives and past conversations."""
-            result = call(lambda: services.search.search(query, agent=agent, owner=owner, scope=scope, limit=limit))
+            result = call(lambda: services.search.search(query, agent=current(), owner=owner, scope=scope, limit=limit))
             return result.to_dict()
 
         server.add_tool(search_memory, annotations=READ)
@@ -143,7 +151,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
             owner: Owner = None,
         ) -> dict[str, Any]:
             """Add a structured entry, or replace the one with the same key."""
-            r = call(lambda: services.structured.remember(agent, type, key, text, actor=ACTOR, owner=owner))
+            r = call(lambda: services.structured.remember(current(), type, key, text, actor=ACTOR, owner=owner))
             return {"type": r.type, "key": r.entry.key, "created": r.created, "changed": r.changed}
 
         def recall(
@@ -152,7 +160,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
             owner: Owner = None,
         ) -> list[dict[str, Any]]:
             """Structured entries, all or of one type, or the one with a given key."""
-            return [e.as_dict() for e in call(lambda: services.structured.recall(agent, type, key, owner=owner))]
+            return [e.as_dict() for e in call(lambda: services.structured.recall(current(), type, key, owner=owner))]
 
         def forget(
             type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
@@ -160,7 +168,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
             owner: Owner = None,
         ) -> dict[str, Any]:
             """Remove a structured entry (the previous file version stays in history)."""
-            return call(lambda: services.structured.forget(agent, type, key, actor=ACTOR, owner=owner)).as_dict()
+            return call(lambda: services.structured.forget(current(), type, key, actor=ACTOR, owner=owner)).as_dict()
 
         server.add_tool(remember, annotations=REPLACE)
         server.add_tool(recall, annotations=READ)
@@ -179,11 +187,11 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     ) -> str:
         """Show a folder's files, or a file's lines numbered from 1."""
         rng = (view_range[0], view_range[1]) if view_range else None
-        return call(lambda: commands.view(agent, path, view_range=rng)).text
+        return call(lambda: commands.view(current(), path, view_range=rng)).text
 
     def create(path: MemPath, file_text: Annotated[str, Field(description="the file's content")]) -> str:
         """Create a file, or replace the content of an existing one."""
-        return call(lambda: commands.create(agent, path, file_text, actor=ACTOR)).text
+        return call(lambda: commands.create(current(), path, file_text, actor=ACTOR)).text
 
     def str_replace(
         path: MemPath,
@@ -191,7 +199,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         new_str: Annotated[str, Field(description="replacement text")],
     ) -> str:
         """Replace text that occurs exactly once in a file."""
-        return call(lambda: commands.str_replace(agent, path, old_str, new_str, actor=ACTOR)).text
+        return call(lambda: commands.str_replace(current(), path, old_str, new_str, actor=ACTOR)).text
 
     def insert(
         path: MemPath,
@@ -199,15 +207,15 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         insert_text: Annotated[str, Field(description="the text to insert")],
     ) -> str:
         """Insert text after a line of a file (lines numbered as `view` shows them)."""
-        return call(lambda: commands.insert(agent, path, insert_line, insert_text, actor=ACTOR)).text
+        return call(lambda: commands.insert(current(), path, insert_line, insert_text, actor=ACTOR)).text
 
     def delete(path: MemPath) -> str:
         """Delete a file or a folder of files (kept in history; a person can undo it)."""
-        return call(lambda: commands.delete(agent, path, actor=ACTOR)).text
+        return call(lambda: commands.delete(current(), path, actor=ACTOR)).text
 
     def rename(old_path: MemPath, new_path: MemPath) -> str:
         """Rename or move a file or folder; the target must not exist."""
-        return call(lambda: commands.rename(agent, old_path, new_path, actor=ACTOR)).text
+        return call(lambda: commands.rename(current(), old_path, new_path, actor=ACTOR)).text
 
     server.add_tool(view, annotations=READ)
     server.add_tool(create, annotations=REPLACE)
@@ -219,7 +227,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     # -- learning memory (issue 8), when that module is present -------------------------------------------
 
     if importlib.util.find_spec("mateclaw_mem.mcp.learning_tools") is not None:
-        importlib.import_module("mateclaw_mem.mcp.learning_tools").register(server, services, agent)
+        importlib.import_module("mateclaw_mem.mcp.learning_tools").register(server, services, current)
 
     return server
 
