@@ -150,3 +150,38 @@ def test_non_loopback_without_key_refuses_and_names_the_variable(daemons: Callab
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 6
     assert "MATECLAW_API_KEY" in r.stderr and "0.0.0.0" in r.stderr
+
+
+def test_the_listening_socket_turns_nagle_off_for_every_connection() -> None:
+    # asyncio disables Nagle only on accepted sockets whose proto is TCP; a listener made with
+    # proto 0 left each response waiting ~40 ms for the client's delayed ACK.
+    import asyncio
+    import socket
+
+    from mateclaw_mem.runtime.daemon import _bind
+
+    sock = _bind("127.0.0.1", 0)
+    try:
+        assert sock.proto == socket.IPPROTO_TCP
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        seen: list[int] = []
+
+        async def main() -> None:
+            async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                seen.append(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                writer.close()
+
+            server = await asyncio.start_server(handle, sock=sock)
+            port = sock.getsockname()[1]
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(100):
+                if seen:
+                    break
+                await asyncio.sleep(0.01)
+            writer.close()
+            server.close()
+
+        asyncio.run(main())
+        assert seen and seen[0]
+    finally:
+        sock.close()

@@ -74,8 +74,10 @@ def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> dict[str, object]:
     )
 
 
+# async, unlike Add: ranking is pure Python under the GIL, so a pool thread would not let the event
+# loop do more meanwhile; it would only add a hand-off to every search.
 @router.post("/search", response_model=SearchResponse)
-def search(body: SearchRequest, aml: AmlService = Depends(_aml)) -> Response:
+async def search(body: SearchRequest, aml: AmlService = Depends(_aml)) -> Response:
     items = aml.search(body.query, body.user_id, body.top_k, body.options)
     # Rendered directly (the shape is `SearchResponse`, which documents it): validating up to
     # top_k items through pydantic again on the way out cost more than the search itself.

@@ -207,8 +207,12 @@ def _bind(host: str, port: int) -> socket.socket:
     except socket.gaierror as exc:
         raise ConfigError(f"cannot bind to {host}:{port}: {exc.strerror}") from None
     family, _, _, _, addr = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose
+    # proto says TCP, and a socket made with proto 0 left every response waiting ~40 ms for the
+    # client's delayed ACK (uvloop sets it regardless, which hid this where uvloop is installed).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
         sock.bind(addr)
     except OSError as exc:
