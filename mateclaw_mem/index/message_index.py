@@ -784,8 +784,7 @@ class MessageIndex:
             top = max(strength.values()) or 1.0
             by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
                      for i, sc in by_id.items()}
-        # Best first, ties by id; only `need` of them (a full sort of every candidate, twice per
-        # search, was a fifth of the search time).
+        # Best first, ties by lower id; only the `need` that the caller will use.
         top = heapq.nlargest(need, ((sc, -i) for i, sc in by_id.items() if sc > 0))
         return [(sc, -neg) for sc, neg in top]
 
