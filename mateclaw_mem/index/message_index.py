@@ -195,7 +195,8 @@ class Ranking:
     k1: float = 1.2
     # Per-field length normalisation. Short chat turns: a 6-word "Thanks, that's sweet!" must not
     # outrank an informative 40-word turn just for being short, so b is well below the usual 0.75.
-    b: dict[str, float] = field(default_factory=lambda: {"body": 0.3, "ctx": 0.3, "nb": 0.3, "dt": 0.0})
+    # (body 0.3 before the echo penalty took over part of that job; 0.35-0.5 is now a plateau.)
+    b: dict[str, float] = field(default_factory=lambda: {"body": 0.4, "ctx": 0.3, "nb": 0.3, "dt": 0.0})
     # ctx (the question this turn answers) counts as much as the turn itself; neighbours only a
     # little (they add recall but blur which turn of an exchange is the answer).
     weights: dict[str, float] = field(default_factory=lambda: {"body": 1.0, "ctx": 1.0, "nb": 0.1, "dt": 0.5})
