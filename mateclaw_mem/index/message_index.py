@@ -240,6 +240,7 @@ class Ranking:
         "weights": {"body": 1.0, "ctx": 1.0, "nb": 0.3, "dt": 0.5},
         "lexicon_down": 0.3, "lexicon_up": 0.15, "speaker_boost": 1.5,
         "neighbour_weight": 0.0,  # the heavier nb field already carries the neighbours
+        "session_weight": 0.0,  # recall reaches into every session, not only the best-matching ones
     })
     max_candidates: int = 1000  # turns kept after word matching (see `_rank`); 0 = all
     pad_neighbours: int = 30  # when fewer turns match than asked for, add the surroundings of this many...
@@ -291,6 +292,10 @@ class _Doc:
     # Share of its content words this turn repeats from the other speaker's statement just before
     # it ("Wow, a dance studio!" after "I opened a dance studio"): a reaction, not where it was said.
     echo: float = 0.0
+    # Kept by the view for score inheritance: the turns just before and after, and the same
+    # speaker's turns two steps away either side.
+    around: tuple[int, ...] = ()
+    thread: tuple[int, ...] = ()
 
 
 def _echo(d: _Doc, prev: _Doc) -> float:
@@ -376,6 +381,16 @@ class _OwnerView:
             self._add_stats(d)
             if d.speaker and d.speaker not in self.speakers:
                 self.speakers[d.speaker] = frozenset(tokenize(d.speaker))
+        relink: set[int] = set()
+        for d in docs:
+            relink.add(d.id)
+            if d.prev is not None:
+                relink.add(d.prev)
+                pp = self.by_id[d.prev].prev
+                if pp is not None:
+                    relink.add(pp)
+        for i in relink:
+            self._relink(self.by_id[i])
         # Stepped so that a single Add rarely moves it (which would drop every cached term); a
         # fresh view over the same turns computes the same steps, so scores stay exact.
         avg = tuple(_AVG_STEP ** round(math.log(max(self.len_sum[i] / max(self.n, 1), 1.0), _AVG_STEP))
@@ -398,6 +413,12 @@ class _OwnerView:
                         got[d.id] = v
                     else:
                         got.pop(d.id, None)
+
+    def _relink(self, x: _Doc) -> None:
+        docs = self.by_id
+        x.around = tuple(j for j in (x.prev, x.next) if j is not None)
+        two = (docs[x.prev].prev if x.prev is not None else None, docs[x.next].next if x.next is not None else None)
+        x.thread = tuple(k for k in two if k is not None and docs[k].speaker == x.speaker)
 
     def saturated(self, term: str, ranking: Ranking) -> dict[int, float]:
         """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
@@ -796,16 +817,16 @@ class MessageIndex:
         inherited: dict[int, float] = {}  # from the turn just before or after
         thread: dict[int, float] = {}  # from the same speaker's turn two steps away
         with_thread = bool(r.thread_weight)
+        inherited_get, thread_get = inherited.get, thread.get
         for i, sc in by_id.items():
             d = docs[i]
-            for j, forward in ((d.prev, False), (d.next, True)):
-                if j is None:
-                    continue
-                k = docs[j].next if forward else docs[j].prev
-                if inherited.get(j, 0.0) < sc:
+            for j in d.around:
+                if inherited_get(j, 0.0) < sc:
                     inherited[j] = sc
-                if with_thread and k is not None and thread.get(k, 0.0) < sc and docs[k].speaker == d.speaker:
-                    thread[k] = sc
+            if with_thread:
+                for k in d.thread:
+                    if thread_get(k, 0.0) < sc:
+                        thread[k] = sc
         out = dict(by_id)
         nw = r.neighbour_weight
         get = out.get
@@ -814,7 +835,8 @@ class MessageIndex:
         tw = r.thread_weight
         for k, sc in thread.items():
             own = get(k, 0.0)
-            out[k] = max(own, min(own + tw * sc, sc * 0.999))
+            v, cap = own + tw * sc, sc * 0.999  # never above its source, never below its own score
+            out[k] = v if v <= cap else (cap if cap > own else own)
         return out
 
     def _padding(self, view: _OwnerView, ranked: list[tuple[float, int]], room: int) -> list[tuple[float, int]]:
