@@ -262,3 +262,43 @@ def test_cached_term_scores_are_refreshed_in_place_after_an_add_and_stay_exact(t
     assert "Melanie: pottery glazes are lovely" in [h.content for h in got]  # the new turn is scored
     for x in (live, fresh, log):
         x.close()
+
+
+def test_a_rebuild_is_built_aside_so_searches_elsewhere_never_see_it_half_done(tmp_path: Path) -> None:
+    log = ConversationLog(tmp_path / "log.db")
+    lines = [f"Caroline: filler number {k} about the weather" for k in range(3000)]
+    lines[1234] = "Caroline: my pottery class starts on Monday"
+    _append(log, "u1", "s1", lines, 0)
+    builder = MessageIndex(tmp_path / "messages.db")  # e.g. `mateclaw-mem reindex`
+    reader = MessageIndex(tmp_path / "messages.db")  # e.g. the daemon, another connection
+    builder.sync(log)
+    want = [h.content for h in reader.search("aml", "u1", "pottery class", limit=5)]
+    assert want[0] == lines[1234]
+    seen: list[list[str]] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def search_meanwhile() -> None:
+        while not done.is_set():
+            try:
+                seen.append([h.content for h in reader.search("aml", "u1", "pottery class", limit=5)])
+            except BaseException as exc:  # any error is the failure being tested
+                errors.append(exc)
+
+    t = threading.Thread(target=search_meanwhile)
+    t.start()
+    try:
+        # A turn logged while the rebuild runs is in the rebuilt index too.
+        _append(log, "u1", "s2", ["Melanie: the pottery class was fun"], 5000)
+        built = builder.rebuild(log, batch=100)
+    finally:
+        done.set()
+        t.join()
+    assert not errors
+    assert built == 3001 and len(seen) > 1
+    assert all(got and got[0] in (lines[1234], "Melanie: the pottery class was fun") for got in seen)
+    after = [h.content for h in reader.search("aml", "u1", "pottery class", limit=5)]
+    assert "Melanie: the pottery class was fun" in after
+    assert builder.watermark() == log.since(0, limit=10_000)[-1].id
+    for x in (builder, reader, log):
+        x.close()

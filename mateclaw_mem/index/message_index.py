@@ -29,6 +29,7 @@ import math
 import re
 import sqlite3
 import threading
+import uuid
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -36,14 +37,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.index.lexicon import related
 from mateclaw_mem.index.sources import LoggedMessage, MessageSource
 from mateclaw_mem.index.tokenizer import STOPWORDS, TOKENIZER_VERSION, tokenize
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS docs (
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+
+
+def _tables(s: str = "") -> str:
+    """The derived tables; `s` is a suffix for a copy built aside (see `MessageIndex.rebuild`)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS docs{s} (
     id INTEGER PRIMARY KEY,            -- the log's message id
     agent TEXT NOT NULL,
     owner TEXT NOT NULL,
@@ -57,10 +62,13 @@ CREATE TABLE IF NOT EXISTS docs (
     ctx_len INTEGER NOT NULL,
     nb_len INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS docs_by_owner ON docs (agent, owner, id);
-CREATE INDEX IF NOT EXISTS docs_by_conversation ON docs (agent, owner, conversation_id, id);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');
+CREATE INDEX IF NOT EXISTS docs_by_owner{s} ON docs{s} (agent, owner, id);
+CREATE INDEX IF NOT EXISTS docs_by_conversation{s} ON docs{s} (agent, owner, conversation_id, id);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts{s} USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');
 """
+
+
+_SCHEMA = _META + _tables()
 
 _FIELDS = ("body", "ctx", "nb", "dt")
 # "Caroline: text" - a short name before a colon. Up to four words and no sentence punctuation,
@@ -336,6 +344,7 @@ class _OwnerView:
         # field lengths moved: then everything. A long history's search after an Add stays warm.
         self.sat: dict[str, dict[tuple[object, ...], dict[int, float]]] = {}
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
+        self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
 
     def _remove_stats(self, d: _Doc) -> None:
         self.n -= 1
@@ -513,18 +522,48 @@ class MessageIndex:
                 if len(msgs) < batch:
                     return done
 
-    def rebuild(self, log: MessageSource, facts: FactSource | None = None) -> int:
-        """Drop everything derived and index the whole log (and the facts, when given) again."""
+    def rebuild(self, log: MessageSource, facts: FactSource | None = None, *, batch: int = 1000) -> int:
+        """Index the whole log (and the facts, when given) again, into tables built aside and swapped
+        in by one transaction: until then every search - here, or in another process sharing the
+        file - reads the complete old index, never a half-built one. Returns what was indexed."""
+        s = "_new"
         with self._lock:
-            self._conn.executescript("DROP TABLE IF EXISTS fts; DROP TABLE IF EXISTS docs; DELETE FROM meta;")
-            self._conn.executescript(_SCHEMA)
-            self._set_tokenizer()
+            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s}; DROP TABLE IF EXISTS fts{s};" + _tables(s))
+        last, last_fact, done = 0, 0, 0
+        while True:  # the bulk, in batches, releasing the lock so searches and Adds go on meanwhile
+            with immediate(self._conn, self._lock):
+                msgs = log.since(last, limit=batch)
+                self._add_batch(msgs, s)
+            if msgs:
+                last, done = msgs[-1].id, done + len(msgs)
+            if len(msgs) < batch:
+                break
+        with self._lock:
+            with immediate(self._conn, self._lock):
+                # Whatever was logged (and facts extracted) since the last batch, then the swap.
+                while msgs := log.since(last, limit=batch):
+                    self._add_batch(msgs, s)
+                    last, done = msgs[-1].id, done + len(msgs)
+                while facts is not None and (found := facts.facts_since(last_fact, limit=batch)):
+                    self._add_facts(found, s)
+                    last_fact, done = found[-1].id, done + len(found)
+                conn = self._conn
+                for t in ("fts", "docs"):
+                    conn.execute(f"DROP TABLE IF EXISTS {t}")
+                for name in ("docs_by_owner", "docs_by_conversation"):
+                    conn.execute(f"DROP INDEX IF EXISTS {name}{s}")
+                conn.execute(f"ALTER TABLE docs{s} RENAME TO docs")
+                conn.execute(f"ALTER TABLE fts{s} RENAME TO fts")
+                for statement in _tables().split(";"):
+                    if "CREATE INDEX" in statement:
+                        conn.execute(statement)
+                conn.execute("DELETE FROM meta")
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                 [("watermark", str(last)), ("fact_watermark", str(last_fact)),
+                                  ("tokenizer", TOKENIZER_VERSION), ("generation", uuid.uuid4().hex)])
             self._views.clear()
             self._writes += 1
-            done = self.sync(log)
-            if facts is not None:
-                done += self.sync_facts(facts)
-            return done
+        return done
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
         """Index every stored fact after the fact watermark; returns how many were indexed.
@@ -540,22 +579,7 @@ class MessageIndex:
                 try:
                     row = self._conn.execute("SELECT value FROM meta WHERE key = 'fact_watermark'").fetchone()
                     batch_facts = facts.facts_since(int(row["value"]) if row else 0, limit=batch)
-                    for f in batch_facts:
-                        src = self._conn.execute(
-                            "SELECT speaker FROM docs WHERE id = ?", (f.source_ids[0],)
-                        ).fetchone() if f.source_ids else None
-                        body = tokenize(f.text)
-                        self._conn.execute(
-                            "INSERT INTO docs (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
-                            " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, 'fact', ?, ?, ?, 0, ?, 0, 0)",
-                            (FACT_BASE + f.id, f.agent, f.owner, f.conversation_id, src["speaker"] if src else None,
-                             f.text, f.ts_ms, len(body)),
-                        )
-                        self._conn.execute(
-                            "INSERT INTO fts (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, '', '', ?)",
-                            (FACT_BASE + f.id, owner_key(f.agent, f.owner), " ".join(body),
-                             " ".join(_date_tokens(f.ts_ms))),
-                        )
+                    self._add_facts(batch_facts)
                     if batch_facts:
                         self._conn.execute(
                             "INSERT INTO meta (key, value) VALUES ('fact_watermark', ?)"
@@ -571,7 +595,25 @@ class MessageIndex:
                 if len(batch_facts) < batch:
                     return done
 
-    def _add_batch(self, msgs: Sequence[LoggedMessage]) -> None:
+    def _add_facts(self, found: Sequence[StoredFact], s: str = "") -> None:
+        for f in found:
+            src = self._conn.execute(
+                f"SELECT speaker FROM docs{s} WHERE id = ?", (f.source_ids[0],)
+            ).fetchone() if f.source_ids else None
+            body = tokenize(f.text)
+            self._conn.execute(
+                f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
+                " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, 'fact', ?, ?, ?, 0, ?, 0, 0)",
+                (FACT_BASE + f.id, f.agent, f.owner, f.conversation_id, src["speaker"] if src else None,
+                 f.text, f.ts_ms, len(body)),
+            )
+            self._conn.execute(
+                f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, '', '', ?)",
+                (FACT_BASE + f.id, owner_key(f.agent, f.owner), " ".join(body), " ".join(_date_tokens(f.ts_ms))),
+            )
+
+    def _add_batch(self, msgs: Sequence[LoggedMessage], s: str = "") -> None:
+        """Index `msgs` into docs{s}/fts{s}; the caller holds the lock and a write transaction."""
         conn = self._conn
         last: dict[tuple[str, str, str], _Pending | sqlite3.Row | None] = {}
         pending: list[_Pending] = []
@@ -580,7 +622,8 @@ class MessageIndex:
             key = (m.agent, m.owner, m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
-                    "SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs d JOIN fts f ON f.rowid = d.id"
+                    f"SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs{s} d JOIN fts{s} f"
+                    " ON f.rowid = d.id"
                     " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
                     " ORDER BY d.id DESC LIMIT 1",
                     (*key, FACT_BASE),
@@ -603,10 +646,10 @@ class MessageIndex:
             last[key] = doc
             pending.append(doc)
         for doc_id, nb in grown.items():
-            conn.execute("UPDATE fts SET nb = ? WHERE rowid = ?", (" ".join(nb), doc_id))
-            conn.execute("UPDATE docs SET nb_len = ? WHERE id = ?", (len(nb), doc_id))
+            conn.execute(f"UPDATE fts{s} SET nb = ? WHERE rowid = ?", (" ".join(nb), doc_id))
+            conn.execute(f"UPDATE docs{s} SET nb_len = ? WHERE id = ?", (len(nb), doc_id))
         conn.executemany(
-            "INSERT INTO docs (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
+            f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
             " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (p.msg.id, p.msg.agent, p.msg.owner, p.msg.conversation_id, p.msg.role, p.speaker,
@@ -615,7 +658,7 @@ class MessageIndex:
             ],
         )
         conn.executemany(
-            "INSERT INTO fts (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, ?)",
             [
                 (p.msg.id, owner_key(p.msg.agent, p.msg.owner), " ".join(p.body), " ".join(p.ctx),
                  " ".join(p.nb), " ".join(_date_tokens(p.msg.ts_ms)))
@@ -637,12 +680,15 @@ class MessageIndex:
             return view
         row = self._conn.execute(
             "SELECT COUNT(*) AS n, COALESCE(MAX(CASE WHEN id < ? THEN id END), 0) AS last,"
-            " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact"
+            " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact,"
+            " (SELECT value FROM meta WHERE key = 'generation') AS generation"
             " FROM docs WHERE agent = ? AND owner = ?",
             (FACT_BASE, FACT_BASE, FACT_BASE, agent, owner),
         ).fetchone()
         if not row["n"]:
             return None
+        if view is not None and view.generation != row["generation"]:
+            view = None  # rebuilt (by another process, perhaps with other tokens): parse afresh
         if view is not None and (view.last_id, view.last_fact, view.n) == (row["last"], row["last_fact"], row["n"]):
             view.stamp = stamp
             self._views.move_to_end(key)
@@ -664,6 +710,7 @@ class MessageIndex:
                 return view
             # Counts disagree (a rebuild under us, another process's odd history): start over.
         view = _OwnerView()
+        view.generation = row["generation"]
         view.apply(self._parse_docs("1", (agent, owner)))
         view.stamp = stamp
         self._views[key] = view
