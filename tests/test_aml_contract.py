@@ -10,30 +10,20 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mateclaw_mem.api.app import create_app
-from tests.support.server import ApiServer, daemon_services
+from tests.support.server import serve_api
 
 KEY = "s3cret-key-\u00e9-do-not-leak"
 TS = 1683554160000  # 2023-05-08 13:56 UTC
 
 
-def _serve(workspace: Path, api_key: str | None = None) -> Iterator[httpx.Client]:
-    services = daemon_services(workspace, api_key=api_key)
-    try:
-        with ApiServer(create_app(services)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-            yield client
-    finally:
-        services.close()
-
-
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from _serve(tmp_path / "ws")
+    yield from serve_api(tmp_path / "ws", seed=False)
 
 
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from _serve(tmp_path / "ws", api_key=KEY)
+    yield from serve_api(tmp_path / "ws", api_key=KEY, seed=False)
 
 
 def add_body(request_id: str, user_id: str = "u1", session_id: str = "s1", *texts: str) -> dict:
@@ -259,12 +249,12 @@ def test_fifty_concurrent_adds_for_one_user_lose_and_duplicate_nothing(client: h
 
 def test_persisted_messages_survive_a_restart(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    first = _serve(ws)
+    first = serve_api(ws, seed=False)
     c = next(first)
     assert c.post("/v1/aml/add", json=add_body("r1", "u1", "s1", "the blue guitar")).status_code == 200
     first.close()
     (ws / ".mateclaw" / "messages.db").unlink()  # derived: rebuilt from the log on start
-    second = _serve(ws)
+    second = serve_api(ws, seed=False)
     c = next(second)
     assert "blue guitar" in search(c, "guitar")[0]["content"]
     assert c.post("/v1/aml/add", json=add_body("r1", "u1", "s1", "the blue guitar")).status_code == 200

@@ -10,33 +10,21 @@ import httpx
 import pytest
 from mcp import Client
 
-from mateclaw_mem.api.app import create_app
-from tests.support.server import ApiServer, daemon_services
+from tests.support.server import serve_api
 
 KEY = "api-key-\u00e9-never-shown"
 WS = "/api/v1/agents/default/workspace/memory"
 MEM = "/api/v1/memory/default"
 
 
-def _serve(workspace: Path, api_key: str | None = None) -> Iterator[httpx.Client]:
-    services = daemon_services(workspace, api_key=api_key)
-    services.store.ensure_agent("default")
-    try:
-        with ApiServer(create_app(services)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
-            client.services = services  # type: ignore[attr-defined]  # for assertions on the files
-            yield client
-    finally:
-        services.close()
-
-
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from _serve(tmp_path / "ws")
+    yield from serve_api(tmp_path / "ws")
 
 
 @pytest.fixture
 def keyed(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from _serve(tmp_path / "ws", api_key=KEY)
+    yield from serve_api(tmp_path / "ws", api_key=KEY)
 
 
 def reason(r: httpx.Response) -> str:

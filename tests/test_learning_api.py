@@ -9,27 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mateclaw_mem.api.app import create_app
-from tests.support.server import ApiServer, daemon_services
+from tests.support.server import serve_api
 
 A = "/api/v1/agents/default"
 
 
-def _serve(workspace: Path, api_key: str | None = None) -> Iterator[httpx.Client]:
-    services = daemon_services(workspace, api_key=api_key)
-    services.store.ensure_agent("default")
-    try:
-        with ApiServer(create_app(services, mcp=False)) as server, \
-                httpx.Client(base_url=server.url, timeout=30) as client:
-            client.services = services  # type: ignore[attr-defined]  # for assertions on the files
-            yield client
-    finally:
-        services.close()
-
-
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from _serve(tmp_path / "ws")
+    yield from serve_api(tmp_path / "ws", mcp=False)
 
 
 def reason(r: httpx.Response) -> str:
@@ -148,7 +135,7 @@ def test_harness_lineage_over_http(client: httpx.Client) -> None:
 
 
 def test_auth_applies(tmp_path: Path) -> None:
-    for keyed in _serve(tmp_path / "ws", api_key="k-123"):
+    for keyed in serve_api(tmp_path / "ws", api_key="k-123", mcp=False):
         assert keyed.get(f"{A}/memory").status_code == 401
         assert keyed.get(f"{A}/memory", headers={"X-Api-Key": "k-123"}).status_code == 200
 

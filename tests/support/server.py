@@ -3,7 +3,9 @@
     with ApiServer(create_app(services)) as server:
         httpx.get(server.url + "/health")
 
-`daemon_services(workspace, api_key=...)` builds the daemon's real services on a temp workspace.
+`daemon_services(workspace, api_key=...)` builds the daemon's real services on a temp workspace;
+`serve_api(workspace)` runs the whole HTTP face on them and yields an httpx client (its `services`
+attribute is there for assertions on the files).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import httpx
 import uvicorn
 
 from mateclaw_mem.runtime.services import Services
@@ -75,3 +79,22 @@ def daemon_services(workspace: Path, *, api_key: str | None = None, **overrides:
         return services
     finally:
         os.environ.pop(env_name, None)
+
+
+def serve_api(
+    workspace: Path, api_key: str | None = None, *, mcp: bool = True, seed: bool = True
+) -> Iterator[httpx.Client]:
+    """The daemon's app on real services, served until the generator is closed. `seed` creates the
+    default agent first; `mcp` mounts the MCP endpoint."""
+    from mateclaw_mem.api.app import create_app
+
+    services = daemon_services(workspace, api_key=api_key)
+    if seed:
+        services.store.ensure_agent("default")
+    try:
+        with ApiServer(create_app(services, mcp=mcp)) as server, \
+                httpx.Client(base_url=server.url, timeout=30) as client:
+            client.services = services  # type: ignore[attr-defined]
+            yield client
+    finally:
+        services.close()
