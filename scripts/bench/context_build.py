@@ -20,21 +20,17 @@ import tempfile
 import time
 from pathlib import Path
 
+from _services import bench_services
 from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
 
-from mateclaw_mem.clock import SystemClock
 from mateclaw_mem.memory.context import ContextService
 from mateclaw_mem.memory.structured import TYPES, StructuredMemory, search_relevance
 from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.settings import load_settings
 
 
 def build_workspace(root: Path, entries: int, daily: int) -> Services:
-    cfg = root / "bench.yaml"
-    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
-    services = Services(load_settings(cfg, root / "ws"), SystemClock())
+    services = bench_services(root)
     store = services.store
-    store.ensure_agent("default")
     rng = random.Random(7)
     store.write("default", "PROFILE.md", fill("PROFILE.md", 4000, rng), expected_sha=None, actor="person")
     store.write("default", "MEMORY.md", fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")

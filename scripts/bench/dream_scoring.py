@@ -21,10 +21,10 @@ from zoneinfo import ZoneInfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from _services import bench_services  # scripts/bench/_services.py (this script's folder is on sys.path)
+
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.memory import candidates as cand
-from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.settings import load_settings
 
 WORDS = ["project", "atlas", "deadline", "editor", "dark", "mode", "terminal", "python", "deploy", "review",
          "budget", "meeting", "design", "customer", "invoice", "garden", "running", "coffee", "tea", "train",
@@ -63,12 +63,9 @@ def main() -> None:
           f"median {statistics.median(times) * 1000:.1f} ms, max {max(times) * 1000:.1f} ms")
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = Path(tmp) / "c.yaml"
-        cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
         tz = ZoneInfo("Europe/Berlin")
         clock = ManualClock(datetime(2026, 11, 24, 9, 0, tzinfo=tz))
-        svc = Services(load_settings(cfg, Path(tmp) / "ws"), clock)
-        svc.store.ensure_agent("default")
+        svc = bench_services(Path(tmp), clock)
         for c in cands:
             when = datetime.combine(c.day, datetime.min.time(), tzinfo=tz) + timedelta(hours=int(c.time[:2]))
             svc.store.append_daily("default", c.heading[6:], "\n".join(f"- {f}" for f in c.facts),

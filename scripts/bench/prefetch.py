@@ -18,23 +18,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from _services import bench_services
 from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
 
-from mateclaw_mem.clock import SystemClock
 from mateclaw_mem.conversations.log import NewMessage
 from mateclaw_mem.memory.context import ContextService
 from mateclaw_mem.providers.conversation_hits import ConversationHitsProvider
 from mateclaw_mem.providers.search_hits import SearchHitsProvider
 from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.settings import load_settings
 
 
 def build(root: Path, daily: int, messages: int) -> Services:
-    cfg = root / "bench.yaml"
-    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
-    services = Services(load_settings(cfg, root / "ws"), SystemClock())
+    services = bench_services(root)
     store = services.store
-    store.ensure_agent("default")
     rng = random.Random(7)
     store.write("default", "MEMORY.md", fill("MEMORY.md", 8000, rng), expected_sha=None, actor="person")
     for d in range(daily):

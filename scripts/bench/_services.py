@@ -1,0 +1,17 @@
+"""Real services for the benchmarks: a temp workspace, Berlin time, the default agent seeded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mateclaw_mem.clock import Clock, SystemClock
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
+
+
+def bench_services(root: Path, clock: Clock | None = None) -> Services:
+    cfg = root / "bench.yaml"
+    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+    services = Services(load_settings(cfg, root / "ws"), clock or SystemClock())
+    services.store.ensure_agent("default")
+    return services
