@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mateclaw_mem.llm.prompts import block
+
 REASON_MAX = 500
 MEMORY_MAX = 40_000  # far above the MEMORY.md ceiling; anything bigger is a runaway answer
 CANDIDATE_CHARS = 1200  # one candidate section as the model sees it
@@ -93,7 +95,7 @@ def build_messages(
         parts.append(f"This is a FOCUSED dream about: {topic}. Give priority to candidates about it.")
     if retry_note:
         parts.append(retry_note)
-    parts.append(_block("MEMORY.md (current body)", memory))
+    parts.append(block("MEMORY.md (current body)", memory))
     lines: list[str] = []
     used = 0
     left_out = 0
@@ -115,14 +117,9 @@ def build_messages(
         used += len(item)
     if left_out:
         lines.append(f"({left_out} lower-scored candidate(s) left out to stay within the prompt budget)")
-    parts.append(_block("Candidates from the daily notes (best first)", "\n".join(lines)))
+    parts.append(block("Candidates from the daily notes (best first)", "\n".join(lines)))
     parts.append("Return the JSON object now.")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
-
-
-def _block(title: str, text: str) -> str:
-    body = text.strip() or "(empty)"
-    return f"<<< {title} >>>\n{body}\n<<< end >>>"

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mateclaw_mem.llm.prompts import block
+
 TITLE_MAX = 30
 BODY_MAX = 4000
 REASON_MAX = 500
@@ -117,9 +119,9 @@ def build_messages(
         parts.append("The person explicitly asked to remember something: make sure it is recorded.")
     if retry_note:
         parts.append(retry_note)
-    parts.append(_block("PROFILE.md (current body)", profile))
-    parts.append(_block("MEMORY.md (current body)", memory))
-    parts.append(_block("Today's daily note (latest part)", daily))
+    parts.append(block("PROFILE.md (current body)", profile))
+    parts.append(block("MEMORY.md (current body)", memory))
+    parts.append(block("Today's daily note (latest part)", daily))
     lines: list[str] = []
     conv = None
     for msg in transcript:
@@ -128,14 +130,9 @@ def build_messages(
             lines.append(f"# conversation {conv}")
         mark = "NEW" if msg.new else "SEEN"
         lines.append(f"[{mark} {msg.time} {msg.role}] {msg.content}")
-    parts.append(_block("Transcript", "\n".join(lines)))
+    parts.append(block("Transcript", "\n".join(lines)))
     parts.append("Return the JSON object now.")
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": "\n\n".join(parts)},
     ]
-
-
-def _block(title: str, text: str) -> str:
-    body = text.strip() or "(empty)"
-    return f"<<< {title} >>>\n{body}\n<<< end >>>"
