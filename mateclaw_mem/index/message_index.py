@@ -35,11 +35,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
 from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.index.lexicon import related
-from mateclaw_mem.index.sources import LoggedMessage, MessageSource
+from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import STOPWORDS, TOKENIZER_VERSION, tokenize
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
@@ -77,31 +76,6 @@ _SPEAKER_RE = re.compile(r"^([^\s:?!.,][^:?!\n]{0,39}?):\s+(?=\S)")
 _MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
            "october", "november", "december")
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-
-
-class StoredFact(Protocol):
-    """A source-bound fact (`conversations.facts.Fact` fits)."""
-
-    @property
-    def id(self) -> int: ...
-    @property
-    def agent(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def conversation_id(self) -> str: ...
-    @property
-    def text(self) -> str: ...
-    @property
-    def ts_ms(self) -> int: ...
-    @property
-    def source_ids(self) -> Sequence[int]: ...
-
-
-class FactSource(Protocol):
-    """What the index needs from the fact store (`conversations.facts.FactStore` fits)."""
-
-    def facts_since(self, after_id: int, *, limit: int = 1000) -> Sequence[StoredFact]: ...
 
 
 def split_speaker(content: str) -> tuple[str | None, str]:

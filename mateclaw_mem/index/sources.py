@@ -1,7 +1,8 @@
-"""What the indexes read from the conversation log, as protocols.
+"""What the indexes read from the conversation log and the fact store, as protocols.
 
 Protocols rather than imports: `index/` sits below `conversations/` in the layer order, and
-`conversations.log.ConversationLog` / `StoredMessage` fit them as they are.
+`conversations.log.ConversationLog` / `StoredMessage` and `conversations.facts.FactStore` / `Fact`
+fit them as they are.
 """
 
 from __future__ import annotations
@@ -31,3 +32,28 @@ class LoggedMessage(Protocol):
 
 class MessageSource(Protocol):
     def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
+
+
+class StoredFact(Protocol):
+    """A source-bound fact (`conversations.facts.Fact` fits)."""
+
+    @property
+    def id(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def owner(self) -> str: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def ts_ms(self) -> int: ...
+    @property
+    def source_ids(self) -> Sequence[int]: ...
+
+
+class FactSource(Protocol):
+    """What the index needs from the fact store (`conversations.facts.FactStore` fits)."""
+
+    def facts_since(self, after_id: int, *, limit: int = 1000) -> Sequence[StoredFact]: ...
