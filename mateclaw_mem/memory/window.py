@@ -218,20 +218,14 @@ class WindowDefense:
     ) -> tuple[T, Window]:
         """Send through all three stages. `send(messages)` raises ModelError(kind="context_too_large")
         when the model refuses the size; any other error propagates untouched."""
-        window = self.fit(prefix, history, current, budget=budget)
-        try:
-            return send(window.messages), window
-        except ModelError as exc:
-            if exc.kind != "context_too_large":
-                raise
-            refused = exc
-        window = self.emergency(prefix, history, current, budget=budget)
-        try:
-            return send(window.messages), window
-        except ModelError as exc:
-            if exc.kind != "context_too_large":
-                raise
-            refused = exc
+        for stage in (self.fit, self.emergency):
+            window = stage(prefix, history, current, budget=budget)
+            try:
+                return send(window.messages), window
+            except ModelError as exc:
+                if exc.kind != "context_too_large":
+                    raise
+                refused = exc
         target = int(window.tokens * 0.75)
         reported = reported_limit(refused.message)
         if reported:
