@@ -50,12 +50,7 @@ def replace_section(body: str, content: str, section: str | None = None) -> str:
         at = find(sections, new.title)
         new_text = new.text if new.text.endswith("\n") else new.text + "\n"
         if at is None:
-            if sections and not sections[-1].text.endswith("\n\n"):
-                last = sections[-1]
-                sections[-1] = Section(last.title, last.text.rstrip("\n") + "\n\n")
-            elif not sections and preamble.strip() and not preamble.endswith("\n\n"):
-                preamble = preamble.rstrip("\n") + "\n\n"
-            sections.append(Section(new.title, new_text))
+            preamble = _add_section(preamble, sections, Section(new.title, new_text))
         else:
             # Keep the blank line that separated it from the next section.
             trailing = "\n" if sections[at].text.endswith("\n\n") and not new_text.endswith("\n\n") else ""
@@ -145,12 +140,8 @@ def append_missing(body: str, incoming: str) -> str:
     for new in in_sections:
         at = find(sections, new.title)
         if at is None:
-            if sections and not sections[-1].text.endswith("\n\n"):
-                last = sections[-1]
-                sections[-1] = Section(last.title, last.text.rstrip("\n") + "\n\n")
-            elif not sections and preamble.strip() and not preamble.endswith("\n\n"):
-                preamble = preamble.rstrip("\n") + "\n\n"
-            sections.append(Section(new.title, new.text if new.text.endswith("\n") else new.text + "\n"))
+            text = new.text if new.text.endswith("\n") else new.text + "\n"
+            preamble = _add_section(preamble, sections, Section(new.title, text))
             continue
         old = sections[at].text
         lines = _missing_lines(old, new.text.split("\n", 1)[1] if "\n" in new.text else "")
@@ -158,6 +149,18 @@ def append_missing(body: str, incoming: str) -> str:
             core = old.rstrip("\n")
             sections[at] = Section(sections[at].title, core + "\n" + "\n".join(lines) + (old[len(core):] or "\n"))
     return join(preamble, sections)
+
+
+def _add_section(preamble: str, sections: list[Section], new: Section) -> str:
+    """Append `new` after a blank line (added to whatever came last); returns the preamble, which
+    gets that blank line when there are no sections yet."""
+    if sections and not sections[-1].text.endswith("\n\n"):
+        last = sections[-1]
+        sections[-1] = Section(last.title, last.text.rstrip("\n") + "\n\n")
+    elif not sections and preamble.strip() and not preamble.endswith("\n\n"):
+        preamble = preamble.rstrip("\n") + "\n\n"
+    sections.append(new)
+    return preamble
 
 
 def _missing_lines(have: str, incoming: str) -> list[str]:
