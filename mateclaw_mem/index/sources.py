@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from typing import Protocol
 
 
-class LoggedMessage(Protocol):
+class _InConversation(Protocol):
+    """What a logged message and a fact have alike: an id and where they belong."""
+
     @property
     def id(self) -> int: ...
     @property
@@ -20,6 +22,9 @@ class LoggedMessage(Protocol):
     def owner(self) -> str: ...
     @property
     def conversation_id(self) -> str: ...
+
+
+class LoggedMessage(_InConversation, Protocol):
     @property
     def role(self) -> str: ...
     @property
@@ -34,17 +39,9 @@ class MessageSource(Protocol):
     def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
 
 
-class StoredFact(Protocol):
+class StoredFact(_InConversation, Protocol):
     """A source-bound fact (`conversations.facts.Fact` fits)."""
 
-    @property
-    def id(self) -> int: ...
-    @property
-    def agent(self) -> str: ...
-    @property
-    def owner(self) -> str: ...
-    @property
-    def conversation_id(self) -> str: ...
     @property
     def text(self) -> str: ...
     @property
