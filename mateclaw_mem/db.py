@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -36,6 +36,45 @@ def immediate(conn: sqlite3.Connection, lock: threading.RLock | threading.Lock) 
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+
+
+def run_once(
+    conn: sqlite3.Connection,
+    lock: threading.RLock | threading.Lock,
+    marker: str,
+    migrate: Callable[[sqlite3.Connection], int],
+) -> None:
+    """Run an in-place migration of this database once, ever: `migrate` (in one write transaction)
+    returns how many rows it changed, kept in `meta` under `marker` (for `status`). The marker is
+    checked again inside the transaction, so two processes opening the file never both run it.
+
+    Runs with `secure_delete` on: a migration that rewrites text (redaction) must not leave the
+    old bytes in freed pages of the file."""
+    with lock:
+        conn.execute(META)
+        if conn.execute("SELECT 1 FROM meta WHERE key = ?", (marker,)).fetchone() is not None:
+            return
+        previous = conn.execute("PRAGMA secure_delete").fetchone()[0]
+        conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with immediate(conn, lock):
+                if conn.execute("SELECT 1 FROM meta WHERE key = ?", (marker,)).fetchone() is not None:
+                    return
+                changed = migrate(conn)
+                conn.execute("INSERT INTO meta (key, value) VALUES (?, ?)", (marker, str(changed)))
+        finally:
+            conn.execute(f"PRAGMA secure_delete = {int(previous)}")
+
+
+def migrated(conn: sqlite3.Connection, prefix: str) -> dict[str, int]:
+    """The `run_once` markers starting with `prefix`, without it: {name: rows changed}."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+        return {}
+    rows = conn.execute("SELECT key, value FROM meta WHERE key LIKE ? || '%'", (prefix,)).fetchall()
+    return {r["key"][len(prefix) :]: int(r["value"]) for r in rows}
 
 
 class SharedConnection:

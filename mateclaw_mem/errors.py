@@ -28,6 +28,12 @@ class InvalidInputError(MateclawError):
     code = "invalid_input"
 
 
+class TooLargeError(InvalidInputError):
+    """An input beyond its documented size limit (HTTP 413)."""
+
+    code = "too_large"
+
+
 class NotFoundError(MateclawError):
     code = "not_found"
 
@@ -53,3 +59,9 @@ class ModelError(MateclawError):
         super().__init__(message)
         self.kind = kind
         self.retryable = retryable
+
+
+class RejectedError(MateclawError):
+    """A machine write a safety guard refused (it would erode memory a person saw); nothing written."""
+
+    code = "rejected"

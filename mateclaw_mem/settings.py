@@ -152,6 +152,8 @@ class ServerSettings(Section):
     port: int = Field(8765, ge=0, le=65535)
     api_key_env: str = "MATECLAW_API_KEY"
     max_body_bytes: int = Field(2_000_000, ge=1024)
+    # A request body must be complete this long after the request arrived (408 otherwise); 0 = off.
+    body_read_timeout_seconds: float = Field(30.0, ge=0)
 
 
 class SearchSettings(Section):

@@ -93,13 +93,13 @@ def test_same_request_again_is_the_same_200_without_duplicates(client: httpx.Cli
 
 def test_same_request_id_with_another_body_is_409_and_stores_nothing(client: httpx.Client) -> None:
     assert client.post("/v1/aml/add", json=add_body("r1", "u1", "s1", "apples")).status_code == 200
-    for changed in (add_body("r1", "u1", "s1", "bananas"), add_body("r1", "u2", "s1", "apples"),
-                    add_body("r1", "u1", "s2", "apples")):
+    # (Another user's request with the same id is its own request: test_request_ids_are_per_user.)
+    for changed in (add_body("r1", "u1", "s1", "bananas"), add_body("r1", "u1", "s2", "apples")):
         r = client.post("/v1/aml/add", json=changed)
         assert r.status_code == 409, r.text
         assert "request_id" in reason(r)
     assert search(client, "bananas") == []
-    assert search(client, "apples", user_id="u2") == []
+    assert len(search(client, "apples")) == 1
 
 
 @pytest.mark.parametrize(
@@ -337,3 +337,79 @@ def test_full_reindex_rebuilds_the_add_search_index_from_the_log(tmp_path) -> No
         assert [h.content.endswith("I adopted a greyhound named Comet") for h in hits] == [True]
     finally:
         svc.close()
+
+
+# ---------------------------------------------------------------------------- idempotency per user, caps
+
+
+def test_request_ids_are_per_user(client: httpx.Client) -> None:
+    # One user's request id is no business of another's: both Adds are stored, each its own.
+    first = client.post("/v1/aml/add", json=add_body("r-1", "alice", "s1", "alice keeps a ferret"))
+    second = client.post("/v1/aml/add", json=add_body("r-1", "bob", "s1", "bob keeps a parrot"))
+    assert first.status_code == 200 and second.status_code == 200, second.text
+    assert second.json()["user_id"] == "bob"
+    assert "ferret" in search(client, "ferret", "alice")[0]["content"]
+    assert "parrot" in search(client, "parrot", "bob")[0]["content"]
+    assert search(client, "parrot", "alice") == []
+    # ... and within one user, the id still means one request.
+    again = client.post("/v1/aml/add", json=add_body("r-1", "bob", "s1", "bob keeps a parrot"))
+    assert again.json() == second.json()
+    assert client.post("/v1/aml/add", json=add_body("r-1", "bob", "s1", "other")).status_code == 409
+    assert len(search(client, "parrot", "bob")) == 1
+
+
+def test_an_old_log_keeps_its_request_ids_under_their_users(tmp_path: Path) -> None:
+    import sqlite3
+
+    from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+
+    db = tmp_path / "log.db"
+    log = ConversationLog(db)
+    log.append_once("r-1", "h", '{"ok": 1}', "aml", "s1", [NewMessage("user", "hi")], owner="alice", now_ms=1)
+    log.close()
+    conn = sqlite3.connect(db)  # back to the old layout: one namespace of request ids
+    conn.executescript(
+        "CREATE TABLE idempotency (request_id TEXT PRIMARY KEY, body_hash TEXT NOT NULL, response TEXT NOT NULL,"
+        " created_ms INTEGER NOT NULL); INSERT INTO idempotency SELECT request_id, body_hash, response, created_ms"
+        " FROM requests; DROP TABLE requests;")
+    conn.close()
+    log = ConversationLog(db)
+    try:
+        replay = log.append_once("r-1", "h", "{}", "aml", "s1", [NewMessage("user", "hi")], owner="alice", now_ms=2)
+        assert replay.replayed and replay.response == '{"ok": 1}'
+        other = log.append_once("r-1", "x", "{}", "aml", "s1", [NewMessage("user", "yo")], owner="bob", now_ms=3)
+        assert not other.replayed
+    finally:
+        log.close()
+
+
+def test_a_query_over_the_cap_is_refused_with_a_reason(client: httpx.Client) -> None:
+    from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+
+    client.post("/v1/aml/add", json=add_body("r-1", "u1", "s1", "I adopted a turtle")).raise_for_status()
+    r = client.post("/v1/aml/search", json={"query": "turtle " * 400, "user_id": "u1", "top_k": 5})
+    assert r.status_code == 422 and str(MAX_QUERY_CHARS) in reason(r)
+    r = client.post("/v1/aml/search", json={"query": "turtle", "user_id": "u1", "top_k": 5,
+                                            "options": ["x" * (MAX_QUERY_CHARS + 1)]})
+    assert r.status_code == 422
+    # A body far beyond any query is refused before it is read.
+    r = client.post("/v1/aml/search", json={"query": "turtle " * 300_000, "user_id": "u1", "top_k": 5})
+    assert r.status_code == 413 and "search query is at most" in reason(r)
+    # At the cap, with hundreds of distinct words, a query still finds its rare word.
+    filler = " ".join(f"w{i}" for i in range(400))
+    query = ("turtle " + filler)[:MAX_QUERY_CHARS]
+    assert "turtle" in search(client, query)[0]["content"]
+
+
+def test_workspace_search_caps_its_query_too(tmp_path: Path) -> None:
+    from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+
+    gen = serve_api(tmp_path / "ws2")
+    ws = next(gen)
+    try:
+        url = "/api/v1/agents/default/workspace/memory/search"
+        r = ws.get(url, params={"q": "x" * (MAX_QUERY_CHARS + 1)})
+        assert r.status_code == 422 and str(MAX_QUERY_CHARS) in reason(r)
+        assert ws.get(url, params={"q": "x" * MAX_QUERY_CHARS}).status_code == 200
+    finally:
+        gen.close()

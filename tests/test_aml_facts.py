@@ -46,7 +46,7 @@ def aml(model_settings, clock) -> Iterator[AmlService]:
     log, index = ConversationLog(state / "log.db"), MessageIndex(state / "messages.db")
     store = FactStore(state / "log.db")
     client = ModelClient.from_settings(model_settings)
-    svc = AmlService(log, index, clock, facts=FactExtractor(store, log, index, client, clock), background=False)
+    svc = AmlService(log, index, clock, facts=FactExtractor(store, log, index, client, clock))
     yield svc
     for x in (client, store, index, log):
         x.close()

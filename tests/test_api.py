@@ -111,7 +111,16 @@ def test_a_person_writing_through_the_api_is_never_cut(client: httpx.Client) -> 
     r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": big, "by_person": True})
     assert r.status_code == 200 and r.json()["archived"] == []
     r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": big + "## More\nx\n"})
-    assert r.status_code == 200 and r.json()["archived"]  # a machine write is kept under the ceiling
+    # A machine write over the person's text: theirs is not cut, and the new section lands in the
+    # file (over budget, flagged by status) instead of going straight to the archive.
+    assert r.status_code == 200 and r.json()["archived"] == []
+    text = client.get(f"{WS}/file", params={"path": "MEMORY.md"}).json()["content"]
+    assert big in text and "## More\nx" in text
+    # The next machine write: the older machine section is what the ceiling moves out, never the person's.
+    r = client.put(f"{WS}/file", json={"path": "MEMORY.md", "content": big + "## More\nx\n" + "## Bulk\n" + "y " * 200})
+    assert r.status_code == 200 and r.json()["archived"]
+    text = client.get(f"{WS}/file", params={"path": "MEMORY.md"}).json()["content"]
+    assert big in text and "## Bulk" in text and "## More" not in text
 
 
 @pytest.mark.parametrize(
@@ -261,3 +270,98 @@ def test_structured_remember_recall_forget_over_http(client: httpx.Client) -> No
     assert gone.status_code == 200 and gone.json()["key"] == "language"
     assert client.get(base).json()["entries"] == []
     assert client.delete(f"{base}/user/language").status_code == 404
+
+
+# ---------------------------------------------------------------------------- failures keep the connection
+
+
+def _raw_exchange(url: str, requests: list[bytes]) -> list[bytes]:
+    """Send each request on ONE keep-alive connection; the status line of each answer (b"" once
+    the server has closed the connection instead of answering)."""
+    import socket
+
+    host, port = url.removeprefix("http://").split(":")
+    lines: list[bytes] = []
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        reader = sock.makefile("rb")
+        for request in requests:
+            try:
+                sock.sendall(request)
+                status = reader.readline()
+            except OSError:  # reset: the server closed the connection
+                status = b""
+            lines.append(status.strip())
+            if not status:
+                break
+            length = 0
+            while (header := reader.readline().strip()):
+                name, _, value = header.partition(b":")
+                if name.lower() == b"content-length":
+                    length = int(value)
+            reader.read(length)
+    return lines
+
+
+def _put(path: str, content: str) -> bytes:
+    import json
+
+    body = json.dumps({"path": path, "content": content}).encode()
+    return (f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+
+
+def test_a_file_system_failure_is_an_answer_with_a_reason_and_the_connection_lives(client: httpx.Client) -> None:
+    (client.services.store.root / "default" / "memory").write_text("a file where a folder belongs")  # type: ignore[attr-defined]
+    r = client.put(f"{WS}/file", json={"path": "memory/note.md", "content": "x"})
+    assert r.status_code == 409, r.text
+    assert "not a folder" in reason(r) and str(client.services.store.root) not in reason(r)  # type: ignore[attr-defined]
+    # On one keep-alive connection: the failed write is answered, and the next request is too.
+    statuses = _raw_exchange(str(client.base_url), [_put("memory/note.md", "x"), _put("MEMORY.md", "# M\n")])
+    assert statuses == [b"HTTP/1.1 409 Conflict", b"HTTP/1.1 200 OK"]
+
+
+def test_an_unexpected_error_is_a_500_with_a_reason_and_the_connection_lives() -> None:
+    from mateclaw_mem.api.guards import AnswerErrors
+    from tests.support.server import ApiServer
+
+    async def broken(scope, receive, send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/boom":
+            raise KeyError("a bug")
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    get = b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n"
+    with ApiServer(AnswerErrors(broken)) as server:
+        assert _raw_exchange(server.url, [get % b"/boom", get % b"/fine"]) == [
+            b"HTTP/1.1 500 Internal Server Error", b"HTTP/1.1 200 OK"]
+        assert httpx.get(server.url + "/boom").json() == {"detail": {"reason": "internal error; see the daemon log"}}
+
+
+def test_a_body_that_trickles_in_is_answered_408(tmp_path: Path) -> None:
+    import socket
+
+    from mateclaw_mem.api.app import create_app
+    from tests.support.server import ApiServer, daemon_services
+
+    services = daemon_services(tmp_path / "ws", server={"body_read_timeout_seconds": 0.5})
+    services.store.ensure_agent("default")
+    try:
+        with ApiServer(create_app(services, mcp=False)) as server:
+            host, port = server.url.removeprefix("http://").split(":")
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
+                # Headers promise 1,000 bytes; only a few ever come.
+                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Content-Length: 1000\r\n\r\n{\"path\": ".encode())
+                answer = sock.makefile("rb").read()  # until the server closes the connection
+            # The same for a chunked body (read by BodyLimit, not by the route).
+            with socket.create_connection((host, int(port)), timeout=30) as sock:
+                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pat\r\n".encode())
+                chunked = sock.makefile("rb").read()
+            ok = httpx.put(server.url + f"{WS}/file", json={"path": "MEMORY.md", "content": "# M\n"})
+    finally:
+        services.close()
+    for raw in (answer, chunked):
+        assert raw.startswith(b"HTTP/1.1 408 "), raw[:200]
+        assert b"did not arrive within 0.5 seconds" in raw and b"body-read-timeout-seconds" in raw
+    assert ok.status_code == 200  # a body that arrives in time is untouched

@@ -98,3 +98,17 @@ def test_serve_starts_seeds_logs_mode_and_stops_on_sigterm(tmp_path: Path) -> No
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0
     assert "stopped" in proc.stderr.read()
+
+
+def test_cat_opens_no_database_and_starts_no_thread(cli, tmp_path: Path) -> None:
+    assert cli("init")[0] == 0
+    state = tmp_path / "workspace" / ".mateclaw"
+    before = sorted(p.name for p in state.iterdir())
+    # A fresh interpreter, so what `cat` imports and starts is all that is there.
+    probe = ("import sys, threading\nfrom mateclaw_mem.cli.main import main\n"
+             "code = main(['cat', 'default', 'MEMORY.md'])\n"
+             "print(code, 'sqlite3' in sys.modules, threading.active_count())")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert out.stdout.strip().splitlines()[-1] == "0 False 1", out.stderr
+    assert sorted(p.name for p in state.iterdir()) == before  # no log.db, index.db or state.db

@@ -103,7 +103,7 @@ def test_memoryless_flag_lives_with_the_conversation_and_stops_extraction(servic
 
     from mateclaw_mem.memory.extraction import ExtractionService
 
-    extraction = ExtractionService.from_services(services, timers=False, resume=False)
+    extraction = ExtractionService.from_services(services, timers=False)
     try:
         decision = extraction.trigger("default", "c1", last_user_message="remember that I like tea, please")
     finally:

@@ -294,9 +294,11 @@ def test_failed_model_leaves_memory_untouched(model_services: Services, model_se
 
 
 def test_pinned_and_hand_edited_sections_survive_a_rewrite(model_services: Services, model_server) -> None:
-    set_machine_memory(model_services, MACHINE_MEMORY + "\n## Family\n<!-- pin -->\n- Sister: Ana\n")
+    set_machine_memory(model_services, MACHINE_MEMORY)
     snap = model_services.store.read("default", "MEMORY.md")
-    edited = snap.text.replace("- Standup is at 10:00 every weekday", "- Standup is at 09:30 every weekday")
+    # Only a person pins: the pinned section is the person's own addition.
+    edited = snap.text + "\n## Family\n<!-- pin -->\n- Sister: Ana\n"
+    edited = edited.replace("- Standup is at 10:00 every weekday", "- Standup is at 09:30 every weekday")
     model_services.store.write("default", "MEMORY.md", edited, expected_sha=snap.sha, actor="person")
     rewrite = MACHINE_MEMORY.split("---\n", 2)[2].replace("- Standup is at 10:00 every weekday\n", "- Standup daily\n")
     rewrite = rewrite.replace("- Likes concrete code examples", "- Likes concrete, runnable code examples")

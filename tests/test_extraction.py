@@ -59,6 +59,7 @@ class Env:
         self.svc.shutdown()
         self.svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.client,
                                      timers=False)
+        self.svc.start()
         return self.svc
 
 
@@ -84,6 +85,7 @@ def make_env(tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
             client = ModelClient.from_settings(settings, usage=UsageLog(settings.state_dir / "log.db"),
                                                backoff_base=0.001, retry_after_cap=0.01)
         svc = ExtractionService(settings, store, log, clock=clock, model=client, timers=False)
+        svc.start()
         env = Env(settings, store, log, clock, client, svc)
         envs.append(env)
         return env
@@ -308,6 +310,7 @@ def test_cooldown_watermark_and_pending_survive_restart(make_env, model_server) 
     # A fresh start runs the due work by itself.
     svc = ExtractionService(env.settings, env.store, env.log, clock=env.clock, model=env.client, timers=False)
     env.svc = svc
+    svc.start()
     env.idle()
     assert len(model_server.chat_requests) == 2
     second = model_server.chat_requests[1].prompt_text
@@ -504,8 +507,29 @@ def test_shutdown_keeps_pending_work_for_the_next_start(make_env) -> None:
     env.svc.shutdown()
     env.clock.advance(minutes=10)
     env.svc = ExtractionService(env.settings, env.store, env.log, clock=env.clock, timers=False)
+    env.svc.start()
     env.idle()
     assert "- employer: Acme Corp" in env.text("PROFILE.md")
+
+
+def test_a_service_that_was_not_started_runs_nothing_and_start_resumes_its_work(make_env) -> None:
+    env = make_env()
+    env.svc.shutdown()
+    before = {t.ident for t in threading.enumerate()}
+    idle = ExtractionService(env.settings, env.store, env.log, clock=env.clock, timers=True)
+    try:
+        # What a CLI process does: the turn is logged and scheduled, and nothing runs in the background.
+        assert idle.record_turn(AGENT, "c1", "Remember that the sky is green.", "ok").when == "now"
+        assert idle.run_due() == []
+        assert idle.runs() == [] and "sky is green" not in env.daily()
+        assert {t.ident for t in threading.enumerate()} <= before
+        assert idle.status()["buckets"][0]["pending_conversations"] == ["c1"]
+        idle.start()  # the daemon's start: the pending run resumes
+        assert idle.wait_idle(30)
+        assert [r["outcome"] for r in idle.runs()] == ["updated"]
+        assert "sky is green" in env.daily()
+    finally:
+        idle.shutdown()
 
 
 def test_owners_are_separate_buckets(make_env) -> None:
@@ -554,6 +578,7 @@ def test_the_timer_starts_the_trailing_run(tmp_path: Path, monkeypatch: pytest.M
     store.ensure_agent(AGENT)
     log = ConversationLog(settings.state_dir / "log.db")
     svc = ExtractionService(settings, store, log, clock=clock, timers=True)
+    svc.start()
     try:
         svc.record_turn(AGENT, "c1", "hi", "hello")
         svc.record_turn(AGENT, "c1", "My name is Alice and I live in Berlin.", "ok")

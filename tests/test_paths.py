@@ -56,3 +56,39 @@ def test_agent_names_and_owner_keys() -> None:
     names = {owner_dirname(o) for o in ("bench:r:conv-2", "bench:r:conv-26", "a/b", "..", "user@example.com")}
     assert len(names) == 5
     assert all("/" not in n and not n.startswith(".") for n in names)
+
+
+def test_an_agent_folder_that_links_outside_is_refused(store: WorkspaceStore, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "MEMORY.md").write_text("not ours")
+    os.symlink(outside, store.root / "linked")
+    for call in (
+        lambda: store.read("linked", "MEMORY.md"),
+        lambda: store.write("linked", "memory/new.md", "x", expected_sha=None, actor="tool"),
+        lambda: store.list_files("linked"),
+        lambda: store.ensure_agent("linked"),
+    ):
+        with pytest.raises(InvalidPathError, match="outside the workspace"):
+            call()
+    assert sorted(p.name for p in outside.iterdir()) == ["MEMORY.md"]
+    assert "linked" not in store.agents() and "default" in store.agents()
+
+
+def test_an_owner_folder_that_links_outside_is_refused(workspace: Path, clock, tmp_path: Path) -> None:
+    store = WorkspaceStore(workspace, clock=clock, owner_isolation=True)
+    store.ensure_agent("default")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (workspace / "default" / "owners").mkdir()
+    os.symlink(outside, store.root / "default" / "owners" / "alice")
+    with pytest.raises(InvalidPathError, match="outside the workspace"):
+        store.write("default", "MEMORY.md", "x", expected_sha=None, actor="tool", owner="alice")
+    assert list(outside.iterdir()) == []
+
+
+def test_an_agent_folder_linking_into_the_state_folder_is_refused(store: WorkspaceStore) -> None:
+    os.symlink(store.state_dir, store.root / "sneaky")
+    with pytest.raises(InvalidPathError, match="hidden state folder"):
+        store.write("sneaky", "notes.md", "x", expected_sha=None, actor="tool")
+    assert not (store.state_dir / "notes.md").exists()

@@ -2,7 +2,52 @@ from __future__ import annotations
 
 import pytest
 
-from mateclaw_mem.memory.redaction import contains_secret, find_secrets, redact
+from mateclaw_mem.redaction import RULE_NAMES, contains_secret, find_secrets, redact
+
+# Every rule: (text with a secret, the secret, its kind, a near miss the rule must leave alone).
+RULES = {
+    "private_key": ("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIQ7zk\n-----END EC PRIVATE KEY-----", "MHcCAQEEIQ7zk",
+                    "private_key", "-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0\n-----END PUBLIC KEY-----"),
+    "jwt": ("t=eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+            "eyJzdWIiOiIxMjM0NTY3ODkwIn0", "jwt", "the header eyJhbGciOiJIUzI1NiJ9 alone is no token"),
+    "api_key": ("use sk-proj-abcdefghijklmnopqrstuvwxyz0123", "sk-proj-abcdefghijklmnopqrstuvwxyz0123", "api_key",
+                "the flag sk-short and a task-abcdefghijklmnopqrstuvwxyz"),
+    "aws_access_key": ("id AKIAIOSFODNN7EXAMPLE", "AKIAIOSFODNN7EXAMPLE", "aws_access_key", "AKIA1234 is too short"),
+    "aws_secret_key": ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                       "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key",
+                       "set aws_secret_access_key in the environment"),
+    "github_token": ("ghp_0123456789abcdefghijklmnopqrstuvwxyzAB", "ghp_0123456789abcdefghijklmnopqrstuvwxyzAB",
+                     "github_token", "the ghp_short prefix"),
+    "gitlab_token": ("glpat-abcdefghij0123456789", "glpat-abcdefghij0123456789", "gitlab_token", "glpat-short"),
+    "slack_token": ("xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij", "slack_token", "xoxb-12 is cut"),
+    "google_api_key": ("key AIzaSyD" + "x" * 32, "AIzaSyD" + "x" * 32, "google_api_key", "AIzaSyShortValue"),
+    "stripe_key": ("sk_live_abcdefghijklmnop1234", "sk_live_abcdefghijklmnop1234", "stripe_key", "sk_live_short"),
+    "bearer_token": ("Authorization: Bearer abcdefghijklmnop.qrstuvwxyz", "abcdefghijklmnop.qrstuvwxyz",
+                     "bearer_token", "the bearer of bad news"),
+    "url_password": ("db at postgres://bob:s3cretpw@db.local/app", "s3cretpw", "url_password",
+                     "see https://bob@example.com/app or https://example.com:8080/x"),
+    "password": ("my password is hunter2", "hunter2", "password", "I reset my password yesterday"),
+    "password_zh": ("服务器密码：Passw0rd!", "Passw0rd!", "password", "你的密码是什么？"),
+}
+
+
+def test_every_rule_has_a_positive_and_a_negative_case() -> None:
+    assert set(RULES) == set(RULE_NAMES)
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_each_rule_redacts_its_secret(rule: str) -> None:
+    text, secret, kind, _ = RULES[rule]
+    out = redact(text)
+    assert secret not in out and f"[REDACTED:{kind}]" in out
+    assert find_secrets(text) == [kind]
+
+
+@pytest.mark.parametrize("rule", list(RULES))
+def test_each_rule_leaves_its_near_miss_alone(rule: str) -> None:
+    near_miss = RULES[rule][3]
+    assert redact(near_miss) == near_miss
+    assert find_secrets(near_miss) == []
 
 SECRETS = [
     ("my key is sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789", "api_key"),

@@ -113,10 +113,12 @@ def test_undo_restores_byte_for_byte_and_is_itself_undoable(store: WorkspaceStor
     store.write("default", "PROFILE.md", odd, expected_sha=original.sha, actor="person")
     mid = store.read("default", "PROFILE.md")
     store.write("default", "PROFILE.md", "replaced\n", expected_sha=mid.sha, actor="extraction")
+    replaced = store.read("default", "PROFILE.md").body
+    assert replaced.startswith("replaced\n") and "## Ünïcode" in replaced  # a machine never drops a person's section
     store.undo("default", "PROFILE.md")
     assert store.path("default", "PROFILE.md").read_bytes() == odd.encode()
     store.undo("default", "PROFILE.md")  # undo the undo
-    assert store.read("default", "PROFILE.md").body == "replaced\n"
+    assert store.read("default", "PROFILE.md").body == replaced
     versions = store.history("default", "PROFILE.md")
     assert not versions[0].existed  # the seeding created the file
     store.undo("default", "PROFILE.md", version=versions[1].version)  # back to the seed

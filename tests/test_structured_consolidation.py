@@ -152,7 +152,7 @@ def test_unsafe_model_answers_are_rejected_and_the_file_is_untouched(
     try:
         _remember_all(svc)
         svc.store.update("default", REL, lambda t: t.replace("## coffee\n", "## coffee\n<!-- pin -->\n"),
-                         actor="api")
+                         actor="person")  # only a person pins
         before = svc.store.read("default", REL).text
         model_server.reply_json(BAD_PLANS[name])
         model_server.reply_json(BAD_PLANS[name])  # the repair round trip gets the same answer

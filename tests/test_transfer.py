@@ -331,3 +331,26 @@ def test_exported_zip_entries_are_plain_files(store: WorkspaceStore, tmp_path: P
     out = Transfer(store).export("default", tmp_path / "p.zip").out
     with zipfile.ZipFile(out) as zf:
         assert all(stat.S_ISREG(i.external_attr >> 16) for i in zf.infolist())
+
+
+@pytest.mark.parametrize("as_zip", [False, True])
+def test_a_pathologically_nested_manifest_is_refused_with_a_reason(store: WorkspaceStore, tmp_path: Path,
+                                                                   as_zip: bool) -> None:
+    deep = ('{"files": ' + "[" * 100_000 + "]" * 100_000 + "}").encode()
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "manifest.json").write_bytes(deep)
+    (folder / "MEMORY.md").write_text("# M\n\n## kept\n\nnot imported\n", encoding="utf-8")
+    source: Path = folder
+    if as_zip:
+        source = tmp_path / "export.zip"
+        with zipfile.ZipFile(source, "w") as zf:
+            zf.writestr("manifest.json", deep)
+            zf.writestr("MEMORY.md", "# M\n")
+    before = store.read("default", "MEMORY.md").text
+    with pytest.raises(InvalidInputError, match=r"manifest\.json nests 100001 levels deep"):
+        Transfer(store).import_(source)
+    assert store.read("default", "MEMORY.md").text == before
+    # Brackets inside strings are text, not nesting.
+    (folder / "manifest.json").write_text(json.dumps({"files": [], "note": "[" * 1000}), encoding="utf-8")
+    Transfer(store).import_(folder, dry_run=True)

@@ -9,10 +9,13 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 
+import httpx
 import pytest
 
+from mateclaw_mem.api.app import create_app
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.runtime.watcher import Watcher, ignored
+from tests.support.server import ApiServer
 
 PERSON = "person"
 TIMEOUT = 15.0  # generous: we wait for an outcome, we never assert how long it took
@@ -157,3 +160,34 @@ def test_moved_file_is_reindexed_under_its_new_name(svc: Services, watcher: Watc
     assert eventually(lambda: found(svc, "chinchilla") == ["memory/old.md"])
     (base / "old.md").rename(base / "new.md")
     assert eventually(lambda: found(svc, "chinchilla") == ["memory/new.md"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify")
+def test_a_dead_inotify_reader_is_noticed_and_replaced(svc: Services) -> None:
+    # The observer thread lives on while the one thread that reads inotify events is gone: what a
+    # KeyError inside watchdog (a folder swapped for a link) did. Only events could find the new
+    # file here: the periodic reconcile is far away.
+    from watchdog.observers.inotify_c import InotifyFD
+
+    w = svc.watcher  # the daemon's own, so that /health reports on it
+    w.health_interval, w.reconcile_interval = 0.2, 3600.0
+    w.start()
+    try:
+        assert eventually(w.idle)
+        reader = InotifyFD.get_instance()
+        reader.stop()
+        reader.join(timeout=5)
+        assert not reader.is_alive() and w._observer.is_alive()
+        assert eventually(lambda: w.status()["restarts"] >= 1)
+        status = w.status()
+        assert status["state"] == "running" and "inotify reader" in status["restart_reason"]
+        assert status["last_restart"] is not None
+        memory = svc.settings.workspace / "default" / "memory"
+        (memory / "later.md").write_text("# l\n\n## l\n\nokapi\n", "utf-8")
+        assert eventually(lambda: found(svc, "okapi") == ["memory/later.md"])
+        with ApiServer(create_app(svc, mcp=False)) as server:
+            index = httpx.get(server.url + "/health").json()["index"]
+        assert index["watcher_restarts"] >= 1 and "inotify reader" in index["watcher_restart_reason"]
+        assert index["watcher_last_restart"]
+    finally:
+        w.stop()

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 
 
 class _Body(BaseModel):
@@ -39,10 +41,10 @@ class AddResponse(BaseModel):
 
 
 class SearchRequest(_Body):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a question or keywords")
     user_id: str = Field(min_length=1)
     top_k: int = Field(ge=1)
-    options: list[str] | None = None
+    options: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] | None = Field(None, max_length=16)
 
 
 class SearchItem(BaseModel):
@@ -74,10 +76,11 @@ def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> dict[str, object]:
     )
 
 
-# async, unlike Add: ranking is pure Python under the GIL, so a pool thread would not let the event
-# loop do more meanwhile; it would only add a hand-off to every search.
+# Plain `def` too: ranking is pure Python, and on the event loop three clients with long queries held
+# every other request (even /health) behind them. In a pool thread the GIL is handed back to the loop
+# every few milliseconds (scripts/bench/event_loop.py measures it); the hand-off costs ~0.1 ms.
 @router.post("/search", response_model=SearchResponse)
-async def search(body: SearchRequest, aml: AmlService = Depends(_aml)) -> Response:
+def search(body: SearchRequest, aml: AmlService = Depends(_aml)) -> Response:
     items = aml.search(body.query, body.user_id, body.top_k, body.options)
     # Rendered directly (the shape is `SearchResponse`, which documents it): validating up to
     # top_k items through pydantic again on the way out cost more than the search itself.

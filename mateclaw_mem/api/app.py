@@ -17,6 +17,8 @@ from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.auth import RequireApiKey
 from mateclaw_mem.api.deps import AGENT_PATTERN
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
+from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 
 
@@ -27,18 +29,20 @@ class BodyLimit:
     counted, and replayed to the app only if it stays within the limit.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, per_path: dict[str, tuple[int, str]] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.per_path = per_path or {}  # path -> (smaller limit, why)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        too_big = error_response(413, f"request body larger than {self.max_bytes} bytes")
+        max_bytes, why = self.per_path.get(scope["path"], (self.max_bytes, ""))
+        too_big = error_response(413, f"request body larger than {max_bytes} bytes{why}")
         length = dict(scope.get("headers", [])).get(b"content-length")
         if length is not None:
-            if length.isdigit() and int(length) > self.max_bytes:
+            if length.isdigit() and int(length) > max_bytes:
                 await too_big(scope, receive, send)
                 return
             await self.app(scope, receive, send)
@@ -51,7 +55,7 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             seen += len(chunk)
-            if seen > self.max_bytes:
+            if seen > max_bytes:
                 await too_big(scope, receive, send)
                 return
             chunks.append(chunk)
@@ -71,6 +75,8 @@ class BodyLimit:
 
 
 _AGENT_RE = re.compile(AGENT_PATTERN)
+# Room for a query and options at the cap even if every character is sent as a \uXXXX escape.
+SEARCH_BODY_BYTES = 64 * 1024
 
 
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None) -> FastAPI:
@@ -104,7 +110,14 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     if mcp_app is not None:
         for route in mcp_app.routes:
             app.router.routes.append(route)
-    app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes)
+    # A search carries a query, not a document: its body is refused before it is read or parsed
+    # (parsing 1.9 MB of JSON on the event loop held /health for 100+ ms).
+    search_limit = (SEARCH_BODY_BYTES, f" (a search query is at most {MAX_QUERY_CHARS} characters)")
+    app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
+                       per_path={"/v1/aml/search": search_limit})
+    # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
+    app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
+    app.add_middleware(AnswerErrors)
     return app
 
 

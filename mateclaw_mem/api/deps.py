@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from fastapi import Request
 
-from mateclaw_mem.api.errors import ApiError
 from mateclaw_mem.runtime.services import Services
 
 # The store's agent-name rule (workspace/paths.py) as a schema pattern: a bad name is a documented 422.
@@ -16,15 +13,6 @@ AGENT_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
 async def get_services(request: Request) -> Services:
     # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for a lookup.
     return request.app.state.services
-
-
-def service(services: Services, name: str) -> Any:
-    """`services.<name>`, or a 503 naming what is missing from this build instead of a 500."""
-    # Look at the class, not the instance: an AttributeError raised while *building* a service is
-    # a bug and must surface as one, not as "unavailable".
-    if not hasattr(type(services), name):
-        raise ApiError(503, "unavailable", f"the {name} service is not available in this build")
-    return getattr(services, name)
 
 
 def owner_key(owner: str | None) -> str:

@@ -6,7 +6,10 @@ see `api/auth.py`) or tracebacks; unexpected exceptions become a generic 500.
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import sqlite3
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -24,6 +27,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "invalid_path": 400,
     "not_found": 404,
     "conflict": 409,
+    "rejected": 409,  # a safety guard refused a machine write (erosion)
     "busy": 429,  # another run holds the lock: retry later
     "too_large": 413,
     "unauthorized": 401,
@@ -56,9 +60,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (413, "request body too large"),
         (422, "a field is missing or has the wrong type (detail.errors lists them)"),
         (429, "busy: another run holds the lock; retry later"),
-        (500, "internal or configuration error"),
+        (408, "the request body did not arrive in time"),
+        (500, "internal, configuration or file system error"),
         (502, "the configured model failed"),
-        (503, "the service is not available in this build"),
+        (503, "out of resources for now (retry)"),
+        (507, "no space left for the workspace"),
     )
 }
 
@@ -113,6 +119,50 @@ async def _http_error(_: Request, exc: Exception) -> JSONResponse:
     return error_response(exc.status_code, str(detail), exc.headers)
 
 
+# A folder on the path moved, vanished or became a link while the write ran (a sync tool, a person
+# reorganising, a hostile swap): the caller's request conflicts with what is on disk now.
+_CHANGED_UNDER_US = {errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.ELOOP, errno.EEXIST, errno.ENOTEMPTY,
+                     errno.EXDEV, errno.ESTALE}
+_NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+_RETRY_LATER = {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.EAGAIN, errno.EBUSY, errno.ETXTBSY}
+
+
+def os_error_status(exc: OSError) -> tuple[int, str]:
+    """(status, reason) for a file system failure. The reason names the file, never its full path
+    (the workspace location is none of the caller's business)."""
+    name = os.path.basename(str(exc.filename)) if exc.filename else ""
+    what = f"{errno.errorcode.get(exc.errno or 0, 'error')}: {exc.strerror or exc}" + (f" ({name})" if name else "")
+    if exc.errno in _CHANGED_UNDER_US:
+        return 409, f"a folder on the file's path is missing, is not a folder, or changed during the write " \
+                    f"(moved, removed or replaced by a link), so the write did not complete - {what}"
+    if exc.errno in _NO_SPACE:
+        return 507, f"no space left for the workspace - {what}"
+    if exc.errno == errno.ENAMETOOLONG:
+        return 400, f"a file name is too long for the file system - {what}"
+    if exc.errno in _RETRY_LATER or isinstance(exc, TimeoutError):
+        return 503, f"out of a system resource for now; retry - {what}"
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return 500, f"the workspace is not writable by the daemon - {what}"
+    return 500, f"file system error - {what}"
+
+
+async def _os_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, OSError)
+    status, reason = os_error_status(exc)
+    (log.warning if status < 500 else log.error)("file system error answered %d: %s", status, reason)
+    return error_response(status, reason, {"Retry-After": "1"} if status == 503 else None)
+
+
+async def _sqlite_error(_: Request, exc: Exception) -> JSONResponse:
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return error_response(503, f"the database is busy; retry - {text}", {"Retry-After": "1"})
+    log.error("database error: %s", text)
+    if "full" in text:
+        return error_response(507, f"no space left for the database - {text}")
+    return error_response(500, f"database error - {text}")
+
+
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=exc)
     return error_response(500, "internal error; see the daemon log")
@@ -122,4 +172,8 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(MateclawError, _mateclaw_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Registered by class (not as the catch-all below): Starlette's catch-all answers 500 and then
+    # re-raises, and uvicorn closes the connection - a dropped connection instead of a reason.
+    app.add_exception_handler(OSError, _os_error)
+    app.add_exception_handler(sqlite3.Error, _sqlite_error)
     app.add_exception_handler(Exception, _unexpected)

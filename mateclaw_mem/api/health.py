@@ -28,16 +28,23 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
 
 def _index(services: Services) -> dict[str, Any] | None:
     """How fresh the search index is. None when this process has not opened it (no watcher)."""
-    index = services.__dict__.get("file_index")  # never open (create) the index just to report on it
-    if index is None:
+    if not services.built("file_index"):  # never open (create) the index just to report on it
         return None
+    index = services.file_index
     synced = index.last_sync_ms
-    watcher = services.__dict__.get("watcher")
-    status = watcher.status() if watcher is not None else None
+    status = services.watcher.status() if services.built("watcher") else None
     return {
         **index.counts(),
         "last_sync": datetime.fromtimestamp(synced / 1000, services.clock.tz).isoformat(timespec="seconds")
         if synced else None,
         "watcher": status["state"] if status else "not running",
         "pending_changes": status["pending"] if status else None,
+        # A restarted watcher may have missed events (a reconcile follows): say so, and when.
+        "watcher_restarts": status["restarts"] if status else 0,
+        "watcher_last_restart": _iso(status["last_restart"], services) if status else None,
+        "watcher_restart_reason": status["restart_reason"] if status else None,
     }
+
+
+def _iso(unix: float | None, services: Services) -> str | None:
+    return datetime.fromtimestamp(unix, services.clock.tz).isoformat(timespec="seconds") if unix else None

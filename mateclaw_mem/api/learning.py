@@ -12,7 +12,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import get_services, service
+from mateclaw_mem.api.deps import get_services
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
@@ -23,11 +23,11 @@ Slug = Path(min_length=1, max_length=64, description="task slug: lowercase lette
 
 
 def _learning(services: Services = Depends(get_services)) -> Any:
-    return service(services, "learning")
+    return services.learning
 
 
 def _lineage(services: Services = Depends(get_services)) -> Any:
-    return service(services, "lineage")
+    return services.lineage
 
 
 def _actor(by_person: bool) -> str:

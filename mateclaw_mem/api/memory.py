@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, owner_key, service
+from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, owner_key
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.runtime.services import Services
 
@@ -156,7 +156,7 @@ def record_turn(
     conversation_id: str = ConversationId,
     services: Services = Depends(get_services),
 ) -> TurnOut:
-    result = service(services, "extraction").record_turn(
+    result = services.extraction.record_turn(
         agent,
         conversation_id,
         body.user,
@@ -187,7 +187,7 @@ def summarize(
     owner: str | None = Owner,
     services: Services = Depends(get_services),
 ) -> Any:
-    return _run_response(service(services, "extraction").extract_now(agent, conversation_id, owner_key(owner)))
+    return _run_response(services.extraction.extract_now(agent, conversation_id, owner_key(owner)))
 
 
 @router.post(
@@ -200,26 +200,26 @@ def emergence(
     body: EmergenceIn | None = None, agent: str = AgentId, services: Services = Depends(get_services)
 ) -> Any:
     body = body or EmergenceIn()
-    dreaming = service(services, "dreaming")
+    dreaming = services.dreaming
     return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner or None, trigger="api"))
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,
              summary="merge near-duplicate structured entries now")
 def structured_consolidation(agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return service(services, "structured_consolidation").run(agent).as_dict()
+    return services.structured_consolidation.run(agent).as_dict()
 
 
 @router.get("/dreaming/status", summary="last dreams, next scheduled run, pending candidates")
 def dreaming_status(
     agent: str = AgentId, owner: str | None = Owner, services: Services = Depends(get_services)
 ) -> dict[str, Any]:
-    return _plain(service(services, "dreaming").status(agent, owner=owner or None))
+    return _plain(services.dreaming.status(agent, owner=owner or None))
 
 
 @router.post("/context", response_model=ContextOut, summary="the assembled prompt for a query and owner")
 def context(body: ContextIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    built = service(services, "context").build(
+    built = services.context.build(
         agent,
         owner=body.owner or body.end_user_id,
         query=body.query,

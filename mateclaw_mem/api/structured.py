@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, service
+from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
@@ -56,7 +56,7 @@ class EntryList(BaseModel):
 @router.post("", response_model=RememberOut, summary="Add an entry, or replace the one with the same key")
 def remember(body: RememberIn, agent: str = AgentId, owner: str | None = Owner,
              services: Services = Depends(get_services)) -> RememberOut:
-    result = service(services, "structured").remember(
+    result = services.structured.remember(
         agent, body.type, body.key, body.text, actor="person" if body.by_person else "api", source=body.source,
         owner=owner)
     e = result.entry
@@ -68,7 +68,7 @@ def remember(body: RememberIn, agent: str = AgentId, owner: str | None = Owner,
 def recall(agent: str = AgentId, type: EntryType | None = Query(None),
            key: str | None = Query(None, min_length=1, max_length=200), owner: str | None = Owner,
            services: Services = Depends(get_services)) -> EntryList:
-    found = service(services, "structured").recall(agent, type, key, owner=owner)
+    found = services.structured.recall(agent, type, key, owner=owner)
     return EntryList(entries=[EntryOut(**t.as_dict()) for t in found])
 
 
@@ -76,5 +76,5 @@ def recall(agent: str = AgentId, type: EntryType | None = Query(None),
 def forget(type: EntryType, key: str = Path(min_length=1, max_length=200),
            agent: str = AgentId, owner: str | None = Owner,
            services: Services = Depends(get_services)) -> EntryOut:
-    removed = service(services, "structured").forget(agent, type, key, actor="api", owner=owner)
+    removed = services.structured.forget(agent, type, key, actor="api", owner=owner)
     return EntryOut(**removed.as_dict())

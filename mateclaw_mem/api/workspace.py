@@ -14,7 +14,8 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, service
+from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import FileInfo, WriteResult
 
@@ -216,7 +217,7 @@ def undo(body: UndoIn, agent: str = AgentId, services: Services = Depends(get_se
 @router.get("/search", response_model=SearchOut, summary="keyword search over the agent's memory")
 def search(
     agent: str = AgentId,
-    q: str = Query(min_length=1, max_length=1000, description="keywords (Latin or CJK)"),
+    q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS, description="keywords (Latin or CJK)"),
     limit: int = Query(10, ge=1, le=50),
     scope: Literal["all", "memory", "profile", "persona", "conversations", "files"] = Query(
         "files", description="files (default): every memory file; all: files and conversations; ..."
@@ -224,4 +225,4 @@ def search(
     owner: str | None = Owner,
     services: Services = Depends(get_services),
 ) -> dict[str, Any]:
-    return service(services, "search").search(q, agent=agent, owner=owner, scope=scope, limit=limit).to_dict()
+    return services.search.search(q, agent=agent, owner=owner, scope=scope, limit=limit).to_dict()

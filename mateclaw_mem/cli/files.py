@@ -116,7 +116,8 @@ def cmd_write(ctx: CliContext) -> int:
 
 def cmd_edit(ctx: CliContext) -> int:
     a = ctx.args
-    out = ctx.services.tools.edit(a.agent, a.file, a.old, a.new, actor=PERSON, owner=a.owner, replace_all=a.all)
+    out = ctx.services.tools.edit(a.agent, a.file, a.old, a.new, actor=PERSON, owner=a.owner, replace_all=a.all,
+                                   all_flag="--all")
     ctx.emit({**_result(out.write), "replacements": out.replacements},
              f"edited {out.write.rel} ({out.replacements} replacement{'s' if out.replacements != 1 else ''})")
     return 0

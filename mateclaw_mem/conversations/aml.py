@@ -22,6 +22,7 @@ from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.message_index import FACT_BASE, Hit, MessageIndex
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.facts import FactExtractor
@@ -115,10 +116,9 @@ class AmlService:
         *,
         agent: str = AML_AGENT,
         facts: FactExtractor | None = None,
-        background: bool = True,
     ) -> None:
-        """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread
-        when `background`, else only when `facts.run_pending()` is called."""
+        """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread once
+        `start()` is called (the daemon does), else only when `facts.run_pending()` is called."""
         self.log = log
         self.index = index
         self.clock = clock
@@ -128,8 +128,15 @@ class AmlService:
         self.index.sync(self.log)
         if facts is not None:
             self.index.sync_facts(facts.store)
-            if background:
-                facts.start()
+
+    def start(self) -> None:
+        """Start the fact worker (model mode); jobs queued before a restart run first."""
+        if self.facts is not None:
+            self.facts.start()
+
+    def stop(self) -> None:
+        if self.facts is not None:
+            self.facts.stop()
 
     def add(
         self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]
@@ -192,6 +199,8 @@ class AmlService:
         """Stored messages of exactly `user_id`, best first, at most `top_k` (capped)."""
         if not query.strip():
             raise InvalidInputError("query must be a non-empty string")
+        if len(query) > MAX_QUERY_CHARS or sum(map(len, options or ())) > MAX_QUERY_CHARS:
+            raise TooLargeError(f"query (or options) longer than {MAX_QUERY_CHARS} characters")
         _require_id("user_id", user_id)
         if top_k < 1:
             raise InvalidInputError("top_k must be >= 1")

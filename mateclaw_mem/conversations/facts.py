@@ -26,6 +26,7 @@ from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.message_index import MessageIndex, split_speaker
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.prompts.aml_facts import AmlFactsResult, SourceMessage, build_messages, check_sources
+from mateclaw_mem.redaction import redact
 
 log = logging.getLogger(__name__)
 
@@ -117,14 +118,17 @@ class FactStore(SharedConnection):
         return _job(row) if row else None
 
     def finish(self, job: FactJob, facts: list[tuple[str, list[int], int]], *, now_ms: int) -> None:
-        """Store the job's facts ((text, source ids, ts_ms) each) and mark it done, atomically."""
+        """Store the job's facts ((text, source ids, ts_ms) each) and mark it done, atomically.
+
+        Fact texts are the model's words: redacted here, the one way into `aml_facts`, so AML search
+        never returns a secret the model echoed or made up."""
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 self._conn.executemany(
                     "INSERT INTO aml_facts (agent, owner, conversation_id, text, source_ids, ts_ms, job_id,"
                     " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(job.agent, job.owner, job.conversation_id, text, json.dumps(src), ts, job.id, now_ms)
+                    [(job.agent, job.owner, job.conversation_id, redact(text), json.dumps(src), ts, job.id, now_ms)
                      for text, src, ts in facts],
                 )
                 self._conn.execute(

@@ -1,5 +1,10 @@
 """The conversation log: every message as it was said, in `workspace/.mateclaw/log.db`.
 
+Every message as it was said, except its secrets: content is redacted before it is logged
+(`mateclaw_mem.redaction`), so no reader of the log - search, context, recall, AML - can return a
+key or a password. A log written by an older version that stored raw text is redacted in place once,
+when it is first opened (`REDACTED`: marker and count in `meta`, shown by `status`).
+
 A log, not derived data: nothing here is rebuilt from anything else, so rows are only ever
 appended. Search indexes (`index/message_index.py`) are derived from it and can be rebuilt.
 
@@ -15,8 +20,14 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.db import SharedConnection, migrated, run_once
 from mateclaw_mem.errors import ConflictError
+from mateclaw_mem.redaction import redact
+
+REDACTED = "redacted:"  # `meta` marker prefix of the one-time redaction of stored rows
+# Text columns of log.db that hold what people and models said. aml_facts belongs to
+# conversations.facts.FactStore but lives in this file: the log's migration covers the whole file.
+_REDACT_COLUMNS = (("messages", "content"), ("aml_facts", "text"))
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -35,12 +46,25 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation
     ON messages (agent, owner, conversation_id, id);
-CREATE TABLE IF NOT EXISTS idempotency (
-    request_id TEXT PRIMARY KEY,
+CREATE TABLE IF NOT EXISTS requests (
+    owner TEXT NOT NULL,
+    request_id TEXT NOT NULL,
     body_hash TEXT NOT NULL,
     response TEXT NOT NULL,
-    created_ms INTEGER NOT NULL
+    created_ms INTEGER NOT NULL,
+    PRIMARY KEY (owner, request_id)
 );
+"""
+
+# Request ids are the caller's, so they are unique per owner (an AML user_id), never across owners:
+# in one namespace for everyone, one user's id made another's Add answer 409. Older logs kept them in
+# `idempotency`, keyed by request id alone; its rows move over once, with the owner of their messages.
+_MIGRATE_REQUESTS = """
+INSERT OR IGNORE INTO requests (owner, request_id, body_hash, response, created_ms)
+    SELECT COALESCE((SELECT m.owner FROM messages m WHERE m.request_id = i.request_id LIMIT 1), ''),
+           i.request_id, i.body_hash, i.response, i.created_ms
+    FROM idempotency i;
+DROP TABLE idempotency;
 """
 
 
@@ -101,6 +125,16 @@ class ConversationLog(SharedConnection):
 
     def __init__(self, db_path: Path) -> None:
         super().__init__(db_path, _SCHEMA)
+        with self._write() as conn:
+            if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency'").fetchone():
+                for statement in filter(str.strip, _MIGRATE_REQUESTS.split(";")):
+                    conn.execute(statement)
+        run_once(self._conn, self._lock, REDACTED + "log.db", _redact_stored)
+
+    def redacted_on_migration(self) -> dict[str, int]:
+        """Rows the one-time migration redacted in place, per table (for `status`)."""
+        with self._lock:
+            return migrated(self._conn, REDACTED + "log.db:")
 
     def _insert(
         self,
@@ -127,7 +161,7 @@ class ConversationLog(SharedConnection):
                     owner,
                     conversation_id,
                     m.role,
-                    m.content,
+                    redact(m.content),
                     m.ts_ms if m.ts_ms is not None else now_ms,
                     trigger_source,
                     finish_reason,
@@ -181,14 +215,15 @@ class ConversationLog(SharedConnection):
         trigger_source: str = "chat",
         now_ms: int,
     ) -> OnceResult:
-        """Append unless `request_id` was seen: same body -> replay, other body -> ConflictError.
+        """Append unless `owner` already sent `request_id`: same body -> replay, other body ->
+        ConflictError. Another owner's request with the same id is a request of its own.
 
         The check and the insert share one IMMEDIATE transaction, so two concurrent deliveries
         of the same request cannot both append.
         """
         with self._write() as conn:
             row = conn.execute(
-                "SELECT body_hash, response FROM idempotency WHERE request_id = ?", (request_id,)
+                "SELECT body_hash, response FROM requests WHERE owner = ? AND request_id = ?", (owner, request_id)
             ).fetchone()
             if row is not None:
                 if row["body_hash"] != body_hash:
@@ -198,7 +233,8 @@ class ConversationLog(SharedConnection):
                 ids = [
                     r["id"]
                     for r in conn.execute(
-                        "SELECT id FROM messages WHERE request_id = ? ORDER BY id", (request_id,)
+                        "SELECT id FROM messages WHERE agent = ? AND owner = ? AND request_id = ? ORDER BY id",
+                        (agent, owner, request_id),
                     )
                 ]
                 return OnceResult(ids=ids, response=row["response"], replayed=True)
@@ -215,9 +251,9 @@ class ConversationLog(SharedConnection):
                 now_ms=now_ms,
             )
             conn.execute(
-                "INSERT INTO idempotency (request_id, body_hash, response, created_ms)"
-                " VALUES (?, ?, ?, ?)",
-                (request_id, body_hash, response, now_ms),
+                "INSERT INTO requests (owner, request_id, body_hash, response, created_ms)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (owner, request_id, body_hash, response, now_ms),
             )
             return OnceResult(ids=ids, response=response, replayed=False)
 
@@ -288,3 +324,20 @@ class ConversationLog(SharedConnection):
             "last_id": row["last_id"] or 0,
         }
 
+
+def _redact_stored(conn: sqlite3.Connection) -> int:
+    """Redact, in place, what an older version logged raw; one `meta` row per table with its count."""
+    total = 0
+    for table, column in _REDACT_COLUMNS:
+        if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone() is None:
+            continue
+        changed = [
+            (clean, r["id"])
+            for r in conn.execute(f"SELECT id, {column} AS text FROM {table}")
+            if (clean := redact(r["text"])) != r["text"]
+        ]
+        conn.executemany(f"UPDATE {table} SET {column} = ? WHERE id = ?", changed)
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                     (f"{REDACTED}log.db:{table}", str(len(changed))))
+        total += len(changed)
+    return total

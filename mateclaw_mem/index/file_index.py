@@ -37,11 +37,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from mateclaw_mem.db import connect, immediate
+from mateclaw_mem.db import connect, immediate, migrated, run_once
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, chunk_file, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.sources import LoggedMessage, MessageSource
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
+from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -53,6 +54,7 @@ _BATCH_FILES = 200
 _AUTOMERGE = 4  # FTS5's default: what ingests after a rebuild run with
 _READ_RETRIES = 6
 _SWAP_ERRORS = ("vtable constructor failed", "no such table", "database schema has changed")
+_REDACTED = "redacted:index.db"  # `meta` marker (and count) of the one-time redaction in place
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,27 @@ class FileIndex:
             if self._w.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
                 with self._tx() as conn:
                     self._set_tokenizer(conn)
+        run_once(self._w, self._write_lock, _REDACTED, self._redact_stored)
+
+    @staticmethod
+    def _redact_stored(conn: sqlite3.Connection) -> int:
+        """Redact, in place, the conversation messages an older version indexed raw (the log holds
+        the same turns and is redacted by its own migration). Returns how many rows held a secret.
+        File chunks are not touched: they are re-read from the files, which only writers change."""
+        changed = [(r["id"], clean) for r in conn.execute("SELECT id, text FROM chunks WHERE kind = ?", (CONVERSATION,))
+                   if (clean := redact(r["text"])) != r["text"]]
+        for chunk_id, text in changed:
+            tokens = tokenize(text)
+            conn.execute("UPDATE chunks SET text = ?, sha = ?, ntok = ? WHERE id = ?",
+                         (text, chunk_sha("", text), len(tokens), chunk_id))
+            conn.execute("UPDATE fts SET body = ? WHERE rowid = ?", (" ".join(tokens), chunk_id))
+        if changed:  # deleted tokens stay in FTS5's segments until they are merged: merge them now
+            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        return len(changed)
+
+    def redacted_on_migration(self) -> int | None:
+        """Messages the one-time migration redacted in place (for `status`); None: not run."""
+        return migrated(self._reader(), _REDACTED).get("")
 
     @staticmethod
     def _set_tokenizer(conn: sqlite3.Connection) -> None:

@@ -36,10 +36,11 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mateclaw_mem.db import connect, immediate
+from mateclaw_mem.db import connect, immediate, migrated, run_once
 from mateclaw_mem.index.lexicon import related
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
-from mateclaw_mem.index.tokenizer import STOPWORDS, TOKENIZER_VERSION, tokenize
+from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, TOKENIZER_VERSION, tokenize
+from mateclaw_mem.redaction import redact
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 
@@ -68,6 +69,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts{s} USING fts5(okey, body, ctx, nb, dt, to
 
 
 _SCHEMA = _META + _tables()
+_REDACTED = "redacted:messages.db"  # `meta` marker (and count) of the one-time redaction in place
 
 _FIELDS = ("body", "ctx", "nb", "dt")
 # "Caroline: text" - a short name before a colon. Up to four words and no sentence punctuation,
@@ -227,6 +229,20 @@ class Ranking:
     max_candidates: int = 1000  # turns kept after word matching (see `_rank`); 0 = all
     pad_neighbours: int = 30  # when fewer turns match than asked for, add the surroundings of this many...
     pad_distance: int = 2  # ...up to this many turns either side
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """A stored turn fed back through `_add_batch` (fits `LoggedMessage`)."""
+
+    id: int
+    agent: str
+    owner: str
+    conversation_id: str
+    role: str
+    content: str
+    ts_ms: int
+    memoryless: bool = False
 
 
 @dataclass(frozen=True)
@@ -442,6 +458,41 @@ class MessageIndex:
             self._conn.executescript(_SCHEMA)
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
                 self._set_tokenizer()
+        run_once(self._conn, self._lock, _REDACTED, self._redact_stored)
+
+    def _redact_stored(self, conn: sqlite3.Connection) -> int:
+        """Redact, in place, what an older version indexed raw (the log holds the same turns and is
+        redacted by its own migration). A turn's words also sit in its neighbours' `ctx`/`nb`
+        fields, so each conversation holding a secret is indexed again whole; a fact stands alone
+        (its row is rewritten the way `_add_facts` writes one).
+        Returns how many documents held one."""
+        dirty = [(r["id"], r["agent"], r["owner"], r["conversation_id"])
+                 for r in conn.execute("SELECT id, agent, owner, conversation_id, content FROM docs")
+                 if redact(r["content"]) != r["content"]]
+        for doc_id, *_ in (d for d in dirty if d[0] >= FACT_BASE):
+            text = redact(conn.execute("SELECT content FROM docs WHERE id = ?", (doc_id,)).fetchone()[0])
+            body = tokenize(text)
+            conn.execute("UPDATE docs SET content = ?, body_len = ? WHERE id = ?", (text, len(body), doc_id))
+            conn.execute("UPDATE fts SET body = ?, ctx = '', nb = '' WHERE rowid = ?", (" ".join(body), doc_id))
+        for key in dict.fromkeys(tuple(d[1:]) for d in dirty if d[0] < FACT_BASE):
+            where = "agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
+            turns = [_Turn(r["id"], r["agent"], r["owner"], r["conversation_id"], r["role"], redact(r["content"]),
+                           r["ts_ms"])
+                     for r in conn.execute(f"SELECT * FROM docs WHERE {where} ORDER BY id", (*key, FACT_BASE))]
+            conn.executemany("DELETE FROM fts WHERE rowid = ?", [(t.id,) for t in turns])
+            conn.execute(f"DELETE FROM docs WHERE {where}", (*key, FACT_BASE))
+            self._add_batch(turns)
+        if dirty:
+            # Deleted tokens stay in FTS5's segments until they are merged: merge them now. A new
+            # generation makes other processes parse their cached views (old text) afresh.
+            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
+        return len(dirty)
+
+    def redacted_on_migration(self) -> int | None:
+        """Documents the one-time migration redacted in place (for `status`); None: not run."""
+        with self._lock:
+            return migrated(self._conn, _REDACTED).get("")
 
     # ------------------------------------------------------------------ indexing
 
@@ -531,7 +582,7 @@ class MessageIndex:
                 for statement in _tables().split(";"):
                     if "CREATE INDEX" in statement:
                         conn.execute(statement)
-                conn.execute("DELETE FROM meta")
+                conn.execute("DELETE FROM meta WHERE key NOT LIKE 'redacted:%'")  # migrations stay done
                 conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                  [("watermark", str(last)), ("fact_watermark", str(last_fact)),
                                   ("tokenizer", TOKENIZER_VERSION), ("generation", uuid.uuid4().hex)])
@@ -781,6 +832,14 @@ class MessageIndex:
                     qweights[t] = r.option_weight
         if not qweights:
             return []
+        if len(qweights) > MAX_QUERY_TERMS:
+            # Each term walks its postings: a bounded number of them bounds the work. The rarest
+            # that occur at all carry the query (a common word adds little but costs the most; a
+            # word this owner never used costs nothing and finds nothing).
+            keep = heapq.nlargest(MAX_QUERY_TERMS, qweights,
+                                  key=lambda t: view.idf(t) if view.df.get(t) else -1.0)
+            qweights = {t: qweights[t] for t in keep}
+            content_toks = [t for t in content_toks if t in qweights]
         when = bool(_WHEN_RE.search(query))
         count = bool(_COUNT_RE.search(query))
         # Names the answer must not merely repeat: the speakers and whatever the question names.

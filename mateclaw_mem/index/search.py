@@ -48,12 +48,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
 from mateclaw_mem.index.file_index import Candidate, FileIndex, MessageSource
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
 from mateclaw_mem.index.snippets import make_snippet
-from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, tokenize
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS, STOPWORDS, fts_query, tokenize
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -161,6 +161,8 @@ class SearchService:
             raise InvalidInputError(f"search limit {limit!r} is out of range: use 1 to {MAX_LIMIT}")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("search query is empty")
+        if len(query) > MAX_QUERY_CHARS:
+            raise TooLargeError(f"search query is {len(query)} characters; the limit is {MAX_QUERY_CHARS}")
         if self._freshen is not None:
             freshen, self._freshen = self._freshen, None
             freshen()

@@ -21,6 +21,12 @@ from functools import lru_cache
 
 import Stemmer
 
+# Queries are questions and keywords, not documents: longer ones are refused (413/422 over HTTP)
+# before any work, so that no query can keep a worker or the event loop busy for long.
+MAX_QUERY_CHARS = 2000
+# Distinct terms a ranker scores per query (the rarest kept): each walks its postings list.
+MAX_QUERY_TERMS = 64
+
 # Han (incl. extension A and compatibility), Hiragana, Katakana (+ phonetic ext.), Hangul
 # syllables and jamo. Kept as one class: any run of these is bigrammed.
 _CJK = (

@@ -51,8 +51,14 @@ def _cut_lines(text: str, budget: int) -> tuple[str, str]:
     return "".join(head), text[used:]
 
 
-def apply_ceiling(body: str, cap: int, archive: str) -> CeilingResult:
-    """Fit `body` under `cap` chars (0 = unlimited). `archive` names where the cut text will live."""
+def apply_ceiling(body: str, cap: int, archive: str, *, protected: frozenset[str] | set[str] = frozenset(),
+                  fresh: frozenset[str] | set[str] = frozenset()) -> CeilingResult:
+    """Fit `body` under `cap` chars (0 = unlimited). `archive` names where the cut text will live.
+
+    Pinned sections and those in `protected` (a person's) are never cut. Otherwise the tail goes
+    first, as before; sections in `fresh` (what this write adds or changes) go only after every older
+    machine section. When the protected text alone is over the cap, the file is over because of the
+    person: fresh sections then stay (the file is flagged over budget), never straight to the archive."""
     clean = strip_marker(body)
     if cap <= 0 or len(body) <= cap:
         return CeilingResult(body, "")
@@ -61,38 +67,38 @@ def apply_ceiling(body: str, cap: int, archive: str) -> CeilingResult:
     # Reserve room for the marker line itself.
     budget = max(0, cap - len(marker(cap, 10**9, archive)))
     preamble, sections = split_sections(clean)
-    kept: list[Section] = []
-    cut: list[str] = []
-    pinned_size = sum(len(s.text) for s in sections if s.pinned)
-    used = len(preamble) + pinned_size
-    cutting = False
-    if used > budget:
-        head, tail = _cut_lines(preamble, max(0, budget - pinned_size))
-        preamble, cut = head, [tail]
-        used = len(preamble) + pinned_size
-        cutting = True
-    for s in sections:
-        if s.pinned:
-            kept.append(s)
-            continue
-        if not cutting and used + len(s.text) <= budget:
-            kept.append(s)
-            used += len(s.text)
-            continue
-        if not cutting and not any(not k.pinned for k in kept):
-            # The first section alone exceeds the cap: keep what fits of it, at a line boundary.
-            head, tail = _cut_lines(s.text, budget - used)
-            if head.strip():
-                kept.append(Section(s.title, head))
-                used += len(head)
-                cut.append(tail)
-                cutting = True
-                continue
-        cutting = True
-        cut.append(s.text)
-    cut_text = "".join(cut)
+    keep = [s.pinned or s.key in protected for s in sections]
+    used = len(preamble) + sum(len(s.text) for s in sections)
+    held = len(preamble) + sum(len(s.text) for s, k in zip(sections, keep, strict=True) if k)
+    cut_at: set[int] = set()
+    order = [i for i in reversed(range(len(sections))) if not keep[i] and sections[i].key not in fresh]
+    if held <= budget:
+        order += [i for i in reversed(range(len(sections))) if not keep[i] and sections[i].key in fresh]
+    for i in order:
+        if used <= budget:
+            break
+        cut_at.add(i)
+        used -= len(sections[i].text)
+    head_cut = ""
+    machine = [i for i in range(len(sections)) if not keep[i]]
+    if used > budget and not protected and not fresh and len(preamble) > budget - (held - len(preamble)):
+        # Only machine text and the preamble alone is too long: cut it at a line, drop every section.
+        preamble, head_cut = _cut_lines(preamble, max(0, budget - (held - len(preamble))))
+        cut_at.update(machine)
+    elif machine and not protected and set(machine) <= cut_at:
+        # Every machine section had to go: keep what fits of the first one, at a line boundary.
+        first = machine[0]
+        room = budget - used
+        head, tail = _cut_lines(sections[first].text, room) if room > 0 else ("", "")
+        if head.strip():
+            sections[first] = Section(sections[first].title, head)
+            cut_at.discard(first)
+            head_cut = tail
+    # A cut preamble or first section comes before the whole sections after it, as in the file.
+    cut_text = head_cut + "".join(sections[i].text for i in sorted(cut_at))
     if not cut_text.strip():
         return CeilingResult(clean, "")
+    kept = [s for i, s in enumerate(sections) if i not in cut_at]
     new_body = join(preamble, kept)
     if not new_body.endswith("\n"):
         new_body += "\n"

@@ -7,6 +7,7 @@ Headings inside fenced code blocks are not headings.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 PIN_MARK = "<!-- pin -->"
@@ -87,15 +88,102 @@ def preserve_pinned(old_body: str, new_body: str) -> str:
             if sections[at].text.rstrip() != section.text.rstrip():
                 sections[at] = section
             continue
-        insert_at = len(sections)
-        for prev in reversed(old_sections[:old_index]):
-            found = find(sections, prev.title)
-            if found is not None:
-                insert_at = found + 1
-                break
-        else:
-            if old_index == 0:
-                insert_at = 0
-        text = section.text if section.text.endswith("\n") else section.text + "\n"
-        sections.insert(insert_at, Section(section.title, text))
+        reinsert(sections, old_sections, old_index)
     return join(preamble, sections)
+
+
+def reinsert(sections: list[Section], old_sections: list[Section], old_index: int) -> None:
+    """Put old_sections[old_index], which `sections` lost, back where it was: after the section
+    that preceded it (at the top if it was first, at the end if no neighbour is left)."""
+    insert_at = len(sections)
+    for prev in reversed(old_sections[:old_index]):
+        found = find(sections, prev.title)
+        if found is not None:
+            insert_at = found + 1
+            break
+    else:
+        if old_index == 0:
+            insert_at = 0
+    section = old_sections[old_index]
+    sections.insert(insert_at, Section(section.title, _ended(section.text)))
+
+
+def strip_pins(old_body: str, new_body: str) -> tuple[str, int]:
+    """Only a person pins: remove every pin marker from a machine's text, except in the sections
+    that were already pinned (`preserve_pinned` restores those verbatim). Returns (body, removed)."""
+    _, old_sections = split_sections(old_body)
+    pinned = {s.key for s in old_sections if s.pinned}
+    preamble, sections = split_sections(new_body)
+    removed = 0
+
+    def clean(text: str) -> str:
+        nonlocal removed
+        out = []
+        for line in text.splitlines(keepends=True):
+            stripped, n = _PIN_RE.subn("", line)
+            if n:
+                removed += n
+                if not stripped.strip():
+                    continue  # a line that was only the marker goes entirely
+                line = stripped
+            out.append(line)
+        return "".join(out)
+
+    preamble = clean(preamble)
+    sections = [s if s.key in pinned else Section(s.title, clean(s.text)) for s in sections]
+    return join(preamble, sections), removed
+
+
+def _line_key(line: str) -> str:
+    """`name: Alex` and `- name: Alex Kim` share the key `name` (what a fact is about)."""
+    text = line.strip().lstrip("-*+ ").strip()
+    head, sep, _ = text.partition(":")
+    return " ".join(head.split()).casefold() if sep and len(head) <= 60 else ""
+
+
+def keep_person_lines(old_body: str, new_body: str, person: dict[str, set[str]],
+                      line_id: Callable[[str], str]) -> str:
+    """A machine may add to a person's section, never remove or change what the person wrote.
+
+    `person` maps a section key to the ids of its lines a person wrote. A section the new body
+    dropped comes back where it was; one whose person lines were changed is restored as the person
+    left it, plus the machine's new lines that are not about the same key (`name: Alex` never sits
+    beside the person's `name: Alex Kim`)."""
+    if not person:
+        return new_body
+    old_pre, old_secs = split_sections(old_body)
+    pre, secs = split_sections(new_body)
+    pre_ids = person.get(PREAMBLE_KEY, set())
+    if pre_ids and any(line_id(ln) in pre_ids and ln.strip() not in pre for ln in old_pre.splitlines()):
+        pre = old_pre
+    for i, old in enumerate(old_secs):
+        ids = person.get(old.key)
+        if not ids:
+            continue
+        mine = [ln for ln in old.text.splitlines()[1:] if ln.strip() and line_id(ln) in ids]
+        if not mine:
+            continue
+        at = find(secs, old.title)
+        if at is None:
+            reinsert(secs, old_secs, i)
+            continue
+        new_lines = secs[at].text.splitlines()
+        present = {line_id(ln) for ln in new_lines}
+        if all(line_id(ln) in present for ln in mine):
+            continue
+        old_ids = {line_id(ln) for ln in old.text.splitlines()}
+        taken = {_line_key(ln) for ln in mine} - {""}
+        added = [ln for ln in new_lines[1:] if ln.strip() and line_id(ln) not in old_ids
+                 and _line_key(ln) not in taken]
+        text = _ended(old.text)
+        if added:
+            text = text.rstrip("\n") + "\n" + "\n".join(added) + "\n\n"
+        secs[at] = Section(old.title, text)
+    return join(pre, [Section(s.title, _ended(s.text)) for s in secs])
+
+
+def _ended(text: str) -> str:
+    return text if text.endswith("\n") else text + "\n"
+
+
+PREAMBLE_KEY = "\x00preamble"

@@ -37,6 +37,16 @@ class Entry:
     updated: str = ""  # YYYY-MM-DD, "" when the file does not say
     pinned: bool = False
     raw: str = ""  # the section exactly as parsed; "" for a new or changed entry
+    # Lines below the `> Source` line: a machine renders that line last, so whatever follows it was
+    # added by a person. They are part of `text` (what recall shows) and survive a `remember`.
+    tail: str = ""
+
+    @property
+    def value(self) -> str:
+        """The text without the person's tail: what a `remember` replaces."""
+        if self.tail and self.text.endswith(self.tail):
+            return self.text[: -len(self.tail)].rstrip("\n")
+        return self.text
 
     @property
     def norm(self) -> str:
@@ -73,6 +83,7 @@ def parse(body: str) -> Document:
                 source = (m.group("source") or "").strip()
                 updated = (m.group("updated") or m.group("updated_only") or "").strip()
         kept: list[str] = []
+        tail: list[str] = []
         for i, line in enumerate(lines):
             if i == meta_at:
                 continue
@@ -80,6 +91,8 @@ def parse(body: str) -> Document:
                 pinned = True
                 continue
             kept.append(line)
+            if meta_at is not None and i > meta_at:
+                tail.append(line)
         if not _DATE.match(updated):
             updated = ""
         entries.append(
@@ -90,6 +103,7 @@ def parse(body: str) -> Document:
                 updated=updated,
                 pinned=pinned or section.pinned,
                 raw=section.text,
+                tail="\n".join(tail).strip(),
             )
         )
     return Document(preamble, entries)
@@ -101,12 +115,14 @@ def render_entry(entry: Entry) -> str:
     parts = [f"## {entry.key}\n"]
     if entry.pinned:
         parts.append(PIN_MARK + "\n")
-    if entry.text:
-        parts.append(entry.text.rstrip("\n") + "\n")
+    if entry.value:
+        parts.append(entry.value.rstrip("\n") + "\n")
     meta = [f"Source: {entry.source or 'unknown'}"]
     if entry.updated:
         meta.append(f"Updated: {entry.updated}")
     parts.append("> " + " | ".join(meta) + "\n")
+    if entry.tail:
+        parts.append(entry.tail.rstrip("\n") + "\n")
     return "".join(parts) + "\n"
 
 

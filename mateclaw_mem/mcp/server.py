@@ -13,8 +13,6 @@ a tool is idempotent when repeating the same call leaves the same files.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Annotated, Any, Literal, TypeVar
@@ -26,6 +24,7 @@ from pydantic import Field
 
 from mateclaw_mem import __version__
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.mcp import learning_tools
 from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
@@ -60,10 +59,6 @@ def call(fn: Callable[[], T]) -> T:
         return fn()
     except MateclawError as exc:
         raise ToolError(exc.message) from None
-
-
-def _has(services: Services, name: str) -> bool:
-    return hasattr(type(services), name)
 
 
 def build_server(services: Services, agent: str | None = None) -> MCPServer:
@@ -123,56 +118,52 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
 
     # -- keyword search ------------------------------------------------------------------------------
 
-    if _has(services, "search"):
+    def search_memory(
+        query: Annotated[str, Field(description="keywords (Latin or CJK)", min_length=1)],
+        limit: Annotated[int, Field(ge=1, le=50)] = 8,
+        scope: Annotated[
+            Literal["all", "memory", "profile", "persona", "conversations", "files"],
+            Field(description="all: files and past conversations; memory: what was learned; files: every file"),
+        ] = "all",
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Keyword search over the agent's memory files, daily notes, archives and past conversations."""
+        result = call(lambda: services.search.search(query, agent=current(), owner=owner, scope=scope, limit=limit))
+        return result.to_dict()
 
-        def search_memory(
-            query: Annotated[str, Field(description="keywords (Latin or CJK)", min_length=1)],
-            limit: Annotated[int, Field(ge=1, le=50)] = 8,
-            scope: Annotated[
-                Literal["all", "memory", "profile", "persona", "conversations", "files"],
-                Field(description="all: files and past conversations; memory: what was learned; files: every file"),
-            ] = "all",
-            owner: Owner = None,
-        ) -> dict[str, Any]:
-            """Keyword search over the agent's memory files, daily notes, archives and past conversations."""
-            result = call(lambda: services.search.search(query, agent=current(), owner=owner, scope=scope, limit=limit))
-            return result.to_dict()
-
-        server.add_tool(search_memory, annotations=READ)
+    server.add_tool(search_memory, annotations=READ)
 
     # -- structured entries --------------------------------------------------------------------------
 
-    if _has(services, "structured"):
+    def remember(
+        type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
+        key: Annotated[str, Field(description="short name of the entry, e.g. coffee")],
+        text: Annotated[str, Field(description="what to remember")],
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Add a structured entry, or replace the one with the same key."""
+        r = call(lambda: services.structured.remember(current(), type, key, text, actor=ACTOR, owner=owner))
+        return {"type": r.type, "key": r.entry.key, "created": r.created, "changed": r.changed}
 
-        def remember(
-            type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
-            key: Annotated[str, Field(description="short name of the entry, e.g. coffee")],
-            text: Annotated[str, Field(description="what to remember")],
-            owner: Owner = None,
-        ) -> dict[str, Any]:
-            """Add a structured entry, or replace the one with the same key."""
-            r = call(lambda: services.structured.remember(current(), type, key, text, actor=ACTOR, owner=owner))
-            return {"type": r.type, "key": r.entry.key, "created": r.created, "changed": r.changed}
+    def recall(
+        type: Annotated[EntryType | None, Field(description="only this type")] = None,
+        key: Annotated[str | None, Field(description="only the entry with this key")] = None,
+        owner: Owner = None,
+    ) -> list[dict[str, Any]]:
+        """Structured entries, all or of one type, or the one with a given key."""
+        return [e.as_dict() for e in call(lambda: services.structured.recall(current(), type, key, owner=owner))]
 
-        def recall(
-            type: Annotated[EntryType | None, Field(description="only this type")] = None,
-            key: Annotated[str | None, Field(description="only the entry with this key")] = None,
-            owner: Owner = None,
-        ) -> list[dict[str, Any]]:
-            """Structured entries, all or of one type, or the one with a given key."""
-            return [e.as_dict() for e in call(lambda: services.structured.recall(current(), type, key, owner=owner))]
+    def forget(
+        type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
+        key: Annotated[str, Field(description="the entry's key")],
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Remove a structured entry (the previous file version stays in history)."""
+        return call(lambda: services.structured.forget(current(), type, key, actor=ACTOR, owner=owner)).as_dict()
 
-        def forget(
-            type: Annotated[EntryType, Field(description="user, feedback, project or reference")],
-            key: Annotated[str, Field(description="the entry's key")],
-            owner: Owner = None,
-        ) -> dict[str, Any]:
-            """Remove a structured entry (the previous file version stays in history)."""
-            return call(lambda: services.structured.forget(current(), type, key, actor=ACTOR, owner=owner)).as_dict()
-
-        server.add_tool(remember, annotations=REPLACE)
-        server.add_tool(recall, annotations=READ)
-        server.add_tool(forget, annotations=REPLACE)
+    server.add_tool(remember, annotations=REPLACE)
+    server.add_tool(recall, annotations=READ)
+    server.add_tool(forget, annotations=REPLACE)
 
     # -- the standard file-memory command set ----------------------------------------------------------
 
@@ -224,10 +215,9 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     server.add_tool(delete, annotations=REPLACE)  # repeating it changes nothing more: idempotent
     server.add_tool(rename, annotations=REPLACE)
 
-    # -- learning memory (issue 8), when that module is present -------------------------------------------
+    # -- learning memory (issue 8) -------------------------------------------------------------------------
 
-    if importlib.util.find_spec("mateclaw_mem.mcp.learning_tools") is not None:
-        importlib.import_module("mateclaw_mem.mcp.learning_tools").register(server, services, current)
+    learning_tools.register(server, services, current)
 
     return server
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, split_sections
+from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
@@ -132,7 +133,8 @@ class Diary:
         self.max_chars = max_chars
 
     def append(self, agent: str, entry: DiaryEntry, *, owner: str | None = None) -> WriteResult:
-        text = entry.render()
+        # Redacted whole: the reason is the model's words, topics and promoted lines come from people.
+        text = redact(entry.render())
 
         def add(current: str) -> str:
             if not current:

@@ -6,8 +6,8 @@
 - protection: pinned sections and sections a person edited since the last machine write (from the
   file's history) stay verbatim; an edit the history cannot explain (made outside the store)
   protects every existing section;
-- what the store will really write (frontmatter kept, pins restored, ceiling applied), so the gate
-  and the preview judge what would land on disk, and the diff shown for it.
+- the diff shown for what the store will really write (`WorkspaceStore.preview`: frontmatter kept,
+  pins restored, a person's lines kept, ceiling applied), which is also what the gate judges.
 """
 
 from __future__ import annotations
@@ -18,8 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.markdown.ceilings import apply_ceiling
-from mateclaw_mem.markdown.sections import Section, find, join, preserve_pinned, split_sections
+from mateclaw_mem.markdown.sections import Section, find, join, reinsert, split_sections
 from mateclaw_mem.memory import candidates as cand
 from mateclaw_mem.workspace.store import PERSON, WorkspaceStore
 
@@ -31,19 +30,6 @@ PREAMBLE_KEY = "\x00preamble"  # protected-set key for the text before the first
 
 
 # -- the loss gate ---------------------------------------------------------------------------------
-
-
-def simulate_guard(old_text: str, new_text: str, cap: int, archive_rel: str) -> str:
-    """What the store will make of a machine write (frontmatter kept, pins restored, ceiling applied),
-    so the loss gate and the preview judge what would really land on disk."""
-    old_block, old_body = frontmatter.split(old_text)
-    new_block, new_body = frontmatter.split(new_text)
-    if old_block and not new_block:
-        new_block = old_block
-    new_body = preserve_pinned(old_body, new_body)
-    if cap:
-        new_body = apply_ceiling(new_body, cap, archive_rel).body
-    return new_block + new_body
 
 
 def _list_items(text: str) -> list[str]:
@@ -168,15 +154,7 @@ def preserve_sections(old_body: str, new_body: str, keys: set[str]) -> str:
         if at is not None:
             secs[at] = s
             continue
-        insert_at = 0
-        for prev in reversed(old_secs[:i]):
-            found = find(secs, prev.title)
-            if found is not None:
-                insert_at = found + 1
-                break
-        else:
-            insert_at = 0 if i == 0 else len(secs)
-        secs.insert(insert_at, s if s.text.endswith("\n") else Section(s.title, s.text + "\n"))
+        reinsert(secs, old_secs, i)
     # A restored section that ended without a blank line must not glue onto the next heading.
     fixed = [Section(s.title, s.text if s.text.endswith("\n") else s.text + "\n") for s in secs]
     return join(pre, fixed)

@@ -52,7 +52,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.clock import Clock
-from mateclaw_mem.errors import BusyError, ConflictError, InvalidInputError, MateclawError, ModelError
+from mateclaw_mem.errors import (
+    BusyError,
+    ConflictError,
+    InvalidInputError,
+    MateclawError,
+    ModelError,
+    RejectedError,
+)
 from mateclaw_mem.llm.prompts.dream import DreamResult, PromptCandidate, build_messages, check_result
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.memory import candidates as cand
@@ -61,6 +68,7 @@ from mateclaw_mem.memory.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dream_gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dream_rules import DreamPlan, kept_facts, plan_rules
 from mateclaw_mem.memory.dream_runs import DreamRunLog
+from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.paths import check_agent, owner_dirname
 from mateclaw_mem.workspace.store import WorkspaceStore, sha256
@@ -242,8 +250,10 @@ class DreamingService:
             if plan.new_text is None:
                 out.status = "nothing_to_do"
                 return
-            final = gates.simulate_guard(snap.text, plan.new_text, self.store.ceiling_for(MEMORY_REL),
-                                    f"memory/archive/MEMORY-{now:%Y-%m-%d}.md")
+            # What the store will really write (pins, a person's lines, the ceiling), so the loss
+            # gate and the preview judge what would land on disk.
+            final = self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner,
+                                       erosion=False)
             dropped = gates.dropped_entries(snap.body, frontmatter.body(final))
             old_count = gates.count_entries(snap.body)
             out.dropped = [d for d, _ in dropped]
@@ -253,6 +263,12 @@ class DreamingService:
                     f"the rewrite would drop {len(dropped)} of {old_count} entries of MEMORY.md "
                     f"(more than {LOSS_LIMIT:.0%}); MEMORY.md left unchanged. Model's reason: {plan.reason or '-'}"
                 )
+                out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
+                return
+            try:  # the cumulative guard: small drops night after night count up
+                self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner)
+            except RejectedError as exc:
+                out.status, out.reason = "rejected", f"{exc.message}. Model's reason: {plan.reason or '-'}"
                 out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
                 return
             if final == snap.text:
@@ -310,6 +326,10 @@ class DreamingService:
         except ModelError as exc:
             raise ModelError(f"the model failed during the dream ({exc.kind}): {exc.message}; MEMORY.md left "
                              "unchanged", kind=exc.kind, retryable=exc.retryable) from None
+        # The model's words are untrusted input: a secret it echoed (or invented) never reaches MEMORY.md,
+        # its archive, the run log or DREAMS.md.
+        result = result.model_copy(update={"memory_content": redact(result.memory_content),
+                                           "reason": redact(result.reason)})
         kept_all = kept_facts(scored, [])
         if not result.should_update:
             return DreamPlan(None, result.reason or "the model found nothing to change", [], kept_all)
@@ -350,6 +370,7 @@ class DreamingService:
 
     def _finish(self, out: DreamOutcome) -> DreamOutcome:
         out.finished_at = self.clock.now().isoformat(timespec="seconds")
+        out.reason = redact(out.reason)  # into the run log and DREAMS.md; a model error may quote its answer
         entry = DiaryEntry(
             when=datetime.fromisoformat(out.started_at), outcome=out.status, reason=out.reason, run_id=out.run_id,
             mode=out.mode, trigger=out.trigger, topic=out.topic, owner=out.owner, looked_at=out.looked_at,

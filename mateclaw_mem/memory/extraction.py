@@ -3,6 +3,7 @@
 Public API (what the CLI / HTTP / MCP faces call)::
 
     svc = ExtractionService(settings, store, log, clock=clock)        # model client built from settings
+    svc.start()                                                       # workers on: resume pending work
     svc.record_turn(agent, conversation_id, user, assistant, *, owner="", trigger_source="chat",
                     finish_reason=None, memoryless=False) -> TriggerResult
         # logs the turn, applies the gates, schedules extraction off the caller's thread
@@ -12,7 +13,7 @@ Public API (what the CLI / HTTP / MCP faces call)::
     svc.status() -> dict                                              # for `mateclaw-mem status`
     svc.run_due() -> list[tuple[str, str]]                            # start trailing runs whose time came
     svc.wait_idle(timeout=30.0) -> bool                               # tests/benches: wait for the pool
-    svc.shutdown(wait=True)                                           # finish running work, persist the rest
+    svc.shutdown(wait=True) / svc.stop()                              # finish running work, persist the rest
 
 Behaviour:
 
@@ -31,8 +32,10 @@ Behaviour:
 - Triage (model mode, `triage=True`): when the new messages hold no first-person statement, no
   request and no decision ("How do I…?", "thanks"), the watermark advances without a model call; the
   run is recorded as skipped and starts no cooldown. Manual runs (`extract`, `summarize`) skip triage.
-- Cooldowns, watermarks and pending runs live in `workspace/.mateclaw/state.db`; a new service
-  resumes them (due runs start at once, later ones get a timer). Every run's outcome is kept in
+- Cooldowns, watermarks and pending runs live in `workspace/.mateclaw/state.db`; `start()`
+  resumes them (due runs start at once, later ones get a timer). Building the service starts no
+  thread: until `start()` (a CLI command never calls it) scheduled work only waits in state.db for
+  the daemon, and `extract_now` runs on the caller's thread. Every run's outcome is kept in
   `workspace/.mateclaw/log.db` (`extraction_runs`).
 - Input: PROFILE.md and MEMORY.md bodies, the tail of today's daily note, the transcript — all
   redacted. Output (model or rules, same schema) is validated, redacted again, then written through
@@ -60,7 +63,15 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.errors import BusyError, ConfigError, ConflictError, MateclawError, ModelError, NotFoundError
+from mateclaw_mem.errors import (
+    BusyError,
+    ConfigError,
+    ConflictError,
+    MateclawError,
+    ModelError,
+    NotFoundError,
+    RejectedError,
+)
 from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
 from mateclaw_mem.markdown import frontmatter
@@ -85,7 +96,7 @@ from mateclaw_mem.memory.extraction_output import (
 )
 from mateclaw_mem.memory.extraction_runs import ExtractionRunLog, RunOutcome, new_run_id
 from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
-from mateclaw_mem.memory.redaction import redact
+from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.store import WorkspaceStore
 
@@ -131,7 +142,6 @@ class ExtractionService:
         runs_db: Path | None = None,
         workers: int = 2,
         timers: bool = True,
-        resume: bool = True,
         triage: bool = True,
         remember: Callable[..., Any] | None = None,
     ) -> None:
@@ -169,11 +179,10 @@ class ExtractionService:
         self._timers_enabled = timers
         self._timer: threading.Timer | None = None
         self._timer_due: int | None = None
+        self._started = False  # no worker runs and no timer is armed before start()
         self._closed = False
         self._last_skip: dict[str, Any] | None = None
         self._seq = self._state.max_seq()
-        if resume:
-            self.run_due()
 
     @classmethod
     def from_services(cls, services: Any, **kwargs: Any) -> ExtractionService:
@@ -289,7 +298,7 @@ class ExtractionService:
             return "after cooldown"
 
     def _submit(self, bucket: Bucket, trigger: str) -> None:
-        if self._closed:
+        if self._closed or not self._started:
             return  # pending state is in SQLite; the next start picks it up
         fut = self._pool.submit(self._run_scheduled, bucket, trigger)
         with self._cv:
@@ -305,6 +314,8 @@ class ExtractionService:
         """Start every bucket whose due time has come (trailing runs, work resumed after a restart)."""
         started: list[Bucket] = []
         with self._cv:
+            if not self._started or self._closed:
+                return started
             now = self._now_ms()
             for bucket, due_ms in self._state.due_buckets():
                 if due_ms <= now and bucket not in self._running:
@@ -314,7 +325,7 @@ class ExtractionService:
         return started
 
     def _arm_timer(self) -> None:
-        if not self._timers_enabled or self._closed:
+        if not self._timers_enabled or self._closed or not self._started:
             return
         with self._cv:
             now = self._now_ms()
@@ -477,6 +488,10 @@ class ExtractionService:
                 out.outcome, out.error_kind, out.error = "error", "invalid_output", str(exc)
                 out.reason = "model answer rejected; nothing written"
                 break
+            except RejectedError as exc:  # the store's cumulative erosion guard
+                out.outcome, out.error_kind, out.error = "error", "invalid_output", exc.message
+                out.reason = "model answer rejected by the erosion guard; nothing more written"
+                break
             except BusyError as exc:
                 out.outcome, out.error_kind, out.error = "error", "busy", exc.message
                 out.reason = "memory files locked; will retry at the next trigger"
@@ -603,6 +618,19 @@ class ExtractionService:
         }
 
     # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the workers: resume persisted work (due runs now, later ones on their timer). The
+        daemon calls this once every service it writes through exists (`Services.start`)."""
+        with self._cv:
+            if self._started or self._closed:
+                return
+            self._started = True
+        self.run_due()
+
+    def stop(self) -> None:
+        """Running extractions finish; queued ones stay pending in state.db for the next start."""
+        self.shutdown(wait=True)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no run is queued or running (tests and benches). False on timeout."""

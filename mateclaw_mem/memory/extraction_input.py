@@ -16,7 +16,7 @@ from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
 from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.prompts.extraction import TranscriptMessage
 from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
-from mateclaw_mem.memory.redaction import redact
+from mateclaw_mem.redaction import redact
 
 MESSAGE_CHARS = 2000
 ASSISTANT_CHARS = 600  # facts come from the person; the assistant's answer is context

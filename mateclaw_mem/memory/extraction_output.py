@@ -7,7 +7,7 @@ from typing import Any
 
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.memory.redaction import find_secrets, redact
+from mateclaw_mem.redaction import find_secrets, redact
 
 SHRINK_GUARD_MIN_CHARS = 400  # below this a file may be rewritten freely
 
@@ -41,9 +41,10 @@ def sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
             daily = daily.model_copy(update={"title": redact(daily.title), "body": redact(daily.body)})
     structured = []
     for item in result.structured:
-        n = len(find_secrets(item.text))
+        # The key too: it becomes a `## key` heading in structured/<type>.md.
+        n = len(find_secrets(item.key)) + len(find_secrets(item.text))
         found += n
-        structured.append(item.model_copy(update={"text": redact(item.text)}) if n else item)
+        structured.append(item.model_copy(update={"key": redact(item.key), "text": redact(item.text)}) if n else item)
     return result.model_copy(update={**texts, "daily_entry": daily, "structured": structured}), found
 
 

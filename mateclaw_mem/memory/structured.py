@@ -25,6 +25,7 @@ from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import structured as fmt
 from mateclaw_mem.markdown.structured import Entry
+from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -184,10 +185,14 @@ class StructuredMemory:
         owner: str | None = None,
         pinned: bool | None = None,
     ) -> RememberResult:
-        """Add an entry or replace the one with the same whole key (its position is kept)."""
+        """Add an entry or replace the one with the same whole key (its position is kept).
+
+        Key, text and source are redacted first: whoever calls (a tool, the model through
+        extraction, MCP, HTTP), a secret never becomes an entry or its `## key` heading."""
         rel = self.rel(type_)
-        key = check_key(key)
-        text = check_text(text, key)
+        key = check_key(redact(key))
+        text = check_text(redact(text), key)
+        source = redact(source)
         today = f"{self.clock.now():%Y-%m-%d}"
         outcome: dict[str, Any] = {}
 
@@ -206,11 +211,14 @@ class StructuredMemory:
                     raise ConflictError(
                         f"structured entry {old.key!r} in {rel} is pinned; only a person may change it"
                     )
-                same = old.text == text and (pinned is None or pinned == old.pinned)
+                same = old.value == text and (pinned is None or pinned == old.pinned)
                 if same:
                     outcome.update(entry=old, created=False)
                     return None
-                entry = old.changed(text=text, source=source or old.source or actor, updated=today,
+                # The new value replaces the old one; lines a person added under the entry stay.
+                full = f"{text}\n{old.tail}" if old.tail and old.tail not in text else text
+                entry = old.changed(text=full, tail=old.tail if full != text else "",
+                                    source=source or old.source or actor, updated=today,
                                     pinned=old.pinned if pinned is None else pinned)
                 entries[at] = entry
                 outcome.update(entry=entry, created=False)

@@ -39,6 +39,7 @@ from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import structured as fmt
 from mateclaw_mem.markdown.structured import Entry
 from mateclaw_mem.memory.structured import PERSON, TYPES
+from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -224,7 +225,7 @@ class StructuredConsolidation:
         except ConflictError as exc:
             return BucketResult(agent, owner, type_, n, n, "conflict", exc.message)
         self._record(agent, owner, type_, result.sha)
-        dropped = "; ".join(f"{d.key}: {d.reason}" for d in plan.dropped)
+        dropped = redact("; ".join(f"{d.key}: {d.reason}" for d in plan.dropped))
         return BucketResult(agent, owner, type_, n, len(new_entries), "updated",
                             f"dropped {dropped}" if dropped else "")
 
@@ -304,7 +305,8 @@ def apply_plan(entries: list[Entry], plan: ConsolidationPlan, inputs: list[Input
         if len(source) > SOURCE_MAX:
             source = source[: SOURCE_MAX - 1].rstrip() + "…"
         updated = max((e.updated for e in group), default="")
-        out.append((i, original.changed(text=kept.text.strip(), source=source or ACTOR, updated=updated)))
+        # A merged text is the model's (rules mode: one of the entries'): redacted before the file.
+        out.append((i, original.changed(text=redact(kept.text.strip()), source=source or ACTOR, updated=updated)))
     out.sort(key=lambda x: x[0])
     return [e for _, e in out]
 

@@ -1,8 +1,9 @@
 """The long-running process: one per workspace, started by `mateclaw-mem serve`.
 
 It seeds the workspace, takes the daemon lock (a second daemon on the same workspace refuses to
-start), starts the extraction workers, the file watcher, the scheduler and the HTTP API (uvicorn,
-with MCP mounted at `/mcp`) and stops them cleanly, in reverse order, on SIGTERM / Ctrl-C.
+start), builds every service (`Services.start`), starts the extraction workers, the file watcher,
+the scheduler and then the HTTP API (uvicorn, with MCP mounted at `/mcp`), and stops them cleanly,
+in reverse order, on SIGTERM / Ctrl-C: running extractions finish, queued ones are kept.
 
 Nothing here polls: the main thread sleeps on an Event that the signal handler sets, the watcher
 sleeps on OS file events, the scheduler on its next fire time, the workers on their queue.
@@ -96,33 +97,17 @@ class Daemon:
 
         # The port first: "address in use" should stop us before anything else has started.
         sock = _bind(self.host, self.port) if self.http else None
-        # Workers next (they resume persisted work), then the sources of new work, then the API.
-        if self._has("extraction"):
-            extraction = self.services.extraction
-            self.add_stopper("extraction workers", lambda: extraction.shutdown(wait=True))
-            log.info("extraction workers started")
-        else:
-            log.warning("extraction service not available in this build: turns are logged only")
-        for name, label in (("watcher", "file watcher"), ("scheduler", "scheduler")):
-            part = getattr(self.services, name) if self._has(name) else None
-            if part is None:
-                log.warning("%s not available in this build", label)
-                continue
-            part.start()
-            self.add_stopper(label, part.stop)
-            log.info("%s started", label)
-        if self._has("scheduler"):
-            for job, when in self.services.scheduler.next_runs().items():
-                log.info("next run: %s at %s", job, when or "never (disabled)")
-        if (settings.state_dir / "messages.db").exists() and self._has("message_index"):
-            # Opening it rebuilds an index left by another tokenizer version: here, not inside the
-            # first Add/Search request.
-            _ = self.services.message_index
+        # Then every service, built in one order on this thread while no worker exists (an index
+        # left by another tokenizer version is rebuilt here, not inside the first request), then
+        # the background work: workers (they resume persisted work), then the sources of new work
+        # (watcher, scheduler). Services.BUILD_ORDER and START_ORDER say which, in which order.
+        self.add_stopper("background work", self.services.stop)
+        self.services.start()
+        for job, when in self.services.scheduler.next_runs().items():
+            log.info("next run: %s at %s", job, when or "never (disabled)")
+        # The API last: no request can reach a service before it is built and its workers run.
         if sock is not None:
             self._start_http(sock)
-
-    def _has(self, name: str) -> bool:
-        return hasattr(type(self.services), name)
 
     def _start_http(self, sock: socket.socket) -> None:
         import uvicorn

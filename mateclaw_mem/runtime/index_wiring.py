@@ -69,7 +69,7 @@ def _retokenize(services: Services, name: str, index: FileIndex | MessageIndex, 
 def on_store_write(services: Services, event: WriteEvent) -> None:
     """Store listener: ingest the write when an index exists (so CLI writes keep it fresh too),
     without creating one just because a file was written."""
-    if "file_index" in services.__dict__ or (services.settings.state_dir / INDEX_DB).exists():
+    if services.built("file_index") or (services.settings.state_dir / INDEX_DB).exists():
         services.file_index.on_write(event)
 
 
@@ -85,8 +85,7 @@ def build_search(services: Services) -> SearchService:
     def freshen() -> None:
         # With a running watcher the index is already fresh; otherwise (a CLI search) one stat-only
         # reconcile makes it so - it reads only files whose mtime or size changed.
-        watcher = services.__dict__.get("watcher")
-        if watcher is None or watcher.state != "running":
+        if not services.built("watcher") or services.watcher.state != "running":
             reconcile(index)
 
     return SearchService(
@@ -165,7 +164,7 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
 def index_status(services: Services) -> dict:
     """Files indexed against files on disk, the last sync, the watcher - without creating an index."""
     path = services.settings.state_dir / INDEX_DB
-    if "file_index" not in services.__dict__ and not path.exists():
+    if not services.built("file_index") and not path.exists():
         return {"built": False, "hint": "run `mateclaw-mem reindex` (or `serve`) to build the search index"}
     index = services.file_index
     counts = index.counts()
@@ -182,11 +181,24 @@ def index_status(services: Services) -> dict:
         "last_sync": datetime.fromtimestamp(last / 1000, tz).isoformat(timespec="seconds") if last else None,
         "size_bytes": path.stat().st_size if path.exists() else 0,
     }
-    watcher = services.__dict__.get("watcher")
-    out["watcher"] = watcher.status() if watcher is not None else {"state": "not running (`serve` starts it)"}
+    out["watcher"] = (services.watcher.status() if services.built("watcher")
+                      else {"state": "not running (`serve` starts it)"})
     model = services.settings.model.embedding_model
     vectors = index.vector_counts()
     if model or vectors:
         out["embeddings"] = {"model": model or None, "vectors": vectors.get(model, 0),
                              "stale": sum(n for m, n in vectors.items() if m != model)}
     return out
+
+
+def redaction_status(services: Services) -> dict:
+    """Rows that held a secret when an older workspace was first opened by this version and were
+    redacted in place, per database (log.db per table) - without creating an index."""
+    migrated: dict[str, Any] = {"log.db": services.log.redacted_on_migration()}
+    state = services.settings.state_dir
+    if services.built("file_index") or (state / INDEX_DB).exists():
+        migrated[INDEX_DB] = services.file_index.redacted_on_migration() or 0
+    if services.built("message_index") or (state / "messages.db").exists():
+        migrated["messages.db"] = services.message_index.redacted_on_migration() or 0
+    total = sum(migrated["log.db"].values()) + sum(v for k, v in migrated.items() if k != "log.db")
+    return {"redacted_in_place": migrated, "total": total}

@@ -1,12 +1,28 @@
-"""Services built from one Settings object. Everything is created lazily on first use so a CLI
-command pays only for what it touches (`mateclaw-mem cat` never opens SQLite)."""
+"""Services built from one Settings object, in one order, and the background work they own.
+
+Two ways in, one rule: no service is built while another thread may be asking for it.
+
+- The daemon calls `start()`: `build()` creates every service in `BUILD_ORDER` on the calling
+  thread, while no thread of ours exists, then the background parts start in `START_ORDER`, each
+  only after everything it writes through exists. After `build()` nothing is built lazily any
+  more: asking for a service missing from `BUILD_ORDER` is an error, never a race.
+- A CLI command touches only what it needs, built on first use (`mateclaw-mem cat` never opens
+  SQLite). Building never starts a thread: workers, timers, the watcher and the scheduler start in
+  `start()` only, so a CLI command leaves pending extraction work to the daemon.
+
+Why not `functools.cached_property`: on Python 3.11 it holds a lock while its getter runs. The
+daemon's main thread building `watcher` (which needs `file_index`) while a resumed extraction worker
+wrote a file whose listener built `file_index` took the locks in reverse order, and a restart with
+pending work hung silently (issue 13, point 5).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
 
@@ -33,6 +49,43 @@ if TYPE_CHECKING:
     from mateclaw_mem.workspace.tools import WorkspaceTools
     from mateclaw_mem.workspace.transfer import Transfer
 
+logger = logging.getLogger("mateclaw_mem.services")
+T = TypeVar("T")
+
+# Dependencies before dependants, so each builder finds what it needs already built; the services
+# with listeners (store, file_index, lineage) come before anything that writes through them.
+BUILD_ORDER = (
+    "api_key", "store", "log", "model", "tools", "transfer", "file_commands", "file_index", "search",
+    "message_index", "aml", "lineage", "learning", "structured", "providers", "context",
+    "structured_consolidation", "dreaming", "extraction", "watcher", "scheduler",
+)
+# Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
+START_ORDER = ("extraction workers", "AML fact worker", "file watcher", "scheduler")
+
+
+class _service(Generic[T]):  # lower case: a decorator, like the cached_property it replaces
+    """A service attribute: built once, by `Services.build()` or on a CLI command's first use."""
+
+    def __init__(self, build: Callable[[Services], T]) -> None:
+        self._build = build
+        self.name = build.__name__
+        self.__doc__ = build.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _service[T]: ...
+    @overload
+    def __get__(self, obj: Services, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: Services | None, objtype: type | None = None) -> T | _service[T]:
+        if obj is None:
+            return self
+        try:
+            return obj._built[self.name]  # type: ignore[no-any-return]
+        except KeyError:
+            return obj._build_one(self.name, self._build)
+
 
 class Services:
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
@@ -40,20 +93,29 @@ class Services:
         self.clock: Clock = clock or SystemClock(resolve_timezone(settings.timezone))
         self._closers: list[Any] = []
         self._reporters: list[tuple[str, Any]] = []
-        self._lock = threading.RLock()
+        self._built: dict[str, Any] = {}
+        self._sealed = False  # set by build(): from then on nothing is built lazily
+        # Only before build() (CLI commands, tests): the one thread that can then race a first use
+        # is a provider prefetch worker asking for `search`, and it holds no lock of ours when it
+        # asks, so waiting here cannot invert an order. The daemon never takes it after build().
+        self._build_lock = threading.RLock()
+        self._running: list[tuple[str, Any]] = []  # background parts started by start(), in order
         self.add_status("index", lambda: _index_wiring().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
         self.add_status("dreaming", lambda: self.dreaming.report())
         self.add_status("extraction", self._extraction_status)
         self.add_status("providers", lambda: self.providers.status())
+        self.add_status("redaction", lambda: _index_wiring().redaction_status(self))
+        # Hand saves that met a machine write at its final step (each kept: re-planned on, or in history).
+        self.add_status("hand_edit_conflicts", lambda: self.store.conflict_report())
 
     @property
     def mode(self) -> str:
         """"model" when a model is configured, else "rules" (explicit, never a silent fallback)."""
         return "model" if self.settings.model.configured else "rules"
 
-    @cached_property
+    @_service
     def store(self) -> WorkspaceStore:
         from mateclaw_mem.workspace.store import WorkspaceStore
 
@@ -62,98 +124,90 @@ class Services:
         store.subscribe(lambda event: _index_wiring().on_store_write(self, event))
         return store
 
-    @cached_property
+    @_service
     def tools(self) -> WorkspaceTools:
         from mateclaw_mem.workspace.tools import WorkspaceTools
 
         return WorkspaceTools(self.store)
 
-    @cached_property
+    @_service
     def transfer(self) -> Transfer:
         """export/import of an agent's files; every import write goes through `store` (actor "import")."""
         from mateclaw_mem.workspace.transfer import Transfer
 
         return Transfer(self.store)
 
-    @cached_property
+    @_service
     def file_commands(self) -> FileCommands:
         """view/create/str_replace/insert/delete/rename over `/memories/...` (MCP's file-memory set)."""
         from mateclaw_mem.workspace.file_commands import FileCommands
 
         return FileCommands(self.store, self.tools)
 
-    @cached_property
+    @_service
     def log(self) -> ConversationLog:
         from mateclaw_mem.conversations.log import ConversationLog
 
-        with self._lock:
-            log = ConversationLog(self.settings.state_dir / "log.db")
-            self.on_close(log)
-            return log
+        log = ConversationLog(self.settings.state_dir / "log.db")
+        self.on_close(log)
+        return log
 
-    @cached_property
+    @_service
     def message_index(self) -> MessageIndex:
-        with self._lock:
-            return _index_wiring().build_message_index(self)
+        return _index_wiring().build_message_index(self)
 
-    @cached_property
+    @_service
     def aml(self) -> AmlService:
         from mateclaw_mem.conversations.aml import AmlService
 
-        with self._lock:
-            facts = None
-            if self.model is not None:  # model mode: source-bound facts beside raw messages
-                from mateclaw_mem.conversations.facts import FactExtractor, FactStore
+        facts = None
+        if self.model is not None:  # model mode: source-bound facts beside raw messages
+            from mateclaw_mem.conversations.facts import FactExtractor, FactStore
 
-                store = FactStore(self.settings.state_dir / "log.db")
-                self.on_close(store)
-                facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
-                self.on_close(facts)
-            return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts)
+            store = FactStore(self.settings.state_dir / "log.db")
+            self.on_close(store)
+            facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
+            self.on_close(facts)
+        return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts)
 
-    @cached_property
+    @_service
     def lineage(self) -> HarnessLineage:
-        """Harness lineage; subscribes to the store when built (the daemon builds it at start)."""
+        """Harness lineage; subscribes to the store when built (`build()` builds it before any writer runs)."""
         from mateclaw_mem.memory.lineage import HarnessLineage
 
-        with self._lock:
-            lineage = HarnessLineage(self.store, self.settings.state_dir / "state.db", self.clock)
-            self.store.subscribe(lineage.on_write)
-            self.on_close(lineage)
-            return lineage
+        lineage = HarnessLineage(self.store, self.settings.state_dir / "state.db", self.clock)
+        self.store.subscribe(lineage.on_write)
+        self.on_close(lineage)
+        return lineage
 
-    @cached_property
+    @_service
     def learning(self) -> LearningService:
         from mateclaw_mem.memory.learning import LearningService
         from mateclaw_mem.memory.task_runs import TaskRunLog
 
-        with self._lock:
-            service = LearningService(
-                self.store, TaskRunLog(self.settings.state_dir / "log.db"), self.clock, lineage=self.lineage
-            )
-            self.on_close(service)
-            return service
+        service = LearningService(
+            self.store, TaskRunLog(self.settings.state_dir / "log.db"), self.clock, lineage=self.lineage
+        )
+        self.on_close(service)
+        return service
 
-    @cached_property
+    @_service
     def file_index(self) -> FileIndex:
-        with self._lock:
-            return _index_wiring().build_file_index(self)
+        return _index_wiring().build_file_index(self)
 
-    @cached_property
+    @_service
     def search(self) -> SearchService:
-        with self._lock:
-            return _index_wiring().build_search(self)
+        return _index_wiring().build_search(self)
 
-    @cached_property
+    @_service
     def watcher(self) -> Watcher:
-        """Built here, not started: the daemon (`serve`) starts it."""
-        with self._lock:
-            watcher = _index_wiring().build_watcher(self)
-            # Hand edits of AGENTS.md / SOUL.md become harness versions (lineage built on first change).
-            watcher.subscribe(lambda *change: self.lineage.on_file_changed(*change))
-            return watcher
+        """Built here, not started: `start()` starts it."""
+        watcher = _index_wiring().build_watcher(self)
+        # Hand edits of AGENTS.md / SOUL.md become harness versions (lineage built on first change).
+        watcher.subscribe(lambda *change: self.lineage.on_file_changed(*change))
+        return watcher
 
-    @cached_property
+    @_service
     def model(self) -> ModelClient | None:
         """The one model client (and usage log) every step shares: extraction, window summaries,
         dreaming, structured consolidation, AML facts. None in rules mode."""
@@ -162,14 +216,13 @@ class Services:
         from mateclaw_mem.llm.client import ModelClient
         from mateclaw_mem.llm.usage import UsageLog
 
-        with self._lock:
-            usage = UsageLog(self.settings.state_dir / "log.db")
-            self.on_close(usage)
-            client = ModelClient.from_settings(self.settings, usage=usage)
-            self.on_close(client)
-            return client
+        usage = UsageLog(self.settings.state_dir / "log.db")
+        self.on_close(usage)
+        client = ModelClient.from_settings(self.settings, usage=usage)
+        self.on_close(client)
+        return client
 
-    @cached_property
+    @_service
     def structured(self) -> StructuredMemory:
         from mateclaw_mem.memory.structured import StructuredMemory
 
@@ -180,7 +233,7 @@ class Services:
         return StructuredMemory(self.store, self.clock, max_chars=memory.system_block_max_chars,
                                 max_entries_per_type=memory.system_block_max_entries_per_type)
 
-    @cached_property
+    @_service
     def context(self) -> ContextService:
         from mateclaw_mem.memory.context import ContextService
         from mateclaw_mem.memory.window import Summarizer, WindowDefense
@@ -191,7 +244,7 @@ class Services:
                               providers=self.providers,
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)
 
-    @cached_property
+    @_service
     def providers(self) -> ProviderRegistry:
         """Memory providers prefetched into a prompt (deadlines, budget, circuit breakers). Cheap to
         build: no thread and no index until the first prefetch."""
@@ -199,71 +252,66 @@ class Services:
         from mateclaw_mem.providers.registry import ProviderRegistry
         from mateclaw_mem.providers.search_hits import SearchHitsProvider
 
-        with self._lock:
-            registry = ProviderRegistry.from_settings(
-                [SearchHitsProvider(lambda: self.search), ConversationHitsProvider(lambda: self.search)],
-                self.settings.mate.memory, self.clock)
-            self.on_close(registry)
-            return registry
+        registry = ProviderRegistry.from_settings(
+            [SearchHitsProvider(lambda: self.search), ConversationHitsProvider(lambda: self.search)],
+            self.settings.mate.memory, self.clock)
+        self.on_close(registry)
+        return registry
 
-    @cached_property
+    @_service
     def structured_consolidation(self) -> StructuredConsolidation:
         from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
 
         memory = self.settings.mate.memory
-        with self._lock:
-            svc = StructuredConsolidation(
-                self.store, self.clock, state_db=self.settings.state_dir / "state.db",
-                min_entries=memory.structured_consolidation_min_entries,
-                max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.model,
-            )
-            self.on_close(svc)
-            return svc
+        svc = StructuredConsolidation(
+            self.store, self.clock, state_db=self.settings.state_dir / "state.db",
+            min_entries=memory.structured_consolidation_min_entries,
+            max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.model,
+        )
+        self.on_close(svc)
+        return svc
 
-    @cached_property
+    @_service
     def dreaming(self) -> DreamingService:
         """Nightly/manual consolidation of daily notes into MEMORY.md (memory/dreaming.py)."""
         from mateclaw_mem.memory.dreaming import DreamingService
         from mateclaw_mem.runtime.scheduler import cron_trigger, next_fire_after
 
-        with self._lock:
-            trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
-            svc = DreamingService(
-                self.settings, self.store, clock=self.clock,
-                model_factory=lambda: self.model,
-                # Evidence from real searches (log.db `retrievals`): searches people and tools run, and
-                # the prompt's search-hits prefetch (keyed on the person's message); never from the
-                # always-on files being injected.
-                retrieval_hits=lambda agent, owner, since: self.search.retrieval_hits(agent, owner=owner, since=since),
-                next_run=lambda: next_fire_after(trigger, self.clock.now()),
-            )
-            self.on_close(svc)
-            return svc
+        trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
+        svc = DreamingService(
+            self.settings, self.store, clock=self.clock,
+            model_factory=lambda: self.model,
+            # Evidence from real searches (log.db `retrievals`): searches people and tools run, and
+            # the prompt's search-hits prefetch (keyed on the person's message); never from the
+            # always-on files being injected.
+            retrieval_hits=lambda agent, owner, since: self.search.retrieval_hits(agent, owner=owner, since=since),
+            next_run=lambda: next_fire_after(trigger, self.clock.now()),
+        )
+        self.on_close(svc)
+        return svc
 
-    @cached_property
+    @_service
     def extraction(self) -> ExtractionService:
-        """Post-chat extraction; its worker threads and timers start when it is built (the daemon
-        builds it at start, so persisted pending work resumes)."""
+        """Post-chat extraction. Building it starts nothing: `start()` starts its workers and timers
+        (and so resumes persisted pending work) once everything a run writes through exists."""
         from mateclaw_mem.memory.extraction import ExtractionService
 
-        with self._lock:
-            # One model client (and usage log) for every step; structured items go through `structured`.
-            svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
-                                    remember=lambda *a, **k: self.structured.remember(*a, **k))
-            self.on_close(svc)
-            return svc
+        # One model client (and usage log) for every step; structured items go through `structured`.
+        svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
+                                remember=lambda *a, **k: self.structured.remember(*a, **k))
+        self.on_close(svc)
+        return svc
 
-    @cached_property
+    @_service
     def scheduler(self) -> Scheduler:
-        """Built here, not started: the daemon (`serve`) calls start() and stop()."""
+        """Built here, not started: `start()` starts it, `stop()` stops it."""
         from mateclaw_mem.runtime.scheduler import Scheduler
 
-        with self._lock:
-            sched = Scheduler(self)
-            self.on_close(sched)
-            return sched
+        sched = Scheduler(self)
+        self.on_close(sched)
+        return sched
 
-    @cached_property
+    @_service
     def api_key(self) -> str | None:
         """The HTTP API key from the environment variable the settings name; None = open.
 
@@ -271,18 +319,60 @@ class Services:
         return os.environ.get(self.settings.server.api_key_env) or None
 
     def _extraction_status(self) -> dict[str, Any]:
-        """Extraction runs, buckets and model usage. A `status` command must not start extraction
-        work of its own, so outside the daemon it reads through a passive instance."""
-        if "extraction" in self.__dict__:
-            return self.extraction.status()
-        from mateclaw_mem.memory.extraction import ExtractionService
+        """Extraction runs, buckets and model usage. Safe from a `status` command: building the
+        service starts no work of its own (only `start()` does)."""
+        return self.extraction.status()
 
-        passive = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
-                                    workers=1, timers=False, resume=False)
-        try:
-            return passive.status()
-        finally:
-            passive.shutdown(wait=False)
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def built(self, name: str) -> bool:
+        """Whether service `name` exists yet, without building it (status and health report on an
+        index only when one is open)."""
+        if not isinstance(getattr(type(self), name, None), _service):
+            raise AttributeError(f"Services has no service named {name!r}")
+        return name in self._built
+
+    def _build_one(self, name: str, build: Callable[[Services], T]) -> T:
+        if self._sealed:
+            raise RuntimeError(f"services.{name} was not built by build(): add it to BUILD_ORDER")
+        with self._build_lock:
+            if name not in self._built:  # a waiting prefetch worker finds it built
+                self._built[name] = build(self)
+            return self._built[name]  # type: ignore[no-any-return]
+
+    def build(self) -> None:
+        """Build every service, in BUILD_ORDER, on this thread; starts no thread."""
+        for name in BUILD_ORDER:
+            getattr(self, name)
+        self._sealed = True
+
+    def _background(self) -> list[tuple[str, Any]]:
+        parts = {"extraction workers": self.extraction, "file watcher": self.watcher, "scheduler": self.scheduler}
+        if self.aml.facts is not None:  # model mode only
+            parts["AML fact worker"] = self.aml
+        return [(label, parts[label]) for label in START_ORDER if label in parts]
+
+    def start(self) -> None:
+        """Build everything, then start the background work in START_ORDER (the daemon calls this
+        before it opens the HTTP API, so a request never finds a service half-built)."""
+        if self._running:
+            return
+        self.build()
+        for label, part in self._background():
+            part.start()
+            self._running.append((label, part))
+            logger.info("%s started", label)
+
+    def stop(self) -> None:
+        """Stop the background work, newest first: the scheduler and the watcher (no new work), then
+        the workers (running extractions finish; queued ones stay pending in state.db)."""
+        while self._running:
+            label, part = self._running.pop()
+            try:
+                part.stop()
+                logger.info("%s stopped", label)
+            except Exception:
+                logger.exception("error while stopping the %s", label)
 
     def status_reporters(self) -> list[tuple[str, Any]]:
         """(name, callable) pairs for `status`; services add theirs with `add_status`."""
@@ -296,6 +386,7 @@ class Services:
         self._closers.append(closer)
 
     def close(self) -> None:
+        self.stop()
         while self._closers:
             closer = self._closers.pop()
             for name in ("shutdown", "close", "stop"):

@@ -11,7 +11,9 @@
   whatever the observer missed. One worker thread sleeps on a condition until the next debounce
   deadline, reconcile or health check: no polling loop.
 - A dead observer (e.g. inotify limits) is restarted, logged as an error, counted in `status()`,
-  and followed by a reconcile for what it missed - never silent.
+  and followed by a reconcile for what it missed - never silent. "Dead" includes the threads
+  behind it: watchdog's emitters and its one shared inotify reader, which a folder swapped for a
+  symbolic link has been seen to kill with a KeyError while the observer thread itself lived on.
 
 `subscribe(fn(agent, owner, rel, deleted))` tells other services about changes this process did not
 make itself (hand edits, other processes), e.g. prompt lineage bookkeeping.
@@ -97,6 +99,8 @@ class Watcher:
         self.state = "stopped"
         self.restarts = 0
         self.last_error: str | None = None
+        self.last_restart: float | None = None  # unix time of the last restart
+        self.restart_reason: str | None = None  # our own words only: shown by /health
         self.last_event_at: float | None = None
         self.last_reconcile: dict | None = None
         self.ingested = 0
@@ -115,7 +119,13 @@ class Watcher:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
-        self._start_observer()
+        _forget_dead_inotify_reader()
+        try:
+            self._start_observer()
+        except OSError as exc:  # e.g. the inotify watch limit: watch on through reconcile, retry
+            self.state = "failed"
+            self.last_error = f"file observer could not start: {exc}"
+            log.error("file observer could not start: %s (retrying; reconcile keeps the index fresh)", exc)
         with self._cond:
             self._busy = True  # the start-up reconcile: not idle until it is done
         self._worker = threading.Thread(target=self._run, name="index-watcher", daemon=True)
@@ -137,6 +147,8 @@ class Watcher:
         return {
             "state": self.state,
             "restarts": self.restarts,
+            "last_restart": self.last_restart,
+            "restart_reason": self.restart_reason,
             "last_error": self.last_error,
             "pending": pending,
             "ingested": self.ingested,
@@ -168,13 +180,17 @@ class Watcher:
                 log.exception("error while stopping the file observer")
 
     def _check_health(self) -> None:
-        observer = self._observer
-        if observer is not None and observer.is_alive():
+        dead = _dead_part(self._observer)
+        if dead is None:
             return
         self.restarts += 1
-        self.last_error = "file observer stopped unexpectedly; restarted"
-        log.error("file observer died; restarting it (restart %d) and reconciling the index", self.restarts)
+        self.last_restart = time.time()
+        self.restart_reason = f"{dead} stopped unexpectedly; restarted"
+        self.last_error = f"file observer: {self.restart_reason}"
+        log.error("%s died; restarting the file observer (restart %d) and reconciling the index", dead,
+                  self.restarts)
         self._stop_observer()
+        _forget_dead_inotify_reader()
         try:
             self._start_observer()
         except Exception as exc:
@@ -272,3 +288,39 @@ class Watcher:
                 fn(agent, owner or None, rel, deleted)
             except Exception:
                 log.exception("watcher listener failed for %s/%s", agent, rel)
+
+
+def _inotify_reader() -> Any:
+    """watchdog's one inotify reader thread, shared by every observer in the process (None when
+    inotify is not in use). Private to watchdog, so looked up defensively: if it moves, the check
+    falls back to the observer and emitter threads."""
+    try:
+        from watchdog.observers import inotify_c
+    except ImportError:  # not Linux
+        return None
+    return getattr(getattr(inotify_c, "InotifyFD", None), "_instance", None)
+
+
+def _dead_part(observer: Any) -> str | None:
+    """Which part of the observer is no longer running, or None when all of it is."""
+    if observer is None or not observer.is_alive():
+        return "the observer thread"
+    if not all(e.is_alive() for e in getattr(observer, "emitters", ())):
+        return "an event emitter thread"
+    reader = _inotify_reader()
+    if reader is not None and not reader.is_alive():
+        return "the inotify reader thread"
+    return None
+
+
+def _forget_dead_inotify_reader() -> None:
+    """A dead shared reader would be handed to the new observer again: drop it so a fresh one is
+    made (watchdog creates it when the instance is None)."""
+    reader = _inotify_reader()
+    if reader is None or reader.is_alive():
+        return
+    from watchdog.observers import inotify_c
+
+    with inotify_c.InotifyFD._global_lock:
+        if inotify_c.InotifyFD._instance is reader:
+            inotify_c.InotifyFD._instance = None

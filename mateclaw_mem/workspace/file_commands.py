@@ -116,7 +116,8 @@ class FileCommands:
     ) -> CommandResult:
         """Replace text that occurs exactly once."""
         rel = self._file_rel(path)
-        result = self.tools.edit(agent, rel, old_str, new_str, actor=actor, owner=owner)
+        result = self.tools.edit(agent, rel, old_str, new_str, actor=actor, owner=owner,
+                                 all_flag="a str_replace that quotes more context (it replaces exactly one)")
         return CommandResult(f"{_display(rel)} edited", _display(rel), result.write.changed)
 
     def insert(

@@ -226,8 +226,39 @@ def _read_file(path: Path, limits: Limits) -> bytes | None:
     return None if len(data) > limits.max_file_bytes else data
 
 
+# Our manifest nests three levels; json.loads recurses once per level and a few thousand of them
+# (a hostile or broken file) raised RecursionError out of the import.
+MAX_MANIFEST_DEPTH = 32
+
+
+def _json_depth(data: bytes) -> int:
+    """The deepest nesting of [ and { in JSON text, brackets inside strings not counted."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in data:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
+
+
 def _load_manifest(source: Source, read: Any) -> None:
     data = read()
+    if data is not None and (depth := _json_depth(data)) > MAX_MANIFEST_DEPTH:
+        raise InvalidInputError(
+            f"{source.name}: {MANIFEST} nests {depth} levels deep (an export manifest has 3; the limit is "
+            f"{MAX_MANIFEST_DEPTH}); refusing the import")
     try:
         manifest = json.loads(data.decode("utf-8")) if data is not None else None
     except (UnicodeDecodeError, ValueError):

@@ -6,7 +6,7 @@ import re
 from pathlib import Path, PurePosixPath
 from urllib.parse import quote
 
-from mateclaw_mem.errors import InvalidPathError
+from mateclaw_mem.errors import ConflictError, InvalidPathError
 
 MAX_PATH_CHARS = 255
 MAX_COMPONENT_CHARS = 120
@@ -63,12 +63,51 @@ def check_relative(rel: str) -> PurePosixPath:
     return pure
 
 
+def _real(path: Path) -> Path:
+    """`path` with every link followed. A link swapped for a folder while it is being followed
+    makes resolve() fail (readlink on what is no longer a link: EINVAL); that is a path changing
+    under us, so look again, and after a few tries call it a conflict rather than a crash."""
+    for _ in range(3):
+        try:
+            return path.resolve()
+        except OSError as exc:
+            error = exc
+    raise ConflictError(f"a folder on the path {path.name!r} kept changing while it was checked "
+                        f"({error.strerror}); try again") from None
+
+
+def agent_folder(root: Path, key: str) -> Path:
+    """`root/key` (an agent's or owner's folder), refused when, links followed, it is not a folder
+    strictly inside the workspace root: an agent folder that is a symbolic link to elsewhere would
+    otherwise take every read and write of that agent with it (checking paths against the agent
+    folder alone cannot see that, the folder itself being the link)."""
+    candidate = root.joinpath(*key.split("/"))
+    real_root = _real(root)
+    real = _real(candidate)
+    if real_root not in real.parents:
+        raise InvalidPathError(
+            f"agent folder {key!r} leads outside the workspace (through a symbolic link); refusing it")
+    if real.relative_to(real_root).parts[0].startswith("."):
+        raise InvalidPathError(
+            f"agent folder {key!r} leads into the workspace's hidden state folder (through a symbolic link)")
+    return candidate
+
+
+def escapes(root: Path, key: str) -> bool:
+    """True when `agent_folder(root, key)` would refuse the folder."""
+    try:
+        agent_folder(root, key)
+    except InvalidPathError:
+        return True
+    return False
+
+
 def resolve_inside(base: Path, rel: str) -> Path:
     """Join and make sure the result (symlinks followed) is still inside `base`."""
     pure = check_relative(rel)
     candidate = base.joinpath(*pure.parts)
-    real_base = base.resolve()
-    real = candidate.resolve()
+    real_base = _real(base)
+    real = _real(candidate)
     if real != real_base and real_base not in real.parents:
         raise InvalidPathError(f"path {rel!r} leads outside the agent's workspace (through a symbolic link)")
     return candidate

@@ -9,27 +9,39 @@ archived, never dropped. A person's own write (`actor="person"`) is never cut.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
-import threading
-import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+import time
+from collections.abc import Callable
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
-from filelock import FileLock, Timeout
-
-from mateclaw_mem.errors import BusyError, ConflictError, InvalidInputError, InvalidPathError, NotFoundError
+from mateclaw_mem.errors import (
+    BusyError,
+    ConflictError,
+    InvalidInputError,
+    InvalidPathError,
+    NotFoundError,
+)
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.markdown.ceilings import apply_ceiling
-from mateclaw_mem.markdown.sections import preserve_pinned
+from mateclaw_mem.workspace import undo
+from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
+from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
-from mateclaw_mem.workspace.paths import check_agent, check_relative, owner_dirname, resolve_inside
+from mateclaw_mem.workspace.listing import ALWAYS_ON, FileInfo, FileLister
+from mateclaw_mem.workspace.machine_rules import changed_keys, plan_machine_write
+from mateclaw_mem.workspace.paths import (
+    agent_folder,
+    check_agent,
+    escapes,
+    owner_dirname,
+    resolve_inside,
+)
+from mateclaw_mem.workspace.provenance import ProvenanceStore, Record, count_entries
+from mateclaw_mem.workspace.records import Snapshot, WriteEvent, WriteResult, sha256
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -38,76 +50,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PERSON = "person"
-ALWAYS_ON: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md")
+ARCHIVE_ACTOR = "archive"
+REPLAN_LIMIT = 8  # re-plans of one write on concurrent saves before giving up as busy
+SETTLE_SECONDS = 0.25  # how long a read waits for a file someone else is writing right now
 STATE_DIRNAME = ".mateclaw"
-DEFAULT_SORT_ORDER = 100
-
-
-def sha256(data: bytes | str) -> str:
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    rel: str
-    path: Path
-    text: str
-    sha: str  # "" when the file does not exist
-    exists: bool
-
-    @property
-    def body(self) -> str:
-        return frontmatter.body(self.text)
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    rel: str
-    path: Path
-    sha: str
-    previous_sha: str
-    changed: bool
-    archived: tuple[str, ...] = ()
-    version: int | None = None  # history version that holds the previous content
-
-    @property
-    def truncated(self) -> bool:
-        return bool(self.archived)
-
-
-@dataclass(frozen=True)
-class WriteEvent:
-    agent: str
-    owner: str | None
-    rel: str
-    path: Path
-    sha: str  # "" after a delete
-    actor: str
-
-
-@dataclass(frozen=True)
-class FileInfo:
-    rel: str
-    enabled: bool
-    sort_order: int
-    chars: int  # body characters (what a prompt would carry)
-    size: int  # bytes on disk
-    mtime: float
-    ceiling: int = 0
-    meta_error: str | None = None
-
-    @property
-    def over_budget(self) -> bool:
-        return self.ceiling > 0 and self.chars > self.ceiling
-
-
-@dataclass
-class _Locks:
-    guard: threading.Lock = field(default_factory=threading.Lock)
-    local: dict[str, threading.RLock] = field(default_factory=dict)
-    files: dict[str, FileLock] = field(default_factory=dict)
 
 
 class WorkspaceStore:
@@ -127,11 +73,15 @@ class WorkspaceStore:
         self.owner_isolation = owner_isolation
         self.state_dir = self.root / STATE_DIRNAME
         self.history_store = History(self.state_dir / "history", keep=history_keep)
-        self._locks = _Locks()
-        self._lock_timeout = lock_timeout
+        self.provenance = ProvenanceStore(self.state_dir / "provenance")
+        self._written: dict[str, str] = {}  # path -> sha this process last wrote (its own fresh mtime)
+        # Called with the path right before the final exchange: the race tests put a person's save
+        # at exactly that instant (a real write to the real file, from outside the store).
+        self.before_replace: Callable[[Path], None] | None = None
+        self._locks = FileLocks(self.state_dir / "locks", timeout=lock_timeout)
+        self._conflicts = ConflictLog(self.state_dir / "conflicts.jsonl")
         self._listeners: list[Callable[[WriteEvent], None]] = []
-        self._info_cache: dict[str, tuple[tuple[int, int, int], FileInfo]] = {}
-        self._checked_rels: set[str] = set()
+        self._lister = FileLister(self.ceiling_for, self._snapshot)
 
     @classmethod
     def from_settings(cls, settings: Settings, clock: Clock) -> WorkspaceStore:
@@ -154,7 +104,8 @@ class WorkspaceStore:
         return agent
 
     def agent_dir(self, agent: str, owner: str | None = None) -> Path:
-        return self.root / self.agent_key(agent, owner)
+        """The agent's (or owner's) folder; InvalidPathError when a link takes it out of the root."""
+        return agent_folder(self.root, self.agent_key(agent, owner))
 
     def path(self, agent: str, rel: str, owner: str | None = None) -> Path:
         base = self.agent_dir(agent, owner)
@@ -167,7 +118,11 @@ class WorkspaceStore:
         for p in sorted(self.root.iterdir()):
             if p.is_dir() and not p.name.startswith("."):
                 with contextlib.suppress(InvalidPathError):
-                    out.append(check_agent(p.name))
+                    name = check_agent(p.name)
+                    if escapes(self.root, name):  # a link out of the workspace is not our agent
+                        log.warning("ignoring agent folder %s: it links outside the workspace", name)
+                        continue
+                    out.append(name)
         return out
 
     def owners(self, agent: str) -> list[str]:
@@ -186,36 +141,16 @@ class WorkspaceStore:
 
     # -- locking -------------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def lock(self, path: Path) -> Iterator[None]:
-        """Per-file lock: a thread lock for this process plus a file lock for other processes."""
-        key = str(path.absolute())
-        with self._locks.guard:
-            local = self._locks.local.setdefault(key, threading.RLock())
-            if key not in self._locks.files:
-                lock_dir = self.state_dir / "locks"
-                lock_dir.mkdir(parents=True, exist_ok=True)
-                self._locks.files[key] = FileLock(str(lock_dir / f"{sha256(key)[:24]}.lock"))
-            flock = self._locks.files[key]
-        if not local.acquire(timeout=self._lock_timeout):
-            raise BusyError(f"{path.name} is locked by another writer; try again")
-        try:
-            try:
-                flock.acquire(timeout=self._lock_timeout)
-            except Timeout:
-                raise BusyError(f"{path.name} is locked by another process; try again") from None
-            try:
-                yield
-            finally:
-                flock.release()
-        finally:
-            local.release()
+    def lock(self, path: Path) -> contextlib.AbstractContextManager[None]:
+        """Per-file lock for machine writers (threads of this process and other processes). A person
+        never takes it: the final exchange, not this lock, is what keeps their saves."""
+        return self._locks.hold(path)
 
     # -- reading -------------------------------------------------------------------------------
 
     def read(self, agent: str, rel: str, *, owner: str | None = None) -> Snapshot:
         path = self.path(agent, rel, owner)
-        return self._snapshot(rel, path)
+        return self._settled(rel, path)
 
     @staticmethod
     def _snapshot(rel: str, path: Path) -> Snapshot:
@@ -230,6 +165,28 @@ class WorkspaceStore:
         except UnicodeDecodeError as exc:
             raise InvalidInputError(f"{rel} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
         return Snapshot(rel, path, text, sha256(data), True)
+
+    def _settled(self, rel: str, path: Path) -> Snapshot:
+        """A read that does not build on a save in progress. A person's `open('w')` empties the file
+        before it writes; a file changed by someone else in the last moments is read again until two
+        reads agree, so a machine never plans on a truncated version."""
+        snap = self._snapshot(rel, path)
+        deadline = time.monotonic() + SETTLE_SECONDS
+        while snap.exists and self._written.get(str(path)) != snap.sha:
+            try:
+                age = time.time() - os.stat(path).st_mtime
+            except OSError:
+                break
+            if age > 0.05 and snap.text:
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+            again = self._snapshot(rel, path)
+            if again.sha == snap.sha and again.text:
+                return again
+            snap = again
+        return snap
 
     @staticmethod
     def body(text: str) -> str:
@@ -250,20 +207,29 @@ class WorkspaceStore:
         batch: str | None = None,
     ) -> WriteResult:
         """Replace a file. `expected_sha` is the hash the writer read ("" = must not exist yet);
-        None skips the check and is meant for a person's own explicit overwrite."""
+        None skips the check and is meant for a person's own explicit overwrite (whatever it
+        displaces is kept in history)."""
         if not isinstance(text, str):
             raise InvalidInputError("content must be text")
         if "\x00" in text:
             raise InvalidInputError(f"{rel}: content contains NUL characters")
         path = self.path(agent, rel, owner)
         with self.lock(path):
-            current = self._snapshot(rel, path)
-            if expected_sha is not None and expected_sha != current.sha:
-                raise ConflictError(
-                    f"{rel} changed since it was read (expected {expected_sha[:12] or 'no file'}, "
-                    f"found {current.sha[:12] or 'no file'}); re-read it and try again"
-                )
-            return self._commit(agent, owner, rel, path, current, text, actor=actor, reason=reason, batch=batch)
+            for replans in range(REPLAN_LIMIT):
+                current = self._settled(rel, path)
+                if expected_sha is not None and expected_sha != current.sha:
+                    raise ConflictError(
+                        f"{rel} changed since it was read (expected {expected_sha[:12] or 'no file'}, "
+                        f"found {current.sha[:12] or 'no file'}); re-read it and try again"
+                    )
+                result = self._commit(agent, owner, rel, path, current, text, actor=actor, reason=reason,
+                                      batch=batch, replans=replans)
+                if result is not None:
+                    return result
+                if expected_sha is not None:
+                    raise ConflictError(f"{rel} was saved by someone else while this write was being made; "
+                                        "their version was kept - re-read it and try again")
+            raise BusyError(f"{rel} kept changing while it was being written; try again")
 
     def update(
         self,
@@ -277,14 +243,20 @@ class WorkspaceStore:
         batch: str | None = None,
     ) -> WriteResult | None:
         """Read-modify-write under the file lock. `fn` gets the current text ("" if missing) and
-        returns the new text, or None for no change."""
+        returns the new text, or None for no change. A save that lands meanwhile is kept and `fn`
+        runs again on it."""
         path = self.path(agent, rel, owner)
         with self.lock(path):
-            current = self._snapshot(rel, path)
-            new_text = fn(current.text)
-            if new_text is None:
-                return None
-            return self._commit(agent, owner, rel, path, current, new_text, actor=actor, reason=reason, batch=batch)
+            for replans in range(REPLAN_LIMIT):
+                current = self._settled(rel, path)
+                new_text = fn(current.text)
+                if new_text is None:
+                    return None
+                result = self._commit(agent, owner, rel, path, current, new_text, actor=actor, reason=reason,
+                                      batch=batch, replans=replans)
+                if result is not None:
+                    return result
+            raise BusyError(f"{rel} kept changing while it was being written; try again")
 
     def delete(
         self,
@@ -299,16 +271,29 @@ class WorkspaceStore:
     ) -> WriteResult:
         path = self.path(agent, rel, owner)
         with self.lock(path):
-            current = self._snapshot(rel, path)
-            if not current.exists:
-                raise NotFoundError(f"{rel} does not exist")
-            if expected_sha is not None and expected_sha != current.sha:
-                raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
-            version = self._keep(agent, owner, rel, current, "", actor, reason or "deleted", batch)
-            path.unlink()
-            self._info_cache.pop(str(path), None)
-            self._notify(WriteEvent(agent, owner, rel, path, "", actor))
-            return WriteResult(rel, path, "", current.sha, True, version=version.version)
+            for _ in range(REPLAN_LIMIT):
+                current = self._settled(rel, path)
+                if not current.exists:
+                    raise NotFoundError(f"{rel} does not exist")
+                if expected_sha is not None and expected_sha != current.sha:
+                    raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
+                if self.before_replace is not None:
+                    self.before_replace(path)
+                outcome = delete_verified(self.root, *self._parts(agent, owner, rel), expected_sha=current.sha)
+                self._keep_superseded(agent, owner, rel, outcome.superseded, actor)
+                if not outcome.ok:
+                    self._record_conflict(agent, owner, rel, actor, "delete")
+                    if expected_sha is not None:
+                        raise ConflictError(f"{rel} was saved by someone else while it was being deleted; "
+                                            "their version was kept")
+                    continue
+                version = self._keep(agent, owner, rel, current, "", actor, reason or "deleted", batch)
+                self._lister.forget(str(path))
+                self._written.pop(str(path), None)
+                self.provenance.drop(self.agent_key(agent, owner), rel)
+                self._notify(WriteEvent(agent, owner, rel, path, "", actor))
+                return WriteResult(rel, path, "", current.sha, True, version=version.version)
+            raise BusyError(f"{rel} kept changing while it was being deleted; try again")
 
     def rename(self, agent: str, src: str, dst: str, *, actor: str, owner: str | None = None) -> WriteResult:
         source = self.read(agent, src, owner=owner)
@@ -320,6 +305,10 @@ class WorkspaceStore:
                             owner=owner, reason=f"renamed from {src}")
         self.delete(agent, src, expected_sha=source.sha, actor=actor, owner=owner, reason=f"renamed to {dst}")
         return result
+
+    def _parts(self, agent: str, owner: str | None, rel: str) -> tuple[list[str], str]:
+        parts = [*self.agent_key(agent, owner).split("/"), *rel.split("/")]
+        return parts[:-1], parts[-1]
 
     def _commit(
         self,
@@ -333,19 +322,55 @@ class WorkspaceStore:
         actor: str,
         reason: str,
         batch: str | None,
-    ) -> WriteResult:
+        replans: int = 0,
+    ) -> WriteResult | None:
+        """Plan and put in place; None when someone saved the file meanwhile (their version is back
+        in place and the caller re-plans on it)."""
+        key = self.agent_key(agent, owner)
+        record = self.provenance.load(key, rel)
+        old_body = frontmatter.body(current.text)
+        if current.exists and record.last_sha != current.sha:
+            # Changed since the store last wrote it (or never written by it): the person's edit.
+            record.mark_person(old_body, record.hand_edited_keys(old_body))
+            record.peak_chars, record.peak_entries = len(old_body.strip()), count_entries(old_body)
         archived: tuple[str, ...] = ()
+        pins = 0
         if actor != PERSON:
-            text, archived = self._guard(agent, owner, rel, current.text, text, actor=actor, batch=batch)
+            text, archived, pins = self._guard(agent, owner, rel, current.text, text, record, actor=actor,
+                                               batch=batch)
         data = text.encode("utf-8")
         new_sha = sha256(data)
+        new_body = frontmatter.body(text)
         if current.exists and new_sha == current.sha:
-            return WriteResult(rel, path, new_sha, current.sha, False, archived)
+            if record.last_sha != current.sha:
+                record.after_write(new_body, new_sha, by_person=False)
+                self.provenance.save(key, rel, record)
+            return WriteResult(rel, path, new_sha, current.sha, False, archived, pins_stripped=pins)
+        mode = None
+        if current.exists:
+            with contextlib.suppress(OSError):
+                mode = os.stat(path).st_mode & 0o777
+        if self.before_replace is not None:
+            self.before_replace(path)
+        outcome = replace_verified(self.root, *self._parts(agent, owner, rel), data,
+                                   expected_sha=current.sha, mode=mode)
+        self._keep_superseded(agent, owner, rel, outcome.superseded, actor)
+        if not outcome.ok:
+            self._record_conflict(agent, owner, rel, actor, "re-planned on the person's version")
+            return None
+        if pins:
+            reason = f"{reason} ({pins} pin marker(s) from a machine removed)".strip()
+            log.warning("%s/%s: removed %d pin marker(s) from a %s write (only a person pins)", key, rel, pins, actor)
         version = self._keep(agent, owner, rel, current, new_sha, actor, reason, batch)
-        atomic_write(path, data)
-        self._info_cache.pop(str(path), None)
+        if actor == PERSON:
+            changed = changed_keys(old_body, new_body)
+            record.mark_person(new_body, changed)
+        record.after_write(new_body, new_sha, by_person=actor == PERSON)
+        self.provenance.save(key, rel, record)
+        self._written[str(path)] = new_sha
+        self._lister.forget(str(path))
         self._notify(WriteEvent(agent, owner, rel, path, new_sha, actor))
-        return WriteResult(rel, path, new_sha, current.sha, True, archived, version.version)
+        return WriteResult(rel, path, new_sha, current.sha, True, archived, version.version, pins, replans)
 
     def _keep(
         self, agent: str, owner: str | None, rel: str, current: Snapshot, new_sha: str, actor: str, reason: str,
@@ -365,29 +390,47 @@ class WorkspaceStore:
         )
         return self.history_store.save(self.agent_key(agent, owner), rel, data, record)
 
+    def _keep_superseded(self, agent: str, owner: str | None, rel: str, versions: list[bytes], actor: str) -> None:
+        """A person's save pushed aside during the final step (they saved twice in an instant, or no
+        atomic exchange exists here): kept in history so undo can bring it back."""
+        for data in versions:
+            sha = sha256(data)
+            record = Version(version=0, sha=sha, replaced_by="", at=self.clock.now().isoformat(timespec="seconds"),
+                             actor=PERSON, reason=f"hand save displaced during a {actor} write (kept)",
+                             size=len(data), existed=True)
+            self.history_store.save(self.agent_key(agent, owner), rel, data, record)
+            self._record_conflict(agent, owner, rel, actor, "a hand save was displaced; kept in history")
+
+    def _record_conflict(self, agent: str, owner: str | None, rel: str, actor: str, outcome: str) -> None:
+        self._conflicts.record(self.clock.now(), f"{self.agent_key(agent, owner)}/{rel}", actor, outcome)
+
+    def conflict_report(self, last: int = 5) -> dict[str, object]:
+        """Hand saves that met a machine write at its final step (all kept): count and the latest."""
+        return self._conflicts.report(last)
+
+    def preview(self, agent: str, rel: str, old_text: str, new_text: str, *, actor: str,
+                owner: str | None = None, erosion: bool = True) -> str:
+        """What a machine write of `new_text` over `old_text` would put on disk (pins, a person's
+        lines, the ceiling), without writing anything. Raises RejectedError where the write would."""
+        record = self.provenance.load(self.agent_key(agent, owner), rel)
+        if old_text and record.last_sha != sha256(old_text):
+            old_body = frontmatter.body(old_text)
+            record.mark_person(old_body, record.hand_edited_keys(old_body))
+            record.peak_chars, record.peak_entries = len(old_body.strip()), count_entries(old_body)
+        archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
+        return plan_machine_write(rel, old_text, new_text, record, actor=actor, cap=self.ceiling_for(rel),
+                                  archive_rel=archive_rel, erosion=erosion).text
+
     def _guard(
-        self, agent: str, owner: str | None, rel: str, old: str, new: str, *, actor: str, batch: str | None
-    ) -> tuple[str, tuple[str, ...]]:
-        """What a machine writer may not do: drop frontmatter, touch pins, exceed a ceiling."""
-        old_block, old_body = frontmatter.split(old)
-        new_block, new_body = frontmatter.split(new)
-        if old_block and not new_block:
-            new_block = old_block
-        new_body = preserve_pinned(old_body, new_body)
-        archived: tuple[str, ...] = ()
+        self, agent: str, owner: str | None, rel: str, old: str, new: str, record: Record, *, actor: str,
+        batch: str | None,
+    ) -> tuple[str, tuple[str, ...], int]:
         cap = self.ceiling_for(rel)
-        if cap:
-            archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
-            result = apply_ceiling(new_body, cap, archive_rel)
-            if result.truncated and new_block + result.body == old:
-                # The same over-ceiling text again (a re-import, a retried write): the file would not
-                # change and its tail went to the archive the first time; archiving it twice duplicates it.
-                return old, ()
-            if result.truncated:
-                self._archive(agent, owner, archive_rel, rel, result.cut, cap=cap, actor=actor, batch=batch)
-                archived = (archive_rel,)
-            new_body = result.body
-        return new_block + new_body, archived
+        archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
+        plan = plan_machine_write(rel, old, new, record, actor=actor, cap=cap, archive_rel=archive_rel)
+        if plan.cut:
+            self._archive(agent, owner, archive_rel, rel, plan.cut, cap=cap, actor=actor, batch=batch)
+        return plan.text, (archive_rel,) if plan.cut else (), plan.pins
 
     def _archive(
         self, agent: str, owner: str | None, archive_rel: str, source: str, cut: str, *, cap: int, actor: str,
@@ -395,14 +438,17 @@ class WorkspaceStore:
     ) -> None:
         now = self.clock.now()
 
-        def add(current: str) -> str:
+        def add(current: str) -> str | None:
+            if cut.strip() and cut.strip() in current:
+                return None  # a write re-planned after a concurrent save: this text is archived already
             if not current:
                 current = f"---\nenabled: false\n---\n# Archive of {source} — {now:%Y-%m-%d}\n\n"
             note = f"<!-- cut from {source} at {now:%H:%M} by {actor} (ceiling {cap} chars) -->\n"
             return current.rstrip("\n") + "\n\n" + note + cut.rstrip("\n") + "\n"
 
         # Archive before the cut is committed: if we crash in between, the text exists twice, not zero times.
-        self.update(agent, archive_rel, add, actor=PERSON, owner=owner, reason=f"archive for {source}", batch=batch)
+        self.update(agent, archive_rel, add, actor=ARCHIVE_ACTOR, owner=owner, reason=f"archive for {source}",
+                    batch=batch)
 
     def _notify(self, event: WriteEvent) -> None:
         for listener in list(self._listeners):
@@ -461,56 +507,8 @@ class WorkspaceStore:
         return created
 
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:
-        base = self.agent_dir(agent, owner)
-        if not base.exists():
-            return []
-        out = []
-        # os.walk and plain strings rather than Path.rglob: prompts list files on every turn, and
-        # pathlib's per-path overhead dominated prompt assembly with a year of daily notes.
-        for dirpath, dirnames, filenames in os.walk(base):
-            rel_dir = os.path.relpath(dirpath, base)
-            rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-            skip_owners = not rel_dir and not (owner and self.owner_isolation)  # owners/ is listed per owner
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == "owners"))
-            for name in filenames:
-                if name.startswith(".") or not name.endswith(".md"):
-                    continue
-                rel = f"{rel_dir}/{name}" if rel_dir else name
-                if prefix and not rel.startswith(prefix):
-                    continue
-                path = os.path.join(dirpath, name)
-                try:
-                    if rel not in self._checked_rels:
-                        check_relative(rel)
-                        self._checked_rels.add(rel)
-                    st = os.stat(path)
-                except (InvalidPathError, OSError):
-                    continue
-                # Reuse the parsed frontmatter while the file is the same (inode, mtime, size);
-                # our own writes drop their entry in _commit/delete.
-                stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
-                cached = self._info_cache.get(path)
-                if cached is not None and cached[0] == stamp:
-                    out.append(cached[1])
-                    continue
-                try:
-                    snap = self._snapshot(rel, Path(path))
-                except (InvalidPathError, InvalidInputError):
-                    continue
-                parsed = frontmatter.parse(snap.text)
-                info = FileInfo(
-                    rel=rel,
-                    enabled=_as_bool(parsed.meta.get("enabled"), default=rel in ALWAYS_ON),
-                    sort_order=_as_int(parsed.meta.get("sort_order"), default=_default_order(rel)),
-                    chars=len(parsed.body),
-                    size=st.st_size,
-                    mtime=st.st_mtime,
-                    ceiling=self.ceiling_for(rel),
-                    meta_error=parsed.error,
-                )
-                self._info_cache[path] = (stamp, info)
-                out.append(info)
-        return sorted(out, key=lambda f: (f.sort_order, f.rel))
+        include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner
+        return self._lister.list(self.agent_dir(agent, owner), prefix=prefix, include_owners=include_owners)
 
     # -- history and undo ------------------------------------------------------------------------
 
@@ -522,102 +520,16 @@ class WorkspaceStore:
         self, agent: str, rel: str, *, owner: str | None = None, version: int | None = None, actor: str = PERSON
     ) -> WriteResult:
         """Restore a kept version (default: the one before the latest change). Itself undoable."""
-        versions = self.history(agent, rel, owner=owner)
-        if not versions:
-            raise NotFoundError(f"{rel} has no earlier versions to restore")
-        chosen = versions[-1] if version is None else next((v for v in versions if v.version == version), None)
-        if chosen is None:
-            raise NotFoundError(f"{rel}: no kept version {version} (see `mateclaw-mem history`)")
-        return self._restore(agent, owner, chosen, actor=actor, reason=f"undo to version {chosen.version}")
-
-    def _restore(self, agent: str, owner: str | None, chosen: Version, *, actor: str, reason: str,
-                 expected_sha: str | None = None, batch: str | None = None) -> WriteResult:
-        rel = chosen.rel
-        if not chosen.existed:
-            return self.delete(agent, rel, expected_sha=expected_sha, actor=actor, owner=owner, reason=reason)
-        content = self.history_store.content(self.agent_key(agent, owner), rel, chosen.version).decode("utf-8")
-        # Undo is a person's decision: restore byte for byte, no ceiling or pin rewriting.
-        return self.write(agent, rel, content, expected_sha=expected_sha, actor=PERSON, owner=owner,
-                          reason=reason, batch=batch)
+        return undo.undo_file(self, agent, rel, owner=owner, version=version, actor=actor)
 
     def undo_batch(self, batch: str, *, actor: str = PERSON) -> list[WriteResult]:
-        """Undo every change a batch (one dream run) made, newest first. Refused as a whole with a
-        conflict if any of those files changed since the batch wrote it."""
-        versions = self.history_store.batch(batch)
-        if not versions:
-            raise NotFoundError(f"no changes recorded for run {batch}")
-        first_by_file: dict[tuple[str, str], Version] = {}
-        last_by_file: dict[tuple[str, str], Version] = {}
-        for v in versions:
-            first_by_file.setdefault((v.key, v.rel), v)
-            last_by_file[(v.key, v.rel)] = v
-        plans = []
-        for file_key, first in first_by_file.items():
-            agent, owner = _split_key(file_key[0])
-            current = self._snapshot(first.rel, self.root / file_key[0] / first.rel)
-            if current.sha != last_by_file[file_key].replaced_by:
-                raise ConflictError(f"{first.rel} changed after run {batch}; undo it file by file instead")
-            plans.append((agent, owner, first, current.sha))
-        undo_batch = f"undo-{batch}"
-        return [
-            self._restore(agent, owner, first, actor=actor, reason=f"undo run {batch}", expected_sha=sha,
-                          batch=undo_batch)
-            for agent, owner, first, sha in plans
-        ]
-
-
-def _split_key(key: str) -> tuple[str, str | None]:
-    parts = key.split("/")
-    if len(parts) == 3 and parts[1] == "owners":
-        return parts[0], unquote(parts[2])
-    return parts[0], None
-
-
-def _default_order(rel: str) -> int:
-    return ALWAYS_ON.index(rel) if rel in ALWAYS_ON else DEFAULT_SORT_ORDER
-
-
-def _as_bool(value: object, *, default: bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "on", "false", "no", "off"):
-        return value.strip().lower() in ("true", "yes", "on")
-    return default
-
-
-def _as_int(value: object, *, default: int) -> int:
-    if isinstance(value, bool):
-        return default
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return default
+        """Undo every change a batch (one run) made; refused as a whole if any file changed since."""
+        return undo.undo_batch(self, batch, actor=actor)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Temp file in the same folder, fsync, rename, fsync the folder: old or new, never torn."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:12]}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            with contextlib.suppress(OSError):
-                os.chmod(tmp, path.stat().st_mode & 0o777)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    """Temp file, fsync, rename: for files that are ours alone (an export folder)."""
+    write_plain(path, data)
 
 
 def clean_temp_files(root: Path) -> int:

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter, merge
-from mateclaw_mem.workspace.store import DEFAULT_SORT_ORDER, FileInfo, Snapshot, WorkspaceStore, WriteResult
+from mateclaw_mem.workspace.listing import DEFAULT_SORT_ORDER, FileInfo
+from mateclaw_mem.workspace.store import Snapshot, WorkspaceStore, WriteResult
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,11 @@ class WorkspaceTools:
         actor: str,
         owner: str | None = None,
         replace_all: bool = False,
+        all_flag: str = "replace_all",
     ) -> EditResult:
+        """Find and replace in the body. The frontmatter is never searched or changed here (a replace
+        of "true" must not flip `enabled`); it changes through enable/disable/sort only. `all_flag`
+        is the face's own name for "replace every occurrence", used in the error message."""
         if not old:
             raise InvalidInputError("the text to find is empty")
         count = 0
@@ -85,14 +90,16 @@ class WorkspaceTools:
             nonlocal count
             if not current and not self.store.read(agent, rel, owner=owner).exists:
                 raise NotFoundError(f"{rel} does not exist in agent {agent!r}")
-            count = current.count(old)
+            block, body = frontmatter.split(current)
+            count = body.count(old)
             if count == 0:
-                raise InvalidInputError(f"{rel}: the text to replace was not found")
+                hidden = " (it is only in the frontmatter, which edits do not touch)" if old in block else ""
+                raise InvalidInputError(f"{rel}: the text to replace was not found{hidden}")
             if count > 1 and not replace_all:
                 raise InvalidInputError(
-                    f"{rel}: the text to replace occurs {count} times; make it unique or set replace_all"
+                    f"{rel}: the text to replace occurs {count} times; make it unique or use {all_flag}"
                 )
-            return current.replace(old, new) if replace_all else current.replace(old, new, 1)
+            return block + (body.replace(old, new) if replace_all else body.replace(old, new, 1))
 
         result = self.store.update(agent, rel, apply, actor=actor, owner=owner, reason="edit")
         assert result is not None

@@ -173,6 +173,7 @@ def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any
     store.ensure_agent(AGENT)
     log = ConversationLog(settings.state_dir / "log.db")
     svc = ExtractionService(settings, store, log, clock=clock, timers=False)
+    svc.start()  # workers on; the timer is played by fire_due() below
 
     def fire_due(until: datetime) -> None:
         # What the timer would do: start trailing runs whose time came before `until`.

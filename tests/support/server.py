@@ -4,7 +4,7 @@
         httpx.get(server.url + "/health")
 
 `daemon_services(workspace, api_key=...)` builds the daemon's real services on a temp workspace;
-`serve_api(workspace)` runs the whole HTTP face on them and yields an httpx client (its `services`
+`serve_api(workspace)` builds them, starts the extraction workers, runs the whole HTTP face on them and yields an httpx client (its `services`
 attribute is there for assertions on the files).
 """
 
@@ -91,6 +91,10 @@ def serve_api(
     services = daemon_services(workspace, api_key=api_key)
     if seed:
         services.store.ensure_agent("default")
+    # As the daemon does: every service built before a request can arrive, then the extraction
+    # workers. The watcher and the scheduler stay off; tests drive them.
+    services.build()
+    services.extraction.start()
     try:
         with ApiServer(create_app(services, mcp=mcp)) as server, \
                 httpx.Client(base_url=server.url, timeout=30) as client:

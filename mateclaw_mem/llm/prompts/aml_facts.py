@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mateclaw_mem.redaction import redact
+
 FACT_MAX_CHARS = 400
 MAX_FACTS = 40
 
@@ -28,7 +30,11 @@ class AmlFact(BaseModel):
         value = " ".join(value.split())
         if not value:
             raise ValueError("text is empty")
-        # A long fact is a style slip, not worth a repair round trip: cut it.
+        # A long fact is a style slip, not worth a repair round trip: cut it - redacted first, so a
+        # cut never leaves half a key that no pattern recognises any more.
+        if len(value) <= FACT_MAX_CHARS:
+            return value
+        value = redact(value)
         return value if len(value) <= FACT_MAX_CHARS else value[: FACT_MAX_CHARS - 1].rstrip() + "…"
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
+from mateclaw_mem.redaction import redact
 
 REASON_MAX = 500
 MEMORY_MAX = 40_000  # far above the MEMORY.md ceiling; anything bigger is a runaway answer
@@ -31,7 +32,10 @@ class DreamResult(BaseModel):
     @field_validator("reason", mode="before")
     @classmethod
     def _short_reason(cls, value: object) -> object:
-        return value[:REASON_MAX] if isinstance(value, str) else ("" if value is None else value)
+        # Redacted before the cut: a cut must never leave half a key that no pattern recognises.
+        if isinstance(value, str):
+            return redact(value)[:REASON_MAX] if len(value) > REASON_MAX else value
+        return "" if value is None else value
 
     @field_validator("memory_content", mode="before")
     @classmethod

@@ -14,6 +14,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
+from mateclaw_mem.redaction import redact
 
 TITLE_MAX = 30
 BODY_MAX = 4000
@@ -36,6 +37,10 @@ class DailyEntry(BaseModel):
         value = " ".join(value.replace("#", " ").split())
         if not value:
             raise ValueError("title is empty")
+        # Redacted before the cut: a cut must never leave half a key that no pattern recognises.
+        if len(value) <= TITLE_MAX:
+            return value
+        value = redact(value)
         return value if len(value) <= TITLE_MAX else value[: TITLE_MAX - 1].rstrip() + "…"
 
 
@@ -62,7 +67,7 @@ class ExtractionResult(BaseModel):
     @field_validator("reason")
     @classmethod
     def _short_reason(cls, value: str) -> str:
-        return value[:REASON_MAX]
+        return redact(value)[:REASON_MAX] if len(value) > REASON_MAX else value  # redacted before the cut
 
     @field_validator("memory_update", "profile_update", mode="before")
     @classmethod

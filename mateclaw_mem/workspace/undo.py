@@ -1,0 +1,76 @@
+"""Undo: restore a kept version of one file, or every change one run (a dream, an import) made.
+
+An undo is the person's decision, so it writes as the person: byte for byte, no ceiling or pin
+rewriting, and itself undoable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+from mateclaw_mem.errors import ConflictError, NotFoundError
+from mateclaw_mem.workspace.history import Version
+
+if TYPE_CHECKING:
+    from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
+
+PERSON = "person"
+
+
+def undo_file(
+    store: WorkspaceStore, agent: str, rel: str, *, owner: str | None = None, version: int | None = None,
+    actor: str = PERSON,
+) -> WriteResult:
+    """Restore a kept version (default: the one before the latest change). Itself undoable."""
+    versions = store.history(agent, rel, owner=owner)
+    if not versions:
+        raise NotFoundError(f"{rel} has no earlier versions to restore")
+    chosen = versions[-1] if version is None else next((v for v in versions if v.version == version), None)
+    if chosen is None:
+        raise NotFoundError(f"{rel}: no kept version {version} (see `mateclaw-mem history`)")
+    return _restore(store, agent, owner, chosen, actor=actor, reason=f"undo to version {chosen.version}")
+
+
+def _restore(store: WorkspaceStore, agent: str, owner: str | None, chosen: Version, *, actor: str, reason: str,
+             expected_sha: str | None = None, batch: str | None = None) -> WriteResult:
+    rel = chosen.rel
+    if not chosen.existed:
+        return store.delete(agent, rel, expected_sha=expected_sha, actor=actor, owner=owner, reason=reason)
+    content = store.history_store.content(store.agent_key(agent, owner), rel, chosen.version).decode("utf-8")
+    # Undo is a person's decision: restore byte for byte, no ceiling or pin rewriting.
+    return store.write(agent, rel, content, expected_sha=expected_sha, actor=PERSON, owner=owner,
+                       reason=reason, batch=batch)
+
+
+def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> list[WriteResult]:
+    """Undo every change a batch (one dream run) made, newest first. Refused as a whole with a
+    conflict if any of those files changed since the batch wrote it."""
+    versions = store.history_store.batch(batch)
+    if not versions:
+        raise NotFoundError(f"no changes recorded for run {batch}")
+    first_by_file: dict[tuple[str, str], Version] = {}
+    last_by_file: dict[tuple[str, str], Version] = {}
+    for v in versions:
+        first_by_file.setdefault((v.key, v.rel), v)
+        last_by_file[(v.key, v.rel)] = v
+    plans = []
+    for file_key, first in first_by_file.items():
+        agent, owner = _split_key(file_key[0])
+        current = store._snapshot(first.rel, store.root / file_key[0] / first.rel)
+        if current.sha != last_by_file[file_key].replaced_by:
+            raise ConflictError(f"{first.rel} changed after run {batch}; undo it file by file instead")
+        plans.append((agent, owner, first, current.sha))
+    undo_id = f"undo-{batch}"
+    return [
+        _restore(store, agent, owner, first, actor=actor, reason=f"undo run {batch}", expected_sha=sha,
+                 batch=undo_id)
+        for agent, owner, first, sha in plans
+    ]
+
+
+def _split_key(key: str) -> tuple[str, str | None]:
+    parts = key.split("/")
+    if len(parts) == 3 and parts[1] == "owners":
+        return parts[0], unquote(parts[2])
+    return parts[0], None

@@ -1,0 +1,89 @@
+"""The daemon always comes back: `mateclaw-mem serve` killed with -9 while extraction work is pending
+(some of it running, some queued) comes up and serves, restart after restart.
+
+Pending work is resumed by the new process while it is still starting, so its workers write memory
+files (and the store's listeners reach the search index) while the main thread builds the rest of
+the services. That is the window in which lazily built services under locks deadlocked a restart
+(issue 13, point 5): nothing printed, the port never opened."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.test_daemon_e2e import MEM, WAIT, WS, Daemon
+
+RESTARTS = 20
+OWNERS = 4  # one extraction bucket each, so both workers have work when a restart resumes it
+# A hang costs one WAIT per start; this bounds the whole test so a hang fails it instead of freezing
+# the suite. It is a guard, not a measurement: healthy restarts take a small fraction of it.
+OVERALL_TIMEOUT = RESTARTS * (WAIT + 15.0)
+
+
+def _config(tmp_path: Path) -> None:
+    # No cooldown and no count gate: every turn is extraction work that is due at once, so each kill
+    # leaves runs in flight and rows pending, and each start resumes them immediately.
+    (tmp_path / "mateclaw.yaml").write_text(
+        "timezone: Europe/Berlin\n"
+        "mate:\n  memory:\n    cooldown-minutes: 0\n    min-messages-for-summarize: 0\n",
+        encoding="utf-8",
+    )
+
+
+@pytest.fixture
+def started(tmp_path: Path) -> Iterator[list[Daemon]]:
+    """Every daemon the test starts; a hung one is killed here, so the suite moves on."""
+    daemons: list[Daemon] = []
+    yield daemons
+    for d in daemons:
+        if d.proc is not None and d.proc.poll() is None:
+            d.proc.kill()
+            d.proc.wait()
+
+
+def _pending_runs(workspace: Path) -> int:
+    """Conversations whose extraction was requested and not finished, as a killed daemon left them."""
+    db = sqlite3.connect(workspace / ".mateclaw" / "state.db")
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM extraction_pending").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_kill_9_with_extraction_pending_comes_back_every_time(started: list[Daemon], tmp_path: Path) -> None:
+    _config(tmp_path)
+    deadline = time.monotonic() + OVERALL_TIMEOUT
+    served = 0
+    left_pending: list[int] = []
+    for round_ in range(RESTARTS + 1):  # the first start plus RESTARTS restarts
+        assert time.monotonic() < deadline, f"restarts took longer than the {OVERALL_TIMEOUT:.0f} s guard"
+        d = Daemon(tmp_path)
+        started.append(d)
+        try:
+            d.start()  # waits (bounded) for "listening on"; a hung start-up fails here
+        except AssertionError as exc:
+            raise AssertionError(f"start {round_} never came up: {exc}\n--- log ---\n{d.log()}") from None
+        with d.client() as c:
+            health = c.get("/health")
+            assert health.status_code == 200 and health.json()["status"] == "ok", health.text
+            # A real request through the services, not just the liveness route.
+            read = c.get(f"{WS}/file", params={"path": "MEMORY.md"})
+            assert read.status_code == 200, read.text
+            served += 1
+            # New work for the next start: a burst of turns, each due now, in several buckets.
+            for i in range(OWNERS * 2):
+                r = c.post(f"{MEM}/conversations/chat-{round_}-{i % OWNERS}/turns",
+                           json={"user": f"Remember that round {round_} item {i} is a blue umbrella number {i}.",
+                                 "assistant": "Noted.", "owner": f"person-{i % OWNERS}"})
+                assert r.status_code == 202, r.text
+        assert d.proc is not None
+        d.proc.kill()  # SIGKILL: no shutdown, running extractions cut off, pending rows left behind
+        d.proc.wait(timeout=WAIT)
+        left_pending.append(_pending_runs(d.workspace))
+    assert served == RESTARTS + 1
+    # The scenario really happened: kills left work behind for the next start to resume.
+    assert any(left_pending), f"no kill left extraction work pending: {left_pending}"
