@@ -132,7 +132,7 @@ def test_services_wire_facts_in_model_mode_only(model_settings, settings, clock,
     try:
         svc.aml.add("r1", "u1", "s1", CHAT)
         assert svc.aml.facts is not None
-        svc.aml.facts.run_pending()  # the worker thread may have run it already; either way it is done
+        svc.aml.facts.run_pending()  # no worker: building `aml` starts none (only start() does)
         assert svc.aml.facts.store.counts() == {"done": 1, "facts": 1}
         assert any(i.id.startswith("f") for i in svc.aml.search("Melanie cats", "u1", 5))
     finally:
