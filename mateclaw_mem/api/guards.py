@@ -32,6 +32,19 @@ class BodyTimeout(HTTPException):
         super().__init__(408, {"reason": reason}, {"Connection": "close"})
 
 
+class _TrackedSend:
+    """`send`, remembering whether a response has started (after that no error answer can be sent)."""
+
+    def __init__(self, send: Send) -> None:
+        self._send = send
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+        await self._send(message)
+
+
 class ReadDeadline:
     """Answer 408 when a request body is not complete `seconds` after the request arrived.
 
@@ -51,7 +64,7 @@ class ReadDeadline:
             return
         deadline = time.monotonic() + self.seconds
         complete = False
-        started = False
+        tracked = _TrackedSend(send)
 
         async def timed_receive() -> Message:
             nonlocal complete
@@ -66,18 +79,12 @@ class ReadDeadline:
                 complete = True
             return message
 
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
         try:
-            await self.app(scope, timed_receive, tracked_send)
+            await self.app(scope, timed_receive, tracked)
         except BodyTimeout as exc:
             log.warning("request body for %s not complete after %g s; answered 408", scope.get("path"),
                         self.seconds)
-            if not started:
+            if not tracked.started:
                 await error_response(408, exc.detail["reason"], exc.headers)(scope, receive, send)
 
 
@@ -96,20 +103,13 @@ class AnswerErrors:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        started = False
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
+        tracked = _TrackedSend(send)
         try:
-            await self.app(scope, receive, tracked_send)
+            await self.app(scope, receive, tracked)
         except BodyTimeout:
             raise  # ReadDeadline's to answer
         except Exception as exc:
-            if started:
+            if tracked.started:
                 raise  # half a response: nothing better than closing the connection
             log.exception("unhandled error", exc_info=exc)
             await error_response(500, "internal error; see the daemon log")(scope, receive, send)

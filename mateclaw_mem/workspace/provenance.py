@@ -83,6 +83,14 @@ class Record:
             return {k for k in now if k != PREAMBLE or preamble.strip()}
         return {k for k, v in now.items() if self.sections.get(k) != v}
 
+    def note_hand_edit(self, body: str, sha: str) -> None:
+        """`body` (hash `sha`) is on disk: if the store did not write it, its changed sections are the
+        person's and erosion is measured from it (the person has seen and chosen this version)."""
+        if self.last_sha == sha:
+            return
+        self.mark_person(body, self.hand_edited_keys(body))
+        self.peak_chars, self.peak_entries = len(body.strip()), count_entries(body)
+
     def after_write(self, body: str, sha: str, *, by_person: bool) -> None:
         self.known = True
         self.last_sha = sha

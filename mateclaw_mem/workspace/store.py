@@ -40,7 +40,7 @@ from mateclaw_mem.workspace.paths import (
     owner_dirname,
     resolve_inside,
 )
-from mateclaw_mem.workspace.provenance import ProvenanceStore, Record, count_entries
+from mateclaw_mem.workspace.provenance import ProvenanceStore, Record
 from mateclaw_mem.workspace.records import Snapshot, WriteEvent, WriteResult, sha256
 
 if TYPE_CHECKING:
@@ -329,10 +329,8 @@ class WorkspaceStore:
         key = self.agent_key(agent, owner)
         record = self.provenance.load(key, rel)
         old_body = frontmatter.body(current.text)
-        if current.exists and record.last_sha != current.sha:
-            # Changed since the store last wrote it (or never written by it): the person's edit.
-            record.mark_person(old_body, record.hand_edited_keys(old_body))
-            record.peak_chars, record.peak_entries = len(old_body.strip()), count_entries(old_body)
+        if current.exists:
+            record.note_hand_edit(old_body, current.sha)
         archived: tuple[str, ...] = ()
         pins = 0
         if actor != PERSON:
@@ -413,20 +411,22 @@ class WorkspaceStore:
         """What a machine write of `new_text` over `old_text` would put on disk (pins, a person's
         lines, the ceiling), without writing anything. Raises RejectedError where the write would."""
         record = self.provenance.load(self.agent_key(agent, owner), rel)
-        if old_text and record.last_sha != sha256(old_text):
-            old_body = frontmatter.body(old_text)
-            record.mark_person(old_body, record.hand_edited_keys(old_body))
-            record.peak_chars, record.peak_entries = len(old_body.strip()), count_entries(old_body)
-        archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
+        if old_text:
+            record.note_hand_edit(frontmatter.body(old_text), sha256(old_text))
+        archive_rel = self._archive_rel(rel)
         return plan_machine_write(rel, old_text, new_text, record, actor=actor, cap=self.ceiling_for(rel),
                                   archive_rel=archive_rel, erosion=erosion).text
+
+    def _archive_rel(self, rel: str) -> str:
+        """Where a ceiling cut of `rel` goes today."""
+        return f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
 
     def _guard(
         self, agent: str, owner: str | None, rel: str, old: str, new: str, record: Record, *, actor: str,
         batch: str | None,
     ) -> tuple[str, tuple[str, ...], int]:
         cap = self.ceiling_for(rel)
-        archive_rel = f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
+        archive_rel = self._archive_rel(rel)
         plan = plan_machine_write(rel, old, new, record, actor=actor, cap=cap, archive_rel=archive_rel)
         if plan.cut:
             self._archive(agent, owner, archive_rel, rel, plan.cut, cap=cap, actor=actor, batch=batch)
