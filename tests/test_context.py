@@ -4,8 +4,8 @@ from pathlib import Path
 
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.conversations.log import NewMessage
-from mateclaw_mem.memory.status import collect
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.runtime.status import collect
 from mateclaw_mem.settings import load_settings
 
 
@@ -101,7 +101,7 @@ def test_memoryless_flag_lives_with_the_conversation_and_stops_extraction(servic
     assert services.context.build("default", query="hi", conversation_id="c1").memoryless
     assert not services.context.build("default", query="hi", conversation_id="other").memoryless
 
-    from mateclaw_mem.memory.extraction import ExtractionService
+    from mateclaw_mem.memory.extraction.service import ExtractionService
 
     extraction = ExtractionService.from_services(services, timers=False)
     try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mateclaw_mem.errors import BusyError
-from mateclaw_mem.memory import candidates as cand
+from mateclaw_mem.memory.dreaming import candidates as cand
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
 from tests.conftest import TZ
@@ -405,7 +405,7 @@ def test_status_reports_last_run_next_run_and_latest_entry(night: Services) -> N
     assert st["next_run"] == "2026-12-02T03:00:00+01:00"
     assert st["latest_entry"].startswith("## 2026-12-01 03:00 Dreaming")
     assert st["running"] is False
-    from mateclaw_mem.memory.status import collect
+    from mateclaw_mem.runtime.status import collect
 
     assert collect(night)["dreaming"]["agents"]["default"]["outcome"] == "done"
 

@@ -14,7 +14,7 @@ from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.conversations.log import ConversationLog
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.usage import UsageLog
-from mateclaw_mem.memory.extraction import ExtractionService
+from mateclaw_mem.memory.extraction.service import ExtractionService
 from mateclaw_mem.settings import Settings, load_settings
 from mateclaw_mem.workspace.store import WorkspaceStore
 from tests.support.model_server import ModelServer

@@ -10,7 +10,7 @@ import pytest
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import learning as md
-from mateclaw_mem.memory.learning import (
+from mateclaw_mem.memory.learning.service import (
     ARCHIVE_REL,
     LEARNING_REL,
     MAX_NOTES_CHARS,

@@ -17,12 +17,12 @@ import pytest
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.conversations.log import NewMessage
 from mateclaw_mem.errors import ConfigError
-from mateclaw_mem.memory.context import ContextService
-from mateclaw_mem.memory.recall import RECALLED_TITLE, recalled_block
-from mateclaw_mem.memory.status import collect
+from mateclaw_mem.memory.context.assembly import ContextService
+from mateclaw_mem.memory.context.recall import RECALLED_TITLE, recalled_block
 from mateclaw_mem.providers.base import MemoryProvider, ProviderItem
 from mateclaw_mem.providers.registry import ProviderRegistry
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.runtime.status import collect
 from mateclaw_mem.settings import load_settings
 
 PERSON = "person"

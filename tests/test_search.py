@@ -305,7 +305,7 @@ def test_cli_search_and_reindex(svc: Services, settings, capsys) -> None:
 
 
 def test_status_reports_indexed_against_disk(svc: Services) -> None:
-    from mateclaw_mem.memory.status import collect
+    from mateclaw_mem.runtime.status import collect
 
     assert collect(svc)["index"]["built"] is False
     svc.search.search("anything")
@@ -351,7 +351,7 @@ def test_dense_retrieval_fuses_and_falls_back_with_a_warning(tmp_path: Path, clo
     # A new embedding model: the old vectors are stale, never mixed in.
     svc = _dense_services(clock, model_server.base_url, "embed-b", workspace)
     try:
-        from mateclaw_mem.memory.status import collect
+        from mateclaw_mem.runtime.status import collect
 
         svc.search.search("sailing")
         emb = collect(svc)["index"]["embeddings"]

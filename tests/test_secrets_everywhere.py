@@ -26,8 +26,8 @@ from mcp import Client, StdioServerParameters
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.index.chunker import scopes_of
 from mateclaw_mem.index.file_index import tag
-from mateclaw_mem.memory.status import collect
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.runtime.status import collect
 from mateclaw_mem.settings import load_settings
 from tests.conftest import TZ
 from tests.support.model_server import ModelServer

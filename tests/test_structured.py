@@ -7,7 +7,7 @@ import pytest
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import structured as fmt
-from mateclaw_mem.memory.structured import StructuredMemory, search_relevance
+from mateclaw_mem.memory.structured.entries import StructuredMemory, search_relevance
 
 HAND_WRITTEN = """---
 enabled: false

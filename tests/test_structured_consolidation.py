@@ -8,7 +8,7 @@ from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.errors import BusyError
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.markdown import structured as fmt
-from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
 

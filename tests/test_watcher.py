@@ -146,7 +146,7 @@ def test_a_dead_observer_is_restarted_and_reported(svc: Services) -> None:
 
 
 def test_status_shows_the_watcher(svc: Services, watcher: Watcher) -> None:
-    from mateclaw_mem.memory.status import collect
+    from mateclaw_mem.runtime.status import collect
 
     info = collect(svc)["index"]
     assert info["watcher"]["state"] == "running"

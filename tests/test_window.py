@@ -6,8 +6,8 @@ import pytest
 
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.client import ModelClient
-from mateclaw_mem.memory.tokens import estimate_tokens, messages_tokens
-from mateclaw_mem.memory.window import Summarizer, WindowDefense, reported_limit
+from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
+from mateclaw_mem.memory.context.window import Summarizer, WindowDefense, reported_limit
 from mateclaw_mem.settings import WindowSettings
 from tests.support.model_server import messages_tokens as server_messages_tokens
 

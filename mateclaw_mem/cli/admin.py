@@ -37,7 +37,7 @@ def cmd_init(ctx: CliContext) -> int:
 
 
 def cmd_status(ctx: CliContext) -> int:
-    from mateclaw_mem.memory.status import collect
+    from mateclaw_mem.runtime.status import collect
 
     data = collect(ctx.services, [ctx.args.agent] if ctx.args.agent else None)
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),

@@ -3,7 +3,7 @@
 Plain functions `(services, args) -> JSON-able dict` (args as an MCP client sends them; "agent"
 defaults to the configured default agent), plus `register(server, services, agent)`, which
 `mcp/server.py` calls to add them as typed tools bound to one agent. Validation and every rule
-live in `memory/learning.py` and `memory/lineage.py`; errors are their `MateclawError`s.
+live in `memory/learning/service.py` and `memory/learning/lineage.py`; errors are their `MateclawError`s.
 """
 
 from __future__ import annotations

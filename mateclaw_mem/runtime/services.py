@@ -33,13 +33,13 @@ if TYPE_CHECKING:
     from mateclaw_mem.index.message_index import MessageIndex
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
-    from mateclaw_mem.memory.context import ContextService
-    from mateclaw_mem.memory.dreaming import DreamingService
-    from mateclaw_mem.memory.extraction import ExtractionService
-    from mateclaw_mem.memory.learning import LearningService
-    from mateclaw_mem.memory.lineage import HarnessLineage
-    from mateclaw_mem.memory.structured import StructuredMemory
-    from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+    from mateclaw_mem.memory.context.assembly import ContextService
+    from mateclaw_mem.memory.dreaming.service import DreamingService
+    from mateclaw_mem.memory.extraction.service import ExtractionService
+    from mateclaw_mem.memory.learning.lineage import HarnessLineage
+    from mateclaw_mem.memory.learning.service import LearningService
+    from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
+    from mateclaw_mem.memory.structured.entries import StructuredMemory
     from mateclaw_mem.providers.registry import ProviderRegistry
     from mateclaw_mem.runtime.scheduler import Scheduler
     from mateclaw_mem.runtime.watcher import Watcher
@@ -173,7 +173,7 @@ class Services:
     @_service
     def lineage(self) -> HarnessLineage:
         """Harness lineage; subscribes to the store when built (`build()` builds it before any writer runs)."""
-        from mateclaw_mem.memory.lineage import HarnessLineage
+        from mateclaw_mem.memory.learning.lineage import HarnessLineage
 
         lineage = HarnessLineage(self.store, self.settings.state_dir / "state.db", self.clock)
         self.store.subscribe(lineage.on_write)
@@ -182,8 +182,8 @@ class Services:
 
     @_service
     def learning(self) -> LearningService:
-        from mateclaw_mem.memory.learning import LearningService
-        from mateclaw_mem.memory.task_runs import TaskRunLog
+        from mateclaw_mem.memory.learning.service import LearningService
+        from mateclaw_mem.memory.learning.task_runs import TaskRunLog
 
         service = LearningService(
             self.store, TaskRunLog(self.settings.state_dir / "log.db"), self.clock, lineage=self.lineage
@@ -224,7 +224,7 @@ class Services:
 
     @_service
     def structured(self) -> StructuredMemory:
-        from mateclaw_mem.memory.structured import StructuredMemory
+        from mateclaw_mem.memory.structured.entries import StructuredMemory
 
         memory = self.settings.mate.memory
         # Relevance of project/reference entries: in-process token overlap over exactly those entries
@@ -235,8 +235,8 @@ class Services:
 
     @_service
     def context(self) -> ContextService:
-        from mateclaw_mem.memory.context import ContextService
-        from mateclaw_mem.memory.window import Summarizer, WindowDefense
+        from mateclaw_mem.memory.context.assembly import ContextService
+        from mateclaw_mem.memory.context.window import Summarizer, WindowDefense
 
         window = self.settings.mate.agent.conversation.window
         summarizer = Summarizer(self.clock, client=self.model, max_tokens=window.summary_max_tokens)
@@ -260,7 +260,7 @@ class Services:
 
     @_service
     def structured_consolidation(self) -> StructuredConsolidation:
-        from mateclaw_mem.memory.structured_consolidation import StructuredConsolidation
+        from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
 
         memory = self.settings.mate.memory
         svc = StructuredConsolidation(
@@ -273,8 +273,8 @@ class Services:
 
     @_service
     def dreaming(self) -> DreamingService:
-        """Nightly/manual consolidation of daily notes into MEMORY.md (memory/dreaming.py)."""
-        from mateclaw_mem.memory.dreaming import DreamingService
+        """Nightly/manual consolidation of daily notes into MEMORY.md (memory/dreaming/service.py)."""
+        from mateclaw_mem.memory.dreaming.service import DreamingService
         from mateclaw_mem.runtime.scheduler import cron_trigger, next_fire_after
 
         trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
@@ -294,7 +294,7 @@ class Services:
     def extraction(self) -> ExtractionService:
         """Post-chat extraction. Building it starts nothing: `start()` starts its workers and timers
         (and so resumes persisted pending work) once everything a run writes through exists."""
-        from mateclaw_mem.memory.extraction import ExtractionService
+        from mateclaw_mem.memory.extraction.service import ExtractionService
 
         # One model client (and usage log) for every step; structured items go through `structured`.
         svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,

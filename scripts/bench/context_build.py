@@ -23,8 +23,8 @@ from pathlib import Path
 from _services import bench_services
 from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
 
-from mateclaw_mem.memory.context import ContextService
-from mateclaw_mem.memory.structured import TYPES, StructuredMemory, search_relevance
+from mateclaw_mem.memory.context.assembly import ContextService
+from mateclaw_mem.memory.structured.entries import TYPES, StructuredMemory, search_relevance
 from mateclaw_mem.runtime.services import Services
 
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from _services import bench_services  # scripts/bench/_services.py (this script's folder is on sys.path)
 
 from mateclaw_mem.clock import ManualClock
-from mateclaw_mem.memory import candidates as cand
+from mateclaw_mem.memory.dreaming import candidates as cand
 
 WORDS = ["project", "atlas", "deadline", "editor", "dark", "mode", "terminal", "python", "deploy", "review",
          "budget", "meeting", "design", "customer", "invoice", "garden", "running", "coffee", "tea", "train",

@@ -26,10 +26,10 @@ sys.path.insert(0, str(ROOT))
 
 from mateclaw_mem.clock import ManualClock  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
-from mateclaw_mem.llm import rules  # noqa: E402
 from mateclaw_mem.llm.client import ModelClient  # noqa: E402
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, TranscriptMessage, build_messages  # noqa: E402
-from mateclaw_mem.memory.extraction import MESSAGE_CHARS, ExtractionService  # noqa: E402
+from mateclaw_mem.memory.extraction import rules  # noqa: E402
+from mateclaw_mem.memory.extraction.service import MESSAGE_CHARS, ExtractionService  # noqa: E402
 from mateclaw_mem.settings import load_settings  # noqa: E402
 from mateclaw_mem.workspace.store import WorkspaceStore  # noqa: E402
 from tests.support.model_server import ModelServer  # noqa: E402

@@ -22,7 +22,7 @@ from _services import bench_services
 from _text import fill, sentence  # scripts/bench/_text.py (this script's folder is on sys.path)
 
 from mateclaw_mem.conversations.log import NewMessage
-from mateclaw_mem.memory.context import ContextService
+from mateclaw_mem.memory.context.assembly import ContextService
 from mateclaw_mem.providers.conversation_hits import ConversationHitsProvider
 from mateclaw_mem.providers.search_hits import SearchHitsProvider
 from mateclaw_mem.runtime.services import Services

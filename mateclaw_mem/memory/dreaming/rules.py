@@ -1,7 +1,7 @@
 """Rules-mode dreaming (no model configured): promote the facts that recur on 2+ distinct days into a
 `## Recurring` section of MEMORY.md, each with a `Source:`; one-offs stay in the daily notes.
 
-Also the plan both modes produce (memory/dreaming.py plans with the model when one is configured).
+Also the plan both modes produce (memory/dreaming/service.py plans with the model when one is configured).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, normalise_title, split_sections
-from mateclaw_mem.memory import candidates as cand
+from mateclaw_mem.memory.dreaming import candidates as cand
 
 RECURRING_TITLES = ("Recurring", "反复出现")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import ConflictError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.memory.candidates import DAILY_RE
+from mateclaw_mem.memory.dreaming.candidates import DAILY_RE
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore

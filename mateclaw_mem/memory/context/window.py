@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.prompts import summary as summary_prompt
-from mateclaw_mem.memory.tokens import message_tokens, messages_tokens
+from mateclaw_mem.memory.context.tokens import message_tokens, messages_tokens
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock

@@ -5,7 +5,7 @@
    and feedback entries within budget) and, when a query is given, the project/reference entries
    relevant to it and the `--- RECALLED MEMORY ---` block: what the memory providers prefetched
    (search hits in the memory files, earlier conversations), within the providers' deadlines and
-   `provider-prefetch-max-chars`, minus anything the prompt already holds (`memory/recall.py`);
+   `provider-prefetch-max-chars`, minus anything the prompt already holds (`memory/context/recall.py`);
 2. a summary of earlier turns if the window defense compressed them — as a USER message;
 3. the recent messages;
 4. the current user message, last.
@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.memory.recall import RecalledBlock, recalled_block
-from mateclaw_mem.memory.structured import StructuredBlock, TypedEntry
-from mateclaw_mem.memory.tokens import estimate_tokens, messages_tokens
+from mateclaw_mem.memory.context.recall import RecalledBlock, recalled_block
+from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
+from mateclaw_mem.memory.structured.entries import StructuredBlock, TypedEntry
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
-    from mateclaw_mem.memory.structured import StructuredMemory
-    from mateclaw_mem.memory.window import Window, WindowDefense
+    from mateclaw_mem.memory.context.window import Window, WindowDefense
+    from mateclaw_mem.memory.structured.entries import StructuredMemory
     from mateclaw_mem.providers.registry import Prefetch, ProviderRegistry
     from mateclaw_mem.workspace.store import FileInfo, WorkspaceStore
 

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import learning as md
-from mateclaw_mem.memory import learning_checks as checks
-from mateclaw_mem.memory.learning_checks import MAX_NOTES_CHARS, SLUG, check_slug
-from mateclaw_mem.memory.learning_views import ResultOutcome, TaskMemory, TaskSummary
-from mateclaw_mem.memory.task_runs import TaskRun
+from mateclaw_mem.memory.learning import checks
+from mateclaw_mem.memory.learning.checks import MAX_NOTES_CHARS, SLUG, check_slug
+from mateclaw_mem.memory.learning.task_runs import TaskRun
+from mateclaw_mem.memory.learning.views import ResultOutcome, TaskMemory, TaskSummary
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
-    from mateclaw_mem.memory.task_runs import TaskRunLog
+    from mateclaw_mem.memory.learning.task_runs import TaskRunLog
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 TASK_DIR = "tasks/"

@@ -93,7 +93,7 @@ class HarnessLineage(SharedConnection):
                 blocks.append((_order(parsed.meta, rel), rel, body))
         if not seen:
             return None
-        # The same blocks, order and separators as the prompt (memory/context.py) builds them.
+        # The same blocks, order and separators as the prompt (memory/context/assembly.py) builds them.
         return "\n\n".join(f"--- {rel} ---\n{body}" for _, rel, body in sorted(blocks))
 
     def current_hash(self, agent: str) -> str | None:

@@ -72,10 +72,10 @@ from mateclaw_mem.errors import (
     NotFoundError,
     RejectedError,
 )
-from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.memory.extraction_input import (
+from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction.input import (
     ASSISTANT_CHARS,
     CONTEXT_MESSAGES,
     DAILY_TAIL_CHARS,
@@ -87,15 +87,15 @@ from mateclaw_mem.memory.extraction_input import (
     shrunk_transcript,
     worth_a_model_call,
 )
-from mateclaw_mem.memory.extraction_output import (
+from mateclaw_mem.memory.extraction.output import (
     SHRINK_GUARD_MIN_CHARS,
     Rejected,
     check_result,
     planned_file_updates,
     sanitise,
 )
-from mateclaw_mem.memory.extraction_runs import ExtractionRunLog, RunOutcome, new_run_id
-from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
+from mateclaw_mem.memory.extraction.runs import ExtractionRunLog, RunOutcome, new_run_id
+from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.store import WorkspaceStore

@@ -1,7 +1,7 @@
 """Limits of the learning memory and the input checks that enforce them (shared by its parts).
 
 Each limit is a clear `InvalidInputError` (reflections are the exception: they rotate, see
-memory/learning_global.py):
+memory/learning/global_memory.py):
 - strategies (global and per task): at most 10. Adding an 11th is refused: strategies are curated,
   and silently dropping one a person chose would be worse than asking them to remove one.
 - task notes, category notes, the stats summary: 2,000 characters each; a reflection 1,000; a

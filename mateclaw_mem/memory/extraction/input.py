@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
-from mateclaw_mem.llm import rules
 from mateclaw_mem.llm.prompts.extraction import TranscriptMessage
-from mateclaw_mem.memory.extraction_state import Bucket, ExtractionState
+from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
 from mateclaw_mem.redaction import redact
 
 MESSAGE_CHARS = 2000

@@ -1,5 +1,5 @@
 """The log of dream runs, in `log.db` (`dream_runs`): one row per run that was not a preview, for
-`status`, `report` and unique run ids. DREAMS.md (memory/diary.py) is the readable side of it."""
+`status`, `report` and unique run ids. DREAMS.md (memory/dreaming/diary.py) is the readable side of it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.db import connect
 
 if TYPE_CHECKING:
-    from mateclaw_mem.memory.dreaming import DreamOutcome
+    from mateclaw_mem.memory.dreaming.service import DreamOutcome
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dream_runs (

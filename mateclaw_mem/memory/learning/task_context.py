@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mateclaw_mem.markdown import learning as md
-from mateclaw_mem.memory.learning_views import LearningMemory, TaskMemory
-from mateclaw_mem.memory.task_runs import Analytics
+from mateclaw_mem.memory.learning.task_runs import Analytics
+from mateclaw_mem.memory.learning.views import LearningMemory, TaskMemory
 
 
 @dataclass(frozen=True)

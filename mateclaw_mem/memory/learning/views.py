@@ -6,8 +6,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mateclaw_mem.markdown import learning as md
-from mateclaw_mem.memory.learning_checks import LIMITS
-from mateclaw_mem.memory.task_runs import TaskRun
+from mateclaw_mem.memory.learning.checks import LIMITS
+from mateclaw_mem.memory.learning.task_runs import TaskRun
 
 
 @dataclass(frozen=True)

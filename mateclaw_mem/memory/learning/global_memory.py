@@ -18,19 +18,19 @@ from typing import TYPE_CHECKING
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import learning as md
-from mateclaw_mem.memory import learning_checks as checks
-from mateclaw_mem.memory.learning_checks import (
+from mateclaw_mem.memory.learning import checks
+from mateclaw_mem.memory.learning.checks import (
     MAX_CATEGORY_CHARS,
     MAX_REFLECTION_CHARS,
     MAX_REFLECTIONS,
     MAX_STATS_CHARS,
     check_slug,
 )
-from mateclaw_mem.memory.learning_views import LearningMemory, ReflectionView, ReflectOutcome
+from mateclaw_mem.memory.learning.views import LearningMemory, ReflectionView, ReflectOutcome
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
-    from mateclaw_mem.memory.task_runs import TaskRunLog
+    from mateclaw_mem.memory.learning.task_runs import TaskRunLog
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 LEARNING_REL = "learning/LEARNING.md"

@@ -1,4 +1,4 @@
-"""The safety gates a dream's rewrite of MEMORY.md passes (memory/dreaming.py runs them):
+"""The safety gates a dream's rewrite of MEMORY.md passes (memory/dreaming/service.py runs them):
 
 - loss gate: a rewrite that drops more than 25% of the existing entries (`##` sections and list
   items, pinned ones excluded) is rejected; smaller drops are archived to
@@ -19,7 +19,7 @@ from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, find, join, reinsert, split_sections
-from mateclaw_mem.memory import candidates as cand
+from mateclaw_mem.memory.dreaming import candidates as cand
 from mateclaw_mem.workspace.store import PERSON, WorkspaceStore
 
 ACTOR = "dreaming"

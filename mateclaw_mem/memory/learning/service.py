@@ -1,15 +1,15 @@
 """Learning memory: what an agent that attempts tasks again and again learns from its own history.
 
 `LearningService` is what the faces call; it composes the parts, each in its own module:
-- memory/learning_global.py — `learning/LEARNING.md` (stats summary, strategies, category notes,
+- memory/learning/global_memory.py — `learning/LEARNING.md` (stats summary, strategies, category notes,
   reflections; the newest 20 reflections stay, older ones MOVE to
   `learning/archive/reflections-YYYY-MM.md`, never lost);
-- memory/learning_tasks.py — `tasks/<slug>.md` (attempt_count, best_score, avg_score, score_trend,
+- memory/learning/tasks.py — `tasks/<slug>.md` (attempt_count, best_score, avg_score, score_trend,
   best_score_breakdown, recent_scores; notes and strategies) and the results that feed it;
-- memory/learning_context.py — the TASK.md-style context `enter` returns;
-- memory/learning_checks.py — the limits (strategies at most 10, refused past it; text sizes) and
-  input checks; memory/learning_views.py — the views the faces render;
-- memory/task_runs.py — the run log in `log.db` (entered, memoryless or not, scored, completed);
+- memory/learning/task_context.py — the TASK.md-style context `enter` returns;
+- memory/learning/checks.py — the limits (strategies at most 10, refused past it; text sizes) and
+  input checks; memory/learning/views.py — the views the faces render;
+- memory/learning/task_runs.py — the run log in `log.db` (entered, memoryless or not, scored, completed);
 - markdown/learning.py — the files as text (numbers in frontmatter, words in the body).
 
 Memoryless runs: `enter(..., memoryless=True)` reads and injects none of the learning memory, the
@@ -28,7 +28,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
-from mateclaw_mem.memory.learning_checks import (
+from mateclaw_mem.memory.learning.checks import (
     LIMITS,
     MAX_BREAKDOWN_KEYS,
     MAX_CATEGORY_CHARS,
@@ -42,9 +42,9 @@ from mateclaw_mem.memory.learning_checks import (
     check_slug,
     require_agent,
 )
-from mateclaw_mem.memory.learning_context import TaskContext, render_context, render_memoryless_context
-from mateclaw_mem.memory.learning_global import ARCHIVE_REL, LEARNING_REL, GlobalLearning
-from mateclaw_mem.memory.learning_tasks import (
+from mateclaw_mem.memory.learning.global_memory import ARCHIVE_REL, LEARNING_REL, GlobalLearning
+from mateclaw_mem.memory.learning.task_context import TaskContext, render_context, render_memoryless_context
+from mateclaw_mem.memory.learning.tasks import (
     RECENT_SCORES,
     STABLE_WITHIN,
     TASK_DIR,
@@ -52,7 +52,7 @@ from mateclaw_mem.memory.learning_tasks import (
     TaskLearning,
     score_trend,
 )
-from mateclaw_mem.memory.learning_views import (
+from mateclaw_mem.memory.learning.views import (
     LearningMemory,
     ReflectionView,
     ReflectOutcome,
@@ -63,8 +63,8 @@ from mateclaw_mem.memory.learning_views import (
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
-    from mateclaw_mem.memory.lineage import HarnessLineage
-    from mateclaw_mem.memory.task_runs import TaskRun, TaskRunLog
+    from mateclaw_mem.memory.learning.lineage import HarnessLineage
+    from mateclaw_mem.memory.learning.task_runs import TaskRun, TaskRunLog
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 # Importable from here, as before the split: the faces, tests and benchmarks use these names.
@@ -94,7 +94,7 @@ class LearningService:
     def _harness(self, agent: str) -> str | None:
         return self.lineage.check(agent) if self.lineage is not None else None
 
-    # -- global learning memory (memory/learning_global.py) ----------------------------------------
+    # -- global learning memory (memory/learning/global_memory.py) ----------------------------------------
 
     def memory(self, agent: str) -> LearningMemory:
         return self.global_memory.memory(agent)
@@ -142,7 +142,7 @@ class LearningService:
         `learning/archive/reflections-YYYY-MM.md` (written before LEARNING.md drops them)."""
         return self.global_memory.reflect(agent, task, lesson, run_id=run_id, memoryless=memoryless, actor=actor)
 
-    # -- per-task memory (memory/learning_tasks.py) --------------------------------------------------
+    # -- per-task memory (memory/learning/tasks.py) --------------------------------------------------
 
     def task_memory(self, agent: str, slug: str) -> TaskMemory:
         return self.tasks.task_memory(agent, slug)
@@ -186,7 +186,7 @@ class LearningService:
     def run_list(self, agent: str, slug: str | None = None, *, limit: int = 100) -> list[TaskRun]:
         return self.tasks.run_list(agent, slug, limit=limit)
 
-    # -- entering a task (memory/learning_context.py) -------------------------------------------------
+    # -- entering a task (memory/learning/task_context.py) -------------------------------------------------
 
     def enter(self, agent: str, slug: str, memoryless: bool = False) -> TaskContext:
         """Open a run and return its TASK.md-style context. Memoryless: nothing learned is read or

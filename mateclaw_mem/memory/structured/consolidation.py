@@ -38,7 +38,7 @@ from mateclaw_mem.llm.prompts.structured_consolidation import ConsolidationPlan,
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import structured as fmt
 from mateclaw_mem.markdown.structured import Entry
-from mateclaw_mem.memory.structured import PERSON, TYPES
+from mateclaw_mem.memory.structured.entries import PERSON, TYPES
 from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:

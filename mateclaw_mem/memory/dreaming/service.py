@@ -11,7 +11,7 @@ Public API (what the CLI / HTTP / MCP faces and the scheduler call)::
     with svc.lock(agent): ...                                 # the per-agent run lock (busy -> BusyError)
 
 A run: candidates (daily-note sections of the last `emergence-day-range` days, newest first, at most
-`dream.max-candidates-per-dream`) scored on evidence (memory/candidates.py) → model
+`dream.max-candidates-per-dream`) scored on evidence (memory/dreaming/candidates.py) → model
 (`{should_update, reason, memory_content}`) or rules (promote facts that recur on 2+ distinct days
 into a `## Recurring` section, each with a `Source:`) → guarded rewrite of MEMORY.md → one
 DREAMS.md entry for every outcome.
@@ -32,10 +32,10 @@ Safety gates on the rewrite:
 The model's turns are recorded in the usage log under the step "consolidation"; they never enter the
 conversation log, so they can never trigger extraction.
 
-This module runs the lock, the run and its records; the parts live next to it: memory/candidates.py
-(candidates and their evidence), memory/dream_rules.py (rules-mode promotion), memory/dream_gates.py
-(loss gate, protected sections, diff), memory/dream_runs.py (the run log), memory/diary.py (DREAMS.md),
-memory/rotation.py (daily-note archives).
+This module runs the lock, the run and its records; the parts live next to it: memory/dreaming/candidates.py
+(candidates and their evidence), memory/dreaming/rules.py (rules-mode promotion), memory/dreaming/gates.py
+(loss gate, protected sections, diff), memory/dreaming/runs.py (the run log), memory/dreaming/diary.py (DREAMS.md),
+memory/dreaming/rotation.py (daily-note archives).
 """
 
 from __future__ import annotations
@@ -62,12 +62,12 @@ from mateclaw_mem.errors import (
 )
 from mateclaw_mem.llm.prompts.dream import DreamResult, PromptCandidate, build_messages, check_result
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.memory import candidates as cand
-from mateclaw_mem.memory import dream_gates as gates
-from mateclaw_mem.memory.diary import Diary, DiaryEntry
-from mateclaw_mem.memory.dream_gates import ACTOR, LOSS_LIMIT, MEMORY_REL
-from mateclaw_mem.memory.dream_rules import DreamPlan, kept_facts, plan_rules
-from mateclaw_mem.memory.dream_runs import DreamRunLog
+from mateclaw_mem.memory.dreaming import candidates as cand
+from mateclaw_mem.memory.dreaming import gates
+from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
+from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
+from mateclaw_mem.memory.dreaming.rules import DreamPlan, kept_facts, plan_rules
+from mateclaw_mem.memory.dreaming.runs import DreamRunLog
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.paths import check_agent, owner_dirname
@@ -435,7 +435,7 @@ class DreamingService:
     def rotate(self, agent: str, *, owner: str | None = None) -> dict[str, Any]:
         """Archive rotation: daily notes past `dream.archive-keep-days` move to monthly archives, and
         the diary is held to its cap. Nothing is deleted without being archived first."""
-        from mateclaw_mem.memory.rotation import rotate_daily_notes
+        from mateclaw_mem.memory.dreaming.rotation import rotate_daily_notes
 
         moved: list[str] = []
         dream = self.mem.dream

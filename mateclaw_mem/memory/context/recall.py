@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.memory.tokens import estimate_tokens
+from mateclaw_mem.memory.context.tokens import estimate_tokens
 
 if TYPE_CHECKING:
     from mateclaw_mem.providers.base import ProviderItem

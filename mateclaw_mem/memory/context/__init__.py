@@ -1,0 +1,1 @@
+"""Context: what the model sees for one turn — assembly, window defense, recall, token estimates."""

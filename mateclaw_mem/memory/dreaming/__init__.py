@@ -1,0 +1,2 @@
+"""Dreaming: the nightly consolidation into MEMORY.md — service, candidates, gates, rules mode, runs,
+diary, rotation."""

@@ -1,0 +1,1 @@
+"""Learning memory across tasks: global and per-task memory, run log, harness lineage."""

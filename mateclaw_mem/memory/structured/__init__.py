@@ -1,0 +1,1 @@
+"""Structured entries (`structured/*.md`) and their consolidation."""
