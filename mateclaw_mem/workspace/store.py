@@ -12,12 +12,11 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote
 
 from mateclaw_mem.errors import (
     BusyError,
@@ -27,7 +26,7 @@ from mateclaw_mem.errors import (
     NotFoundError,
 )
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace import undo
+from mateclaw_mem.workspace import undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
@@ -100,7 +99,7 @@ class WorkspaceStore:
         """The agent directory relative to the workspace root (owner folders when isolation is on)."""
         check_agent(agent)
         if owner and self.owner_isolation:
-            return f"{agent}/owners/{owner_dirname(owner)}"
+            return f"{agent}/{walk.OWNERS_DIR}/{owner_dirname(owner)}"
         return agent
 
     def agent_dir(self, agent: str, owner: str | None = None) -> Path:
@@ -127,10 +126,16 @@ class WorkspaceStore:
 
     def owners(self, agent: str) -> list[str]:
         """Owner keys with personal memory under this agent (empty unless owner isolation is on)."""
-        base = self.root / check_agent(agent) / "owners"
-        if not self.owner_isolation or not base.is_dir():
-            return []
-        return sorted(unquote(p.name) for p in base.iterdir() if p.is_dir())
+        return walk.owner_names(self.root / check_agent(agent), owner_isolation=self.owner_isolation)
+
+    def walk_files(self, agent: str | None = None) -> Iterator[walk.DiskFile]:
+        """Every memory file on disk (of one agent, or all), stat only; owner None = shared files."""
+        agents = [check_agent(agent)] if agent else self.agents()
+        return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation)
+
+    def locate(self, path: Path) -> tuple[str, str | None, str] | None:
+        """(agent, owner, rel) of a memory file path, or None if it is not one."""
+        return walk.locate(self.root, path, owner_isolation=self.owner_isolation)
 
     def ceiling_for(self, rel: str) -> int:
         return self.ceilings.get(rel, 0)
