@@ -1,7 +1,9 @@
 """SQLite connections configured the same way everywhere (WAL, busy timeout, Row factory).
 
 Files under `workspace/.mateclaw/`: `log.db` (conversation log, runs, usage: logs),
-`state.db` (cooldowns, watermarks, lineage: bookkeeping), `index.db` (derived, rebuildable).
+`state.db` (cooldowns, watermarks, schedules, lineage: bookkeeping), `index.db` (derived,
+rebuildable). Table owners subclass `SharedConnection` and take their path from Settings
+(`settings.log_db`, `settings.state_db`), never join it themselves.
 """
 
 from __future__ import annotations

@@ -138,6 +138,20 @@ class ModelSettings(Section):
     temperature: float = Field(0.2, ge=0, le=2)
     embedding_model: str = ""
 
+    @model_validator(mode="after")
+    def _complete_or_empty(self) -> ModelSettings:
+        # Half a model configuration would otherwise run rules mode without a word: the person
+        # meant a model, so name the key that is missing instead.
+        if self.base_url and not self.model:
+            raise ValueError("model.base-url is set but model.model is empty: name the model to use (or clear base-url "
+                             "for rules mode)")
+        if self.model and not self.base_url:
+            raise ValueError("model.model is set but model.base-url is empty: give the server's URL, e.g. "
+                             "http://localhost:11434/v1 (or clear model for rules mode)")
+        if self.embedding_model and not self.base_url:
+            raise ValueError("model.embedding-model is set but model.base-url is empty: embeddings need a server")
+        return self
+
     @property
     def configured(self) -> bool:
         return bool(self.base_url and self.model)
@@ -216,6 +230,17 @@ class Settings(BaseSettings):
     def state_dir(self) -> Path:
         return self.workspace / ".mateclaw"
 
+    # The SQLite files (db.py says what goes where); table owners take their path from here.
+    @property
+    def log_db(self) -> Path:
+        """Logs: conversations, runs, model usage, retrievals."""
+        return self.state_dir / "log.db"
+
+    @property
+    def state_db(self) -> Path:
+        """Bookkeeping: cooldowns, watermarks, schedules, lineage."""
+        return self.state_dir / "state.db"
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -283,7 +308,7 @@ def load_settings(
         if workspace is not None:
             settings.workspace = Path(workspace)
     except ValidationError as exc:
-        problems = "; ".join(f"{_format_loc(e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(f"{_format_loc(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
         source = str(path) if path.exists() else "defaults/environment"
         raise ConfigError(f"invalid configuration ({source}): {problems}") from None
     settings.workspace = settings.workspace.expanduser()

@@ -1,14 +1,68 @@
 #!/usr/bin/env bash
 # Create .venv (if missing) and install mateclaw-mem into it. `--dev` adds the test tools.
+#
+# The install is editable, so code changes need no reinstall; only pyproject.toml (dependencies,
+# entry points, package data) does. .venv/setup-stamp records the sha256 of the pyproject.toml that was
+# installed and the extras it was installed with; while both still cover the request, this is a no-op.
+# pip's own output goes to .venv/setup.log and is shown only if it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+extras=""  # space-separated
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras="dev" ;;
+    *) echo "usage: scripts/setup.sh [--dev]" >&2; exit 2 ;;
+  esac
+done
+
+say() { echo "setup: $*" >&2; }
+has() { case " $1 " in *" $2 "*) return 0 ;; *) return 1 ;; esac; }
+
 PY="${PYTHON:-python3}"
-if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
-  echo "mateclaw-mem needs Python >= 3.11 (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+if [ ! -x .venv/bin/python ]; then
+  if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "mateclaw-mem needs Python >= 3.11 (found $("$PY" --version 2>&1)); set PYTHON=/path/to/python3.11" >&2
+    exit 1
+  fi
+  say "creating .venv with $("$PY" --version 2>&1)"
+  "$PY" -m venv .venv
+  say "upgrading pip"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
+fi
+
+stamp=.venv/setup-stamp
+# Line 1: the sha256 of pyproject.toml; line 2: the extras installed, space-separated.
+want_hash=$(.venv/bin/python -c 'import hashlib; print(hashlib.sha256(open("pyproject.toml", "rb").read()).hexdigest())')
+have_hash="" have_extras=""
+if [ -f "$stamp" ] && [ -x .venv/bin/mateclaw-mem ]; then
+  { read -r have_hash || true; read -r have_extras || true; } <"$stamp"
+fi
+missing=""
+for extra in $extras; do has "$have_extras" "$extra" || missing="$missing $extra"; done
+if [ "$have_hash" = "$want_hash" ] && [ -z "$missing" ]; then
+  say ".venv is up to date with pyproject.toml${have_extras:+ (extras: $have_extras)}"
+  exit 0
+fi
+
+# Extras installed before stay installed (and get updated): run.sh after test.sh keeps the dev tools.
+for extra in $have_extras; do has "$extras" "$extra" || extras="$extras $extra"; done
+extras=$(echo $extras)  # trim
+spec="."
+[ -z "$extras" ] || spec=".[$(echo "$extras" | tr ' ' ',')]"
+if [ -z "$have_hash" ]; then
+  say "installing mateclaw-mem and its dependencies${extras:+ (extras: $extras)} - the first time downloads them, about a minute"
+elif [ "$have_hash" != "$want_hash" ]; then
+  say "pyproject.toml changed: updating .venv${extras:+ (extras: $extras)}"
+else
+  say "adding the extras:$missing"
+fi
+rm -f "$stamp"
+# --quiet still lets the build backend print setuptools' editable-install banner: keep it in the log.
+if ! .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$spec" >.venv/setup.log 2>&1; then
+  tail -n 30 .venv/setup.log >&2
+  echo "setup: pip install -e '$spec' failed; the whole output is in .venv/setup.log" >&2
   exit 1
 fi
-[ -x .venv/bin/python ] || "$PY" -m venv .venv
-extra=""
-[ "${1:-}" = "--dev" ] && extra="[dev]"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extra}"
+printf '%s\n%s\n' "$want_hash" "$extras" >"$stamp"
+say "done: .venv/bin/mateclaw-mem is installed"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -12,6 +13,16 @@ from mateclaw_mem.settings import load_settings
 from mateclaw_mem.workspace.store import WorkspaceStore
 
 TZ = ZoneInfo("Europe/Berlin")
+
+
+@pytest.fixture(autouse=True)
+def _no_mateclaw_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's shell (MATECLAW_WORKSPACE, MATECLAW_MODEL__BASE_URL, ...) must not change results.
+
+    Function-scoped fixtures and the test body run after this one, so a test that sets a MATECLAW_
+    variable itself (monkeypatch.setenv) still gets it; monkeypatch puts the shell's values back after."""
+    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
+        monkeypatch.delenv(key)
 
 
 @pytest.fixture
@@ -32,10 +43,8 @@ def store(workspace: Path, clock: ManualClock) -> WorkspaceStore:
 
 
 @pytest.fixture
-def settings(tmp_path: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch):
-    # Never pick up the repo's config/ or the developer's environment.
-    for key in [k for k in __import__("os").environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key, raising=False)
+def settings(tmp_path: Path, workspace: Path):
+    # Never pick up the repo's config/ (the environment is scrubbed by the autouse fixture above).
     cfg = tmp_path / "mateclaw.yaml"
     cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
     return load_settings(cfg, workspace)

@@ -15,7 +15,7 @@ import pytest
 from mateclaw_mem.conversations.aml import AmlMessage, AmlService
 from mateclaw_mem.conversations.facts import FactExtractor, FactStore
 from mateclaw_mem.conversations.log import ConversationLog
-from mateclaw_mem.index.message_index import MessageIndex
+from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings

@@ -158,7 +158,7 @@ def test_the_listening_socket_turns_nagle_off_for_every_connection() -> None:
     import asyncio
     import socket
 
-    from mateclaw_mem.runtime.daemon import _bind
+    from mateclaw_mem.runtime.net import bind as _bind
 
     sock = _bind("127.0.0.1", 0)
     try:

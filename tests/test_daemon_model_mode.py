@@ -40,6 +40,11 @@ def test_model_mode_end_to_end(tmp_path: Path) -> None:
                               json={"user": "Remember that my cat is called Miso.", "assistant": "Lovely name!"})
                 assert r.status_code == 202, r.text
                 wait_for(lambda: "Miso" in memory.read_text(encoding="utf-8"), "the model's update in MEMORY.md")
+                # The daily entry is written after MEMORY.md (extraction writes it last); the dream
+                # below reads daily notes, so wait for the whole run rather than its first file.
+                notes = daemon.workspace / "default" / "memory"
+                wait_for(lambda: any("Miso" in p.read_text(encoding="utf-8") for p in notes.glob("*.md")),
+                         "the model's daily entry")
                 chats = [q for q in model.chat_requests if q.body]
                 assert chats and chats[0].body["model"] == "test-model"
                 assert "my cat is called Miso" in json.dumps(chats[0].body, ensure_ascii=False)

@@ -198,7 +198,7 @@ def test_cooldown_then_trailing_run_examines_turns_from_the_cooldown(make_env) -
     env.clock.advance(minutes=4)
     assert env.svc.run_due() == []
     env.clock.advance(minutes=1, seconds=1)
-    assert env.svc.run_due() == [(AGENT, "")]
+    assert env.svc.run_due() == [(AGENT, None)]
     env.idle()
     runs = env.runs()
     assert [x["trigger"] for x in runs] == ["auto", "trailing"]
@@ -602,3 +602,11 @@ def test_manual_extraction_of_an_unknown_conversation_is_not_found(make_env) -> 
     with pytest.raises(NotFoundError, match="no logged messages for conversation 'nope'"):
         env.svc.extract_now(AGENT, "nope")
     assert env.runs() == []
+
+
+def test_the_one_due_time_rule() -> None:
+    from mateclaw_mem.memory.extraction.queue import due_at
+
+    assert due_at(1_000, 5_000, explicit=False) == 5_000  # cooling down: wait for its end
+    assert due_at(1_000, 5_000, explicit=True) == 1_000  # an explicit "remember" does not wait
+    assert due_at(6_000, 5_000, explicit=False) == 6_000  # cooldown over: now

@@ -26,6 +26,31 @@ def test_broken_frontmatter_is_reported_not_raised() -> None:
     assert parsed.body == "body\n"
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("---\n- a\n- b\n---\nbody\n", "not a mapping"),
+        ("---\nupdated: 2026-02-30\n---\nbody\n", "cannot be read: day is out of range"),
+        ("---\nrun: !!python/object/apply:os.system [echo pwned]\n---\nbody\n", "not valid YAML (line 2)"),
+        ("---\n\tenabled: true\n---\nbody\n", "not valid YAML (line 2)"),
+    ],
+)
+def test_every_kind_of_bad_frontmatter_is_a_message_and_keeps_the_body(text: str, message: str) -> None:
+    parsed = frontmatter.parse(text)
+    assert parsed.error and message in parsed.error
+    assert parsed.meta == {} and parsed.body == "body\n" and parsed.block + parsed.body == text
+
+
+def test_frontmatter_reading_keeps_every_byte_the_library_would_strip() -> None:
+    # python-frontmatter's own loads() strips the text; we give it only the block's inside.
+    text = "---\r\nenabled: false\r\nsort_order: 2\r\n...\r\n\r\n  indented first line\r\n\r\n"
+    parsed = frontmatter.parse(text)
+    assert parsed.error is None and parsed.meta == {"enabled": False, "sort_order": 2}
+    assert parsed.body == "\r\n  indented first line\r\n\r\n"
+    assert frontmatter.parse("---\n---\nbody").meta == {}
+    assert frontmatter.parse("no block\n---\nk: v\n---\n").meta == {}
+
+
 def test_sections_split_and_join_exactly() -> None:
     text = "# T\nintro\n## A\na\n```\n## not a heading\n```\n### deeper\n## B\nb"
     pre, secs = split_sections(text)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.index.message_index import MessageIndex, Ranking
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.ranking import Ranking
 
 TS = 1683554160000
 QUERIES = ["cats names", "pottery class", "when did she go camping", "Melanie painting", "adoption agency"]

@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
-from mateclaw_mem.memory.extraction.rules import extract, facts_from_text, is_explicit_remember
+from mateclaw_mem.memory.extraction.rules import facts_from_text, is_explicit_remember
+from mateclaw_mem.memory.extraction.rules_apply import extract
 
 PROFILE = "# PROFILE.md — about the person\n\nStable facts.\n\n## Profile\n\n"
 MEMORY = "# MEMORY.md — long-term memory\n\nDecisions and projects.\n"
@@ -172,7 +173,7 @@ def test_hand_written_profile_lines_are_kept() -> None:
     ],
 )
 def test_triage(text: str, worth: bool) -> None:
-    from mateclaw_mem.memory.extraction.rules import worth_extracting
+    from mateclaw_mem.memory.extraction.triage import worth_extracting
 
     assert worth_extracting(text) is worth
 

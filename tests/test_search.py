@@ -178,9 +178,9 @@ def test_reconcile_repairs_an_index_changed_behind_its_back(svc: Services) -> No
     db.close()
     assert svc.search.search("bicycle").hits == []
     report = reconcile(svc.file_index, deep=True)
-    assert ("default", "", "memory/ideas.md") in report.added
-    assert ("default", "", "MEMORY.md") in report.changed
-    assert ("default", "", "memory/ghost.md") in report.removed
+    assert ("default", None, "memory/ideas.md") in report.added
+    assert ("default", None, "MEMORY.md") in report.changed
+    assert ("default", None, "memory/ghost.md") in report.removed
     assert files(svc.search.search("bicycle")) == ["MEMORY.md"]
     assert files(svc.search.search("glacier")) == ["memory/ideas.md"]
     assert reconcile(svc.file_index, deep=True).touched == 0

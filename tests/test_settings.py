@@ -1,8 +1,12 @@
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from mateclaw_mem.cron import parse_cron
 from mateclaw_mem.errors import ConfigError
@@ -98,3 +102,26 @@ def test_quartz_fields_drive_a_real_apscheduler_trigger() -> None:
     trigger = CronTrigger(timezone=tz, **parse_cron("0 30 3 * * ?").trigger_kwargs())
     nxt = trigger.get_next_fire_time(None, datetime(2026, 11, 30, 4, 0, tzinfo=tz))
     assert nxt == datetime(2026, 12, 1, 3, 30, tzinfo=tz)
+
+
+@pytest.mark.parametrize(("model", "missing"), [
+    ({"base-url": "http://localhost:11434/v1"}, "model.model is empty"),
+    ({"model": "qwen2.5:7b"}, "model.base-url is empty"),
+    ({"embedding-model": "nomic-embed-text"}, "embeddings need a server"),
+])
+def test_a_half_configured_model_is_a_config_error_naming_the_missing_key(tmp_path, model, missing):
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text(yaml.safe_dump({"model": model}))
+    with pytest.raises(ConfigError, match=missing):
+        load_settings(cfg)
+
+
+def test_the_cli_exits_6_on_a_half_configured_model_and_creates_nothing(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+    env["MATECLAW_MODEL__BASE_URL"] = "http://localhost:11434/v1"
+    ws = tmp_path / "ws"
+    proc = subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "--workspace", str(ws), "status"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60)
+    assert proc.returncode == 6, proc.stderr
+    assert "model.model is empty" in proc.stderr and "Traceback" not in proc.stderr
+    assert not ws.exists()

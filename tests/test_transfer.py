@@ -301,6 +301,39 @@ def test_owner_files_round_trip_into_their_owner(tmp_path: Path, clock: ManualCl
     assert tree(other.agent_dir("default")) == tree(store.agent_dir("default"))
 
 
+def test_export_reports_what_it_leaves_out(store: WorkspaceStore, tmp_path: Path) -> None:
+    base = store.agent_dir("default")
+    (base / "photo.png").write_bytes(b"\x89PNG")
+    (base / "notes").mkdir()
+    (base / "notes" / "real.md").write_text("# Real\n", encoding="utf-8")
+    (base / "notes" / "link.md").symlink_to(base / "notes" / "real.md")
+    (base / ".obsidian").mkdir()
+    (base / ".obsidian" / "workspace.md").write_text("editor state\n", encoding="utf-8")
+    result = Transfer(store).export("default", tmp_path / "e.zip")
+    assert dict(result.skipped) == {"photo.png": "not a Markdown (.md) file",
+                                    "notes/link.md": "symbolic link, not followed"}
+    assert {f.path for f in result.files} == set(tree(base)) - {"photo.png", "notes/link.md", ".obsidian/workspace.md"}
+
+
+def test_export_keeps_owner_folders_and_ignores_an_owner_without_isolation(tmp_path: Path,
+                                                                         clock: ManualClock) -> None:
+    isolated = WorkspaceStore(tmp_path / "ws", clock=clock, owner_isolation=True)
+    isolated.ensure_agent("default")
+    isolated.write("default", "PROFILE.md", "# Bob\n", expected_sha=None, actor="person", owner="bob@x")
+    isolated.write("default", "PROFILE.md", "# Eve\n", expected_sha=None, actor="person", owner="eve")
+    bob = Transfer(isolated).export("default", tmp_path / "bob.zip", owner="bob@x")
+    assert bob.owner == "bob@x" and {f.path for f in bob.files} == {"PROFILE.md"}
+    with zipfile.ZipFile(bob.out) as zf:
+        assert zf.read("PROFILE.md") == b"# Bob\n"
+    # The same folder without isolation: nobody's files are left behind, and no owner is picked.
+    plain = WorkspaceStore(tmp_path / "ws", clock=clock)
+    result = Transfer(plain).export("default", tmp_path / "all.zip", owner="bob@x")
+    assert result.owner is None
+    assert {f.path for f in result.files} | {p for p, _ in result.skipped} == set(tree(plain.agent_dir("default")))
+    assert "owners/eve/PROFILE.md" in {f.path for f in result.files}
+    assert "bob" not in Transfer(plain).default_export_path("default", result.owner).name
+
+
 def test_cli_export_import_and_undo_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture) -> None:
     for key in [k for k in os.environ if k.startswith("MATECLAW_")]:

@@ -16,6 +16,7 @@ from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.auth import RequireApiKey
 from mateclaw_mem.api.deps import AGENT_PATTERN
+from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
@@ -92,11 +93,14 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
         async with mcp_app.session_manager.run():  # the MCP transport's task group lives here
             yield
 
-    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES)
+    # /docs and /redoc are ours (install_docs): FastAPI's own pages load their assets from CDNs.
+    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES,
+                  docs_url=None, redoc_url=None)
     app.state.services = services
     app.state.api_key = services.api_key
     _ = services.aml  # built now: the index catches up with the log before the first request
     install_error_handlers(app)
+    install_docs(app)
 
     app.include_router(health.router)
     app.include_router(aml.router)

@@ -8,7 +8,6 @@ wrong -> 403. The comparison is constant-time and the key never appears in a res
 from __future__ import annotations
 
 import hmac
-import ipaddress
 
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -65,13 +64,3 @@ class RequireApiKey:
                 await error_response(exc.status, exc.message, exc.headers)(scope, receive, send)
                 return
         await self.app(scope, receive, send)
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses only this machine can reach; anything else needs an API key."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False  # a host name other than localhost may resolve to anything

@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
-from fastapi import Request
+from typing import Annotated
+
+from fastapi import Query, Request
+from pydantic import AfterValidator, Field
 
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.workspace.walk import normalise_owner
 
 # The store's agent-name rule (workspace/paths.py) as a schema pattern: a bad name is a documented 422.
 AGENT_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
+
+# An owner key on the wire, in a query or a body. Absent and "" both mean no owner, which the services
+# spell None: converted here, while parsing, and nowhere else in the HTTP face.
+OwnerField = Annotated[str | None, Field(max_length=200), AfterValidator(normalise_owner)]
+OwnerQuery = Annotated[
+    str | None,
+    Query(max_length=200, description="owner key (end user; personal memory when owner isolation is on)"),
+    AfterValidator(normalise_owner),
+]
 
 
 async def get_services(request: Request) -> Services:
     # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for a lookup.
     return request.app.state.services
-
-
-def owner_key(owner: str | None) -> str:
-    """Services take "" for "no owner" (the single-user default)."""
-    return owner or ""

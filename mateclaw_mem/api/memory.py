@@ -8,13 +8,13 @@ context. Parse, call the service, render.
 from __future__ import annotations
 
 from dataclasses import asdict, is_dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, owner_key
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.runtime.services import Services
 
@@ -22,7 +22,8 @@ router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"], dependenc
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ConversationId = Path(alias="conversationId", min_length=1, max_length=200)
-Owner = Query(None, max_length=200, description="owner key (end user) the memory belongs to")
+EndUserOwner = Annotated[OwnerField, Field(description="owner key; defaults to endUserId")]
+EndUserId = Annotated[OwnerField, Field(alias="endUserId")]
 
 
 class _Body(BaseModel):
@@ -33,8 +34,8 @@ class _Body(BaseModel):
 class TurnIn(_Body):
     user: str = Field(min_length=1, max_length=200_000, description="what the user said")
     assistant: str = Field("", max_length=200_000, description="what the assistant answered")
-    owner: str | None = Field(None, max_length=200, description="owner key; defaults to endUserId")
-    end_user_id: str | None = Field(None, alias="endUserId", max_length=200)
+    owner: EndUserOwner = None
+    end_user_id: EndUserId = None
     trigger_source: Literal["chat", "cron", "consolidation"] = "chat"
     finish_reason: str | None = Field(None, max_length=100)
     memoryless: bool = Field(False, description="log the turn but never extract memory from it")
@@ -79,7 +80,7 @@ class DreamOut(BaseModel):
 
 class EmergenceIn(_Body):
     topic: str | None = Field(None, max_length=500, description="focused dream on this topic; omit for a full one")
-    owner: str | None = Field(None, max_length=200)
+    owner: OwnerField = None
 
 
 class ConsolidationOut(BaseModel):
@@ -104,8 +105,8 @@ class ChatMessage(BaseModel):
 
 class ContextIn(_Body):
     query: str = Field("", max_length=20_000, description="the user's new message the prompt is for")
-    owner: str | None = Field(None, max_length=200, description="owner key; defaults to endUserId")
-    end_user_id: str | None = Field(None, alias="endUserId", max_length=200)
+    owner: EndUserOwner = None
+    end_user_id: EndUserId = None
     conversation_id: str | None = Field(
         None, alias="conversationId", max_length=200, description="a memoryless conversation gets no memory"
     )
@@ -161,7 +162,7 @@ def record_turn(
         conversation_id,
         body.user,
         body.assistant,
-        owner=owner_key(body.owner or body.end_user_id),
+        owner=body.owner or body.end_user_id,
         trigger_source=body.trigger_source,
         finish_reason=body.finish_reason,
         memoryless=body.memoryless,
@@ -184,10 +185,10 @@ def record_turn(
 def summarize(
     agent: str = AgentId,
     conversation_id: str = ConversationId,
-    owner: str | None = Owner,
+    owner: OwnerQuery = None,
     services: Services = Depends(get_services),
 ) -> Any:
-    return _run_response(services.extraction.extract_now(agent, conversation_id, owner_key(owner)))
+    return _run_response(services.extraction.extract_now(agent, conversation_id, owner))
 
 
 @router.post(
@@ -201,7 +202,7 @@ def emergence(
 ) -> Any:
     body = body or EmergenceIn()
     dreaming = services.dreaming
-    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner or None, trigger="api"))
+    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner, trigger="api"))
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,
@@ -212,9 +213,9 @@ def structured_consolidation(agent: str = AgentId, services: Services = Depends(
 
 @router.get("/dreaming/status", summary="last dreams, next scheduled run, pending candidates")
 def dreaming_status(
-    agent: str = AgentId, owner: str | None = Owner, services: Services = Depends(get_services)
+    agent: str = AgentId, owner: OwnerQuery = None, services: Services = Depends(get_services)
 ) -> dict[str, Any]:
-    return _plain(services.dreaming.status(agent, owner=owner or None))
+    return _plain(services.dreaming.status(agent, owner=owner))
 
 
 @router.post("/context", response_model=ContextOut, summary="the assembled prompt for a query and owner")

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
@@ -21,7 +21,6 @@ router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structur
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 EntryType = Literal["user", "feedback", "project", "reference"]
-Owner = Query(None, max_length=200, description="owner key (personal memory when owner isolation is on)")
 
 
 class RememberIn(BaseModel):
@@ -54,7 +53,7 @@ class EntryList(BaseModel):
 
 
 @router.post("", response_model=RememberOut, summary="Add an entry, or replace the one with the same key")
-def remember(body: RememberIn, agent: str = AgentId, owner: str | None = Owner,
+def remember(body: RememberIn, agent: str = AgentId, owner: OwnerQuery = None,
              services: Services = Depends(get_services)) -> RememberOut:
     result = services.structured.remember(
         agent, body.type, body.key, body.text, actor="person" if body.by_person else "api", source=body.source,
@@ -66,7 +65,7 @@ def remember(body: RememberIn, agent: str = AgentId, owner: str | None = Owner,
 
 @router.get("", response_model=EntryList, summary="Recall entries (all, one type, or one exact key)")
 def recall(agent: str = AgentId, type: EntryType | None = Query(None),
-           key: str | None = Query(None, min_length=1, max_length=200), owner: str | None = Owner,
+           key: str | None = Query(None, min_length=1, max_length=200), owner: OwnerQuery = None,
            services: Services = Depends(get_services)) -> EntryList:
     found = services.structured.recall(agent, type, key, owner=owner)
     return EntryList(entries=[EntryOut(**t.as_dict()) for t in found])
@@ -74,7 +73,7 @@ def recall(agent: str = AgentId, type: EntryType | None = Query(None),
 
 @router.delete("/{type}/{key}", response_model=EntryOut, summary="Forget one entry (undoable)")
 def forget(type: EntryType, key: str = Path(min_length=1, max_length=200),
-           agent: str = AgentId, owner: str | None = Owner,
+           agent: str = AgentId, owner: OwnerQuery = None,
            services: Services = Depends(get_services)) -> EntryOut:
     removed = services.structured.forget(agent, type, key, actor="api", owner=owner)
     return EntryOut(**removed.as_dict())

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import FileInfo, WriteResult
@@ -28,7 +28,6 @@ router = APIRouter(
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 MD = r"\.md$"  # only Markdown files are memory files (the store's rule, documented for clients)
 FilePath = Query(min_length=1, max_length=255, pattern=MD, description="file path inside the agent, e.g. MEMORY.md")
-Owner = Query(None, max_length=200, description="owner key (personal memory when owner isolation is on)")
 
 
 class _Body(BaseModel):
@@ -75,7 +74,7 @@ class WriteIn(_Body):
     path: str = Field(min_length=1, max_length=255, pattern=MD)
     content: str
     expected_sha: str | None = Field(None, description="refuse (409) unless the file still has this hash")
-    owner: str | None = Field(None, max_length=200)
+    owner: OwnerField = None
     by_person: bool = Field(False, description="a person typed this: never cut by ceilings")
 
 
@@ -84,13 +83,13 @@ class EditIn(_Body):
     old: str = Field(min_length=1, description="exact text to find")
     new: str
     replace_all: bool = False
-    owner: str | None = Field(None, max_length=200)
+    owner: OwnerField = None
     by_person: bool = False
 
 
 class PathIn(_Body):
     path: str = Field(min_length=1, max_length=255, pattern=MD)
-    owner: str | None = Field(None, max_length=200)
+    owner: OwnerField = None
 
 
 class UndoIn(PathIn):
@@ -156,7 +155,7 @@ def _actor(by_person: bool) -> str:
 def list_files(
     agent: str = AgentId,
     prefix: str = Query("", max_length=255, description="only paths starting with this, e.g. memory/"),
-    owner: str | None = Owner,
+    owner: OwnerQuery = None,
     services: Services = Depends(get_services),
 ) -> FileList:
     return FileList(agent=agent, files=[_file(f) for f in services.tools.list(agent, prefix=prefix, owner=owner)])
@@ -164,7 +163,7 @@ def list_files(
 
 @router.get("/file", response_model=FileContent, summary="read a memory file")
 def read_file(
-    agent: str = AgentId, path: str = FilePath, owner: str | None = Owner, services: Services = Depends(get_services)
+    agent: str = AgentId, path: str = FilePath, owner: OwnerQuery = None, services: Services = Depends(get_services)
 ) -> FileContent:
     snap = services.tools.read(agent, path, owner=owner)
     return FileContent(path=snap.rel, content=snap.text, sha=snap.sha)
@@ -196,7 +195,7 @@ def disable_file(body: PathIn, agent: str = AgentId, services: Services = Depend
 
 @router.get("/history", response_model=HistoryOut, summary="kept versions of a file")
 def history(
-    agent: str = AgentId, path: str = FilePath, owner: str | None = Owner, services: Services = Depends(get_services)
+    agent: str = AgentId, path: str = FilePath, owner: OwnerQuery = None, services: Services = Depends(get_services)
 ) -> HistoryOut:
     versions = services.store.history(agent, path, owner=owner)
     return HistoryOut(
@@ -222,7 +221,7 @@ def search(
     scope: Literal["all", "memory", "profile", "persona", "conversations", "files"] = Query(
         "files", description="files (default): every memory file; all: files and conversations; ..."
     ),
-    owner: str | None = Owner,
+    owner: OwnerQuery = None,
     services: Services = Depends(get_services),
 ) -> dict[str, Any]:
     return services.search.search(q, agent=agent, owner=owner, scope=scope, limit=limit).to_dict()

@@ -78,11 +78,14 @@ def cmd_status(ctx: CliContext) -> int:
 def cmd_serve(ctx: CliContext) -> int:
     import logging
 
+    from mateclaw_mem.api.app import create_app
     from mateclaw_mem.runtime.daemon import Daemon
 
     logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if ctx.args.log_level != "DEBUG":
         # APScheduler logs every job execution (a heartbeat a minute); our own log lines say what ran.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port).run_forever()
+    Daemon(
+        ctx.services, host=ctx.args.host, port=ctx.args.port, app_factory=lambda s, host: create_app(s, host=host)
+    ).run_forever()
     return 0

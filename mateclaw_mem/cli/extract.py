@@ -13,7 +13,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = sub.add_parser("extract", parents=[common], help="extract memory from a logged conversation now")
     p.add_argument("agent")
     p.add_argument("conversation", help="conversation id")
-    p.add_argument("--owner", default="", help="owner key of the conversation (owner isolation)")
+    p.add_argument("--owner", help="owner key of the conversation (owner isolation)")
     p.set_defaults(func=cmd_extract)
 
 

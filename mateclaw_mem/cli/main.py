@@ -66,6 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "owner", None) == "":
+        args.owner = None  # `--owner ""` is no owner, which the services spell None: converted once, here
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE

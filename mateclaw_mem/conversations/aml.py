@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.index.message_index import FACT_BASE, Hit, MessageIndex
+from mateclaw_mem.index.messages.index import Hit, MessageIndex
+from mateclaw_mem.index.messages.storage import FACT_BASE
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:

@@ -20,13 +20,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mateclaw_mem.clock import Clock
-from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
+from mateclaw_mem.conversations.log import ConversationLog, StoredMessage, owner_column
 from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import MateclawError, ModelError
-from mateclaw_mem.index.message_index import MessageIndex, split_speaker
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.storage import split_speaker
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.prompts.aml_facts import AmlFactsResult, SourceMessage, build_messages, check_sources
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace.walk import normalise_owner
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ _WEEKDAY = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 class Fact:
     id: int
     agent: str
-    owner: str
+    owner: str | None
     conversation_id: str
     text: str
     source_ids: tuple[int, ...]
@@ -79,7 +81,7 @@ class FactJob:
     id: int
     request_id: str
     agent: str
-    owner: str
+    owner: str | None
     conversation_id: str
     message_ids: tuple[int, ...]
     status: str
@@ -94,14 +96,15 @@ class FactStore(SharedConnection):
         super().__init__(db_path, _SCHEMA)
 
     def enqueue(
-        self, request_id: str, agent: str, owner: str, conversation_id: str, message_ids: list[int], *, now_ms: int
+        self, request_id: str, agent: str, owner: str | None, conversation_id: str, message_ids: list[int], *,
+        now_ms: int,
     ) -> bool:
         """Queue extraction for one Add; False when that request already has a job (a retry)."""
         with self._lock:
             cur = self._conn.execute(
                 "INSERT OR IGNORE INTO aml_fact_jobs (request_id, agent, owner, conversation_id, message_ids,"
                 " status, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
-                (request_id, agent, owner, conversation_id, json.dumps(message_ids), now_ms, now_ms),
+                (request_id, agent, owner_column(owner), conversation_id, json.dumps(message_ids), now_ms, now_ms),
             )
             return cur.rowcount == 1
 
@@ -128,8 +131,8 @@ class FactStore(SharedConnection):
                 self._conn.executemany(
                     "INSERT INTO aml_facts (agent, owner, conversation_id, text, source_ids, ts_ms, job_id,"
                     " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(job.agent, job.owner, job.conversation_id, redact(text), json.dumps(src), ts, job.id, now_ms)
-                     for text, src, ts in facts],
+                    [(job.agent, owner_column(job.owner), job.conversation_id, redact(text), json.dumps(src), ts,
+                      job.id, now_ms) for text, src, ts in facts],
                 )
                 self._conn.execute(
                     "UPDATE aml_fact_jobs SET status = 'done', attempts = attempts + 1, error = NULL,"
@@ -157,7 +160,7 @@ class FactStore(SharedConnection):
                 "SELECT * FROM aml_facts WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)
             ).fetchall()
         return [
-            Fact(r["id"], r["agent"], r["owner"], r["conversation_id"], r["text"],
+            Fact(r["id"], r["agent"], normalise_owner(r["owner"]), r["conversation_id"], r["text"],
                  tuple(json.loads(r["source_ids"])), r["ts_ms"])
             for r in rows
         ]
@@ -173,7 +176,7 @@ class FactStore(SharedConnection):
 
 
 def _job(r: sqlite3.Row) -> FactJob:
-    return FactJob(r["id"], r["request_id"], r["agent"], r["owner"], r["conversation_id"],
+    return FactJob(r["id"], r["request_id"], r["agent"], normalise_owner(r["owner"]), r["conversation_id"],
                    tuple(json.loads(r["message_ids"])), r["status"], r["attempts"], r["error"])
 
 
@@ -207,7 +210,7 @@ class FactExtractor:
     def _now_ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
 
-    def enqueue(self, request_id: str, agent: str, owner: str, conversation_id: str, ids: list[int]) -> None:
+    def enqueue(self, request_id: str, agent: str, owner: str | None, conversation_id: str, ids: list[int]) -> None:
         if ids and self.store.enqueue(request_id, agent, owner, conversation_id, ids, now_ms=self._now_ms()):
             self._wake.set()
 

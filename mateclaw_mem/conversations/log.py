@@ -6,12 +6,15 @@ key or a password. A log written by an older version that stored raw text is red
 when it is first opened (`REDACTED`: marker and count in `meta`, shown by `status`).
 
 A log, not derived data: nothing here is rebuilt from anything else, so rows are only ever
-appended. Search indexes (`index/message_index.py`) are derived from it and can be rebuilt.
+appended. Search indexes (`index/messages/`) are derived from it and can be rebuilt.
 
 Idempotency records (request id -> body hash, response) live in the same database and are written
 in the same transaction as the messages they describe: a retried request either sees the record
 (and replays the response) or the messages were never committed. There is no window in which a
 retry can append the messages a second time.
+
+"No owner" is None in every signature and every row read back, and "" in the `owner` columns (a
+NOT NULL key part): `owner_column` converts on the way in, `normalise_owner` on the way out.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pathlib import Path
 from mateclaw_mem.db import SharedConnection, migrated, run_once
 from mateclaw_mem.errors import ConflictError
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace.walk import normalise_owner
 
 REDACTED = "redacted:"  # `meta` marker prefix of the one-time redaction of stored rows
 # Text columns of log.db that hold what people and models said. aml_facts belongs to
@@ -68,6 +72,11 @@ DROP TABLE idempotency;
 """
 
 
+def owner_column(owner: str | None) -> str:
+    """The `owner` column's value: "" for no owner (None, or "" from a caller not yet converted)."""
+    return owner or ""
+
+
 @dataclass(frozen=True)
 class NewMessage:
     role: str
@@ -79,7 +88,7 @@ class NewMessage:
 class StoredMessage:
     id: int
     agent: str
-    owner: str
+    owner: str | None
     conversation_id: str
     role: str
     content: str
@@ -103,7 +112,7 @@ def _row_to_message(row: sqlite3.Row) -> StoredMessage:
     return StoredMessage(
         id=row["id"],
         agent=row["agent"],
-        owner=row["owner"],
+        owner=normalise_owner(row["owner"]),
         conversation_id=row["conversation_id"],
         role=row["role"],
         content=row["content"],
@@ -143,7 +152,7 @@ class ConversationLog(SharedConnection):
         conversation_id: str,
         messages: list[NewMessage],
         *,
-        owner: str,
+        owner: str | None,
         trigger_source: str,
         finish_reason: str | None,
         memoryless: bool,
@@ -158,7 +167,7 @@ class ConversationLog(SharedConnection):
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     agent,
-                    owner,
+                    owner_column(owner),
                     conversation_id,
                     m.role,
                     redact(m.content),
@@ -180,7 +189,7 @@ class ConversationLog(SharedConnection):
         conversation_id: str,
         messages: list[NewMessage],
         *,
-        owner: str = "",
+        owner: str | None = None,
         trigger_source: str = "chat",
         finish_reason: str | None = None,
         memoryless: bool = False,
@@ -211,7 +220,7 @@ class ConversationLog(SharedConnection):
         conversation_id: str,
         messages: list[NewMessage],
         *,
-        owner: str = "",
+        owner: str | None = None,
         trigger_source: str = "chat",
         now_ms: int,
     ) -> OnceResult:
@@ -221,9 +230,10 @@ class ConversationLog(SharedConnection):
         The check and the insert share one IMMEDIATE transaction, so two concurrent deliveries
         of the same request cannot both append.
         """
+        key = owner_column(owner)
         with self._write() as conn:
             row = conn.execute(
-                "SELECT body_hash, response FROM requests WHERE owner = ? AND request_id = ?", (owner, request_id)
+                "SELECT body_hash, response FROM requests WHERE owner = ? AND request_id = ?", (key, request_id)
             ).fetchone()
             if row is not None:
                 if row["body_hash"] != body_hash:
@@ -234,7 +244,7 @@ class ConversationLog(SharedConnection):
                     r["id"]
                     for r in conn.execute(
                         "SELECT id FROM messages WHERE agent = ? AND owner = ? AND request_id = ? ORDER BY id",
-                        (agent, owner, request_id),
+                        (agent, key, request_id),
                     )
                 ]
                 return OnceResult(ids=ids, response=row["response"], replayed=True)
@@ -253,7 +263,7 @@ class ConversationLog(SharedConnection):
             conn.execute(
                 "INSERT INTO requests (owner, request_id, body_hash, response, created_ms)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (owner, request_id, body_hash, response, now_ms),
+                (key, request_id, body_hash, response, now_ms),
             )
             return OnceResult(ids=ids, response=response, replayed=False)
 
@@ -262,7 +272,7 @@ class ConversationLog(SharedConnection):
         agent: str,
         conversation_id: str,
         *,
-        owner: str = "",
+        owner: str | None = None,
         after_id: int = 0,
         limit: int | None = None,
     ) -> list[StoredMessage]:
@@ -271,7 +281,7 @@ class ConversationLog(SharedConnection):
             "SELECT * FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ? AND id > ?"
             " ORDER BY id"
         )
-        params: list[object] = [agent, owner, conversation_id, after_id]
+        params: list[object] = [agent, owner_column(owner), conversation_id, after_id]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
@@ -289,14 +299,14 @@ class ConversationLog(SharedConnection):
         return [_row_to_message(r) for r in rows]
 
     def before(
-        self, agent: str, conversation_id: str, before_id: int, *, owner: str = "", limit: int
+        self, agent: str, conversation_id: str, before_id: int, *, owner: str | None = None, limit: int
     ) -> list[StoredMessage]:
         """Up to `limit` messages of one conversation just before `before_id`, in append order."""
         with self._lock:
             rows = self._conn.execute(
                 "SELECT * FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
                 " ORDER BY id DESC LIMIT ?",
-                (agent, owner, conversation_id, before_id, limit),
+                (agent, owner_column(owner), conversation_id, before_id, limit),
             ).fetchall()
         return [_row_to_message(r) for r in reversed(rows)]
 
@@ -308,14 +318,14 @@ class ConversationLog(SharedConnection):
             ).fetchall()
         return [_row_to_message(r) for r in rows]
 
-    def conversation_flags(self, agent: str, conversation_id: str, owner: str = "") -> dict:
+    def conversation_flags(self, agent: str, conversation_id: str, owner: str | None = None) -> dict:
         """Facts about a conversation that gate post-chat work (memoryless, sources, size)."""
         with self._lock:
             row = self._conn.execute(
                 "SELECT COUNT(*) AS n, MAX(memoryless) AS memoryless,"
                 " GROUP_CONCAT(DISTINCT trigger_source) AS sources, MAX(id) AS last_id"
                 " FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ?",
-                (agent, owner, conversation_id),
+                (agent, owner_column(owner), conversation_id),
             ).fetchone()
         return {
             "message_count": row["n"],

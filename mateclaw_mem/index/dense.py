@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from mateclaw_mem.index.file_index import FileIndex
+from mateclaw_mem.index.files.index import FileIndex
 
 EmbedFn = Callable[[list[str]], list[list[float]]]
 
@@ -56,12 +56,12 @@ class DenseRetriever:
             self.index.put_vectors(self.model, [(sha, pack(v)) for (sha, _), v in zip(part, vectors, strict=True)])
         return len(pending)
 
-    def backfill(self, *, agent: str, owners: list[str], kinds: list[str]) -> int:
-        """Embed every chunk of a scope that has no vector for the current model."""
+    def backfill(self, *, agent: str, owners: Sequence[str | None], kinds: Sequence[str]) -> int:
+        """Embed every chunk of a scope (owner None: shared chunks) that has no vector for the current model."""
         return self._embed_missing(self.index.scope_chunks(agent=agent, owners=owners, kinds=kinds), None)
 
     def rank(
-        self, query: str, *, agent: str, owners: list[str], kinds: list[str], limit: int
+        self, query: str, *, agent: str, owners: Sequence[str | None], kinds: Sequence[str], limit: int
     ) -> list[tuple[int, float]]:
         """(chunk id, cosine) best first. Raises whatever the embedding call raises (ModelError)."""
         items = self.index.scope_chunks(agent=agent, owners=owners, kinds=kinds)

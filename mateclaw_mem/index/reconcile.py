@@ -7,34 +7,44 @@ index that was changed behind its back or a file edited within the same mtime ti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mateclaw_mem.index.file_index import FileIndex
+from mateclaw_mem.index.files.index import FileIndex
+
+FileKey = tuple[str, str | None, str]  # (agent, owner - None for shared files, rel)
+
+
+def _plain(agent: str, owner: str | None, rel: str) -> str:
+    return f"{agent}/{rel}" if owner is None else f"{agent} ({owner})/{rel}"
 
 
 @dataclass
 class ReconcileReport:
     checked: int = 0
-    added: list[tuple[str, str, str]] = field(default_factory=list)  # (agent, owner, rel)
-    changed: list[tuple[str, str, str]] = field(default_factory=list)
-    removed: list[tuple[str, str, str]] = field(default_factory=list)
+    added: list[FileKey] = field(default_factory=list)
+    changed: list[FileKey] = field(default_factory=list)
+    removed: list[FileKey] = field(default_factory=list)
+    # How a file is named in `to_dict`: its folder inside the workspace (the store knows the layout).
+    label: Callable[[str, str | None, str], str] = field(default=_plain, repr=False, compare=False)
 
     @property
     def touched(self) -> int:
         return len(self.added) + len(self.changed) + len(self.removed)
 
     def to_dict(self) -> dict:
-        def fmt(items: list[tuple[str, str, str]]) -> list[str]:
-            return [f"{a}/{'owners/' + o + '/' if o else ''}{r}" for a, o, r in items]
+        def fmt(items: list[FileKey]) -> list[str]:
+            return [self.label(a, o, r) for a, o, r in items]
 
         return {"checked": self.checked, "added": fmt(self.added), "changed": fmt(self.changed),
                 "removed": fmt(self.removed)}
 
 
 def reconcile(index: FileIndex, *, agent: str | None = None, deep: bool = False) -> ReconcileReport:
-    report = ReconcileReport()
+    store = index.store
+    report = ReconcileReport(label=lambda a, o, r: f"{store.agent_key(a, o)}/{r}")
     indexed = index.indexed_files(agent)
-    seen: set[tuple[str, str, str]] = set()
+    seen: set[FileKey] = set()
     for f in index.disk_files(agent):
         key = (f.agent, f.owner, f.rel)
         seen.add(key)

@@ -46,7 +46,7 @@ class RetrievalHit:
 @dataclass(frozen=True)
 class RetrievalRecord:
     agent: str
-    owner: str
+    owner: str | None  # None = the agent's shared files
     rel: str
     title: str
     line_start: int
@@ -66,7 +66,7 @@ class RetrievalLog:
         if not records:
             return
         stamp, ms = at.isoformat(timespec="seconds"), int(at.timestamp() * 1000)
-        rows = [(r.agent, r.owner, r.rel, r.title, r.line_start, r.line_end, query[:MAX_QUERY_CHARS], stamp, ms)
+        rows = [(r.agent, r.owner or "", r.rel, r.title, r.line_start, r.line_end, query[:MAX_QUERY_CHARS], stamp, ms)
                 for r in records]
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
@@ -81,13 +81,13 @@ class RetrievalLog:
                 raise
             self._conn.execute("COMMIT")
 
-    def hits(self, agent: str, owner: str, since: datetime) -> list[RetrievalHit]:
+    def hits(self, agent: str, owner: str | None, since: datetime) -> list[RetrievalHit]:
         with self._lock:
             rows = self._conn.execute(
                 "SELECT rel, title, line_start, line_end, COUNT(*) AS n, MAX(at_ms) AS last_ms FROM retrievals"
                 " WHERE agent = ? AND owner = ? AND at_ms >= ?"
                 " GROUP BY rel, title, line_start, line_end ORDER BY n DESC, last_ms DESC",
-                (agent, owner, int(since.timestamp() * 1000)),
+                (agent, owner or "", int(since.timestamp() * 1000)),
             ).fetchall()
         return [
             RetrievalHit(r["rel"], r["title"], r["line_start"], r["line_end"], r["n"],

@@ -27,7 +27,7 @@ Scopes (which chunks a search may return):
 - `files`: every memory file, no conversation messages.
 
 Owner: `owner=None` searches the agent's shared files; an owner key adds that owner's personal
-files (owner isolation on) and their conversations.
+files (owner isolation on) and their conversations ("" is taken as None).
 
 Dense retrieval (`model.embedding-model` set): the keyword ranking and a cosine ranking over chunk
 embeddings are fused by reciprocal-rank fusion, `Σ 1 / (60 + rank)`. Why RRF rather than a weighted
@@ -50,9 +50,11 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
-from mateclaw_mem.index.file_index import Candidate, FileIndex, MessageSource
+from mateclaw_mem.index.files.index import FileIndex
+from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
 from mateclaw_mem.index.snippets import make_snippet
+from mateclaw_mem.index.sources import MessageSource
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS, STOPWORDS, fts_query, tokenize
 
 if TYPE_CHECKING:
@@ -167,8 +169,8 @@ class SearchService:
             freshen, self._freshen = self._freshen, None
             freshen()
         kinds = list(SCOPES[scope])
-        owner_key = self.index.owner_key(owner)
-        owners = sorted({"", owner_key})
+        filed = self.index.filed_owner(owner)
+        owners: list[str | None] = [None] if filed is None else [None, filed]
         if CONVERSATION in kinds and self.messages is not None:
             # Messages may have been logged by another process: catch up (one cheap query if none).
             try:
@@ -321,14 +323,14 @@ class SearchService:
             line += c.text.count("\n", 0, snip.offset)
         return SearchHit(
             file=c.rel, line=line, line_start=c.line_start, line_end=c.line_end, title=c.title,
-            snippet=snip.text, score=round(s.score, 6), kind=c.kind, agent=c.agent, owner=c.owner or None,
+            snippet=snip.text, score=round(s.score, 6), kind=c.kind, agent=c.agent, owner=c.owner,
             conversation_id=c.conversation_id, message_id=c.message_id,
         )
 
     def _record(self, hits: list[SearchHit], query: str) -> None:
         # Conversation messages are not memory sections: Dreaming scores files, so only file hits count.
         records = [
-            RetrievalRecord(h.agent, h.owner or "", h.file, h.title, h.line_start, h.line_end)
+            RetrievalRecord(h.agent, h.owner, h.file, h.title, h.line_start, h.line_end)
             for h in hits
             if h.kind != CONVERSATION
         ]
@@ -344,7 +346,7 @@ class SearchService:
 
         `owner=None` covers the agent's shared files; an owner key covers that owner's personal files
         (with owner isolation off every file is shared, so the owner key is ignored)."""
-        return self.retrievals.hits(agent, self.index.owner_key(owner), since)
+        return self.retrievals.hits(agent, self.index.filed_owner(owner), since)
 
 
 def _quote(term: str) -> str:

@@ -4,7 +4,7 @@ Works against OpenAI, Ollama, LM Studio, vLLM and llama.cpp servers because it o
 `/chat/completions` and `/embeddings`. The `openai` package's own retries are off: we retry here so
 that every attempt is recorded in the usage log and the backoff is ours to bound.
 
-    client = ModelClient.from_settings(settings, usage=UsageLog(settings.state_dir / "log.db"))
+    client = ModelClient.from_settings(settings, usage=UsageLog(settings.log_db))
     result = client.chat_json(messages, ExtractionResult, step="extraction")
 
 Failures raise `ModelError(kind=..., retryable=...)` with kind one of

@@ -6,13 +6,12 @@ costs and how often it fails.
 
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS llm_usage (
@@ -43,18 +42,15 @@ class UsageRecord:
     error: str | None = None
 
 
-class UsageLog:
+class UsageLog(SharedConnection):
     """Thread-safe writer/reader of the `llm_usage` table."""
 
     def __init__(self, db_path: Path) -> None:
-        self.db_path = Path(db_path)
-        self._lock = threading.Lock()
-        self._conn = connect(self.db_path)
-        self._conn.executescript(_SCHEMA)
+        super().__init__(Path(db_path), _SCHEMA)
 
     def record(self, rec: UsageRecord, *, ts_ms: int | None = None) -> None:
-        with self._lock:
-            self._conn.execute(
+        with self._write() as conn:
+            conn.execute(
                 "INSERT INTO llm_usage(ts_ms, step, model, prompt_tokens, completion_tokens, latency_ms, ok,"
                 " error_kind, error) VALUES (?,?,?,?,?,?,?,?,?)",
                 (
@@ -105,7 +101,3 @@ class UsageLog:
             "by_step": by_step,
             "last_error": dict(last_err) if last_err else None,
         }
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()

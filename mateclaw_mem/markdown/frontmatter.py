@@ -1,6 +1,11 @@
 """YAML frontmatter that round-trips: the body's bytes and unknown keys are never reformatted.
 
-We parse the block for values but edit it line by line, because re-dumping YAML would reorder keys,
+Reading: we find the block ourselves (byte-exact, CRLF, a `...` closer) and hand its inside to
+python-frontmatter's YAML handler for the values. Not `frontmatter.loads` whole: it strips the text
+(the body's bytes would change) and turns a block that is not a mapping into `{}` without a word,
+where we must tell the person what is wrong with their file.
+
+Writing: line by line, never through the library's dump, because re-dumping YAML would reorder keys,
 drop comments and change quoting in files people wrote by hand.
 """
 
@@ -10,10 +15,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+import frontmatter as library
 import yaml
 
-# libyaml's loader is ~8x faster than the pure-Python one; same safe subset.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+# Safe loading only; the handler picks libyaml's loader when it is there (~8x the pure-Python one).
+_YAML = library.YAMLHandler()
 _OPEN = re.compile(r"\A---[ \t]*\r?\n")
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
 
@@ -43,11 +49,15 @@ def parse(text: str) -> Parsed:
         return Parsed("", body, {})
     inner = block[_OPEN.match(block).end() : _CLOSE.search(block, 4).start()]  # type: ignore[union-attr]
     try:
-        meta = yaml.load(inner, Loader=_LOADER) if inner.strip() else {}
+        meta = _YAML.load(inner) if inner.strip() else {}
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 2})" if mark is not None else ""
         return Parsed(block, body, {}, f"frontmatter is not valid YAML{where}")
+    except (ValueError, RecursionError) as exc:
+        # The loader builds dates and numbers itself: `updated: 2026-02-30` parses as YAML and then
+        # fails as a date. Still the person's file, so still a message, never a crash on the prompt path.
+        return Parsed(block, body, {}, f"frontmatter has a value that cannot be read: {exc}")
     if meta is None:
         meta = {}
     if not isinstance(meta, dict):

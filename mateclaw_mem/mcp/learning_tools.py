@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
+from mateclaw_mem.mcp.common import ADD, CHANGE, READ, SET, call
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -131,8 +133,6 @@ Remove = Annotated[int | str | None, Field(description="strategy to remove: 1-ba
 
 def register(server: Any, services: Services, agent: Callable[[], str]) -> None:
     """Add the learning tools to `server`; `agent()` names the agent a call is for."""
-    from mateclaw_mem.mcp.server import ADD, CHANGE, READ, SET, call
-
     def run(name: str, **args: Any) -> dict[str, Any]:
         return call(lambda: TOOLS[name][0](services, {"agent": agent(), **args}))
 

@@ -13,32 +13,23 @@ a tool is idempotent when repeating the same call leaves the same files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from mateclaw_mem import __version__
-from mateclaw_mem.errors import MateclawError
 from mateclaw_mem.mcp import learning_tools
+from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.workspace.walk import normalise_owner
 
 ACTOR = "mcp"
-T = TypeVar("T")
 
 # The agent an HTTP request chose by its path (`/mcp/agents/<agent>`), set by the HTTP face around the
 # request; unset (stdio, or plain `/mcp`), tools act for the agent the server was built for.
 REQUEST_AGENT: ContextVar[str | None] = ContextVar("mateclaw_mcp_agent", default=None)
-
-READ = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-SET = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-REPLACE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
-CHANGE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False)
 
 INSTRUCTIONS = """\
 Memory of agent {agent!r}, kept as Markdown files a person can read and edit.
@@ -49,16 +40,10 @@ Every change is kept in history and can be undone by the person."""
 
 Path_ = Annotated[str, Field(description="file path inside the agent, e.g. MEMORY.md or memory/2026-01-31.md")]
 MemPath = Annotated[str, Field(description="a path under /memories, e.g. /memories/notes.md")]
-Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)")]
+# "" is no owner, which the services spell None: converted here, as the arguments are validated.
+Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
+                  AfterValidator(normalise_owner)]
 EntryType = Literal["user", "feedback", "project", "reference"]
-
-
-def call(fn: Callable[[], T]) -> T:
-    """Run a service call; its own errors reach the model as readable tool errors."""
-    try:
-        return fn()
-    except MateclawError as exc:
-        raise ToolError(exc.message) from None
 
 
 def build_server(services: Services, agent: str | None = None) -> MCPServer:

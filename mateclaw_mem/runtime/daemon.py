@@ -13,20 +13,26 @@ from __future__ import annotations
 
 import logging
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
+from mateclaw_mem.runtime.net import bind, is_loopback
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import clean_temp_files
 
+if TYPE_CHECKING:
+    import socket
+
 log = logging.getLogger("mateclaw_mem.daemon")
+
+# (services, host) -> an ASGI app
+AppFactory = Callable[[Services, str], Any]
 
 HTTP_START_TIMEOUT = 30.0
 HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing them
@@ -34,12 +40,20 @@ HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing th
 
 class Daemon:
     def __init__(
-        self, services: Services, *, host: str | None = None, port: int | None = None, http: bool = True
+        self,
+        services: Services,
+        *,
+        host: str | None = None,
+        port: int | None = None,
+        app_factory: AppFactory | None = None,
     ) -> None:
+        """`app_factory` builds the HTTP face (the CLI passes `api.app.create_app`): runtime sits
+        below the faces, so it is handed the app rather than importing it. None = no HTTP."""
         self.services = services
+        self.app_factory = app_factory
+        self.http = app_factory is not None
         self.host = host or services.settings.server.host
         self.port = services.settings.server.port if port is None else port
-        self.http = http
         self.url = ""
         self._stop = threading.Event()
         self._lock: FileLock | None = None
@@ -70,8 +84,6 @@ class Daemon:
             raise
 
     def _check_auth(self) -> None:
-        from mateclaw_mem.api.auth import is_loopback
-
         if self.http and not is_loopback(self.host) and not self.services.api_key:
             env = self.services.settings.server.api_key_env
             raise ConfigError(
@@ -96,7 +108,7 @@ class Daemon:
             log.info("mode: model %s at %s", settings.model.model, settings.model.base_url)
 
         # The port first: "address in use" should stop us before anything else has started.
-        sock = _bind(self.host, self.port) if self.http else None
+        sock = bind(self.host, self.port) if self.http else None
         # Then every service, built in one order on this thread while no worker exists (an index
         # left by another tokenizer version is rebuilt here, not inside the first request), then
         # the background work: workers (they resume persisted work), then the sources of new work
@@ -112,10 +124,9 @@ class Daemon:
     def _start_http(self, sock: socket.socket) -> None:
         import uvicorn
 
-        from mateclaw_mem.api.app import create_app
-
+        assert self.app_factory is not None
         bound_port = sock.getsockname()[1]
-        app = create_app(self.services, host=self.host)
+        app = self.app_factory(self.services, self.host)
         config = uvicorn.Config(
             app,
             log_config=None,  # keep our logging set-up
@@ -183,25 +194,3 @@ class Daemon:
         finally:
             log.info("stopping")
             self.stop()
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """Bind here, in the main thread, so "address in use" is a clear error rather than a dead thread."""
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except socket.gaierror as exc:
-        raise ConfigError(f"cannot bind to {host}:{port}: {exc.strerror}") from None
-    family, _, _, _, addr = infos[0]
-    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose
-    # proto says TCP, and a socket made with proto 0 left every response waiting ~40 ms for the
-    # client's delayed ACK (uvloop sets it regardless, which hid this where uvloop is installed).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    try:
-        sock.bind(addr)
-    except OSError as exc:
-        sock.close()
-        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror} (another process uses the port?)") from None
-    sock.set_inheritable(True)
-    return sock

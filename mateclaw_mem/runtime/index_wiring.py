@@ -12,8 +12,8 @@ from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mateclaw_mem.index.file_index import FileIndex
-    from mateclaw_mem.index.message_index import MessageIndex
+    from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.index.messages.index import MessageIndex
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.runtime.services import Services
     from mateclaw_mem.runtime.watcher import Watcher
@@ -24,7 +24,7 @@ INDEX_DB = "index.db"
 
 
 def build_file_index(services: Services) -> FileIndex:
-    from mateclaw_mem.index.file_index import FileIndex
+    from mateclaw_mem.index.files.index import FileIndex
 
     index = FileIndex(services.settings.state_dir / INDEX_DB, services.store, services.clock)
     services.on_close(index)
@@ -34,7 +34,7 @@ def build_file_index(services: Services) -> FileIndex:
 
 def build_message_index(services: Services) -> MessageIndex:
     from mateclaw_mem.conversations.facts import FactStore
-    from mateclaw_mem.index.message_index import MessageIndex
+    from mateclaw_mem.index.messages.index import MessageIndex
 
     index = MessageIndex(services.settings.state_dir / "messages.db")
     services.on_close(index)
@@ -105,10 +105,9 @@ def _build_dense(services: Services, index: FileIndex) -> Any:
     if not (model.embedding_model and model.configured):
         return None
     from mateclaw_mem.index.dense import DenseRetriever
-    from mateclaw_mem.llm.client import ModelClient
 
-    client = ModelClient.from_settings(services.settings)
-    services.on_close(client)
+    client = services.model  # the shared client: its embedding calls are counted in the usage log too
+    assert client is not None  # model.configured
     return DenseRetriever(index, lambda texts: client.embed(texts, step="search-embed"), model.embedding_model)
 
 

@@ -26,11 +26,12 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from mateclaw_mem.cron import parse_cron
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import BusyError, MateclawError
 
 if TYPE_CHECKING:
@@ -101,6 +102,33 @@ def decide(covered_until: datetime | None, now: datetime, trigger: CronTrigger, 
     return Decision(True, fire, late, f"catch-up of the {fire:%Y-%m-%d %H:%M} run" if late else "scheduled")
 
 
+class ScheduleState(SharedConnection):
+    """state.db `schedule_jobs`: how far each unit's schedule is covered, and its last run."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+    def covered_until(self, unit: str) -> datetime | None:
+        with self._lock:
+            row = self._conn.execute("SELECT covered_until FROM schedule_jobs WHERE job=?", (unit,)).fetchone()
+        return datetime.fromisoformat(row[0]) if row else None
+
+    def cover(self, unit: str, until: datetime, **fields: str | None) -> None:
+        cols = ["covered_until", *fields]
+        vals = [until.isoformat(), *fields.values()]
+        with self._write() as conn:
+            conn.execute(
+                f"INSERT INTO schedule_jobs(job, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))}) "
+                f"ON CONFLICT(job) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in cols)}",
+                (unit, *vals),
+            )
+
+    def job_state(self, unit: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM schedule_jobs WHERE job=?", (unit,)).fetchone()
+        return dict(row) if row else None
+
+
 # -- the scheduler ----------------------------------------------------------------------------------
 
 
@@ -120,9 +148,7 @@ class Scheduler:
         self.services = services
         self.settings = services.settings
         self.clock = services.clock
-        self._db = connect(self.settings.state_dir / "state.db")
-        self._db.executescript(_SCHEMA)
-        self._db_lock = threading.Lock()
+        self._db = ScheduleState(self.settings.state_db)
         self._job_locks: dict[str, threading.Lock] = {}
         self._scheduler: Any = None
         self.jobs: dict[str, _Job] = {}
@@ -186,24 +212,13 @@ class Scheduler:
     # -- bookkeeping -----------------------------------------------------------------------------
 
     def covered_until(self, unit: str) -> datetime | None:
-        with self._db_lock:
-            row = self._db.execute("SELECT covered_until FROM schedule_jobs WHERE job=?", (unit,)).fetchone()
-        return datetime.fromisoformat(row[0]) if row else None
+        return self._db.covered_until(unit)
 
     def _cover(self, unit: str, until: datetime, **fields: str | None) -> None:
-        cols = ["covered_until", *fields]
-        vals = [until.isoformat(), *fields.values()]
-        with self._db_lock:
-            self._db.execute(
-                f"INSERT INTO schedule_jobs(job, {', '.join(cols)}) VALUES (?, {', '.join('?' * len(cols))}) "
-                f"ON CONFLICT(job) DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in cols)}",
-                (unit, *vals),
-            )
+        self._db.cover(unit, until, **fields)
 
     def job_state(self, unit: str) -> dict[str, Any] | None:
-        with self._db_lock:
-            row = self._db.execute("SELECT * FROM schedule_jobs WHERE job=?", (unit,)).fetchone()
-        return dict(row) if row else None
+        return self._db.job_state(unit)
 
     # -- ticking ---------------------------------------------------------------------------------
 

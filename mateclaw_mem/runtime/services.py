@@ -29,8 +29,8 @@ from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.aml import AmlService
     from mateclaw_mem.conversations.log import ConversationLog
-    from mateclaw_mem.index.file_index import FileIndex
-    from mateclaw_mem.index.message_index import MessageIndex
+    from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.index.messages.index import MessageIndex
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.memory.context.assembly import ContextService
@@ -148,7 +148,7 @@ class Services:
     def log(self) -> ConversationLog:
         from mateclaw_mem.conversations.log import ConversationLog
 
-        log = ConversationLog(self.settings.state_dir / "log.db")
+        log = ConversationLog(self.settings.log_db)
         self.on_close(log)
         return log
 
@@ -164,7 +164,7 @@ class Services:
         if self.model is not None:  # model mode: source-bound facts beside raw messages
             from mateclaw_mem.conversations.facts import FactExtractor, FactStore
 
-            store = FactStore(self.settings.state_dir / "log.db")
+            store = FactStore(self.settings.log_db)
             self.on_close(store)
             facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
             self.on_close(facts)
@@ -175,7 +175,7 @@ class Services:
         """Harness lineage; subscribes to the store when built (`build()` builds it before any writer runs)."""
         from mateclaw_mem.memory.learning.lineage import HarnessLineage
 
-        lineage = HarnessLineage(self.store, self.settings.state_dir / "state.db", self.clock)
+        lineage = HarnessLineage(self.store, self.settings.state_db, self.clock)
         self.store.subscribe(lineage.on_write)
         self.on_close(lineage)
         return lineage
@@ -186,7 +186,7 @@ class Services:
         from mateclaw_mem.memory.learning.task_runs import TaskRunLog
 
         service = LearningService(
-            self.store, TaskRunLog(self.settings.state_dir / "log.db"), self.clock, lineage=self.lineage
+            self.store, TaskRunLog(self.settings.log_db), self.clock, lineage=self.lineage
         )
         self.on_close(service)
         return service
@@ -210,13 +210,14 @@ class Services:
     @_service
     def model(self) -> ModelClient | None:
         """The one model client (and usage log) every step shares: extraction, window summaries,
-        dreaming, structured consolidation, AML facts. None in rules mode."""
+        dreaming, structured consolidation, AML facts, search embeddings. None in rules mode.
+        Nothing else builds one, so every call the daemon makes to the model is in the usage log."""
         if not self.settings.model.configured:
             return None
         from mateclaw_mem.llm.client import ModelClient
         from mateclaw_mem.llm.usage import UsageLog
 
-        usage = UsageLog(self.settings.state_dir / "log.db")
+        usage = UsageLog(self.settings.log_db)
         self.on_close(usage)
         client = ModelClient.from_settings(self.settings, usage=usage)
         self.on_close(client)
@@ -264,7 +265,7 @@ class Services:
 
         memory = self.settings.mate.memory
         svc = StructuredConsolidation(
-            self.store, self.clock, state_db=self.settings.state_dir / "state.db",
+            self.store, self.clock, state_db=self.settings.state_db,
             min_entries=memory.structured_consolidation_min_entries,
             max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.model,
         )

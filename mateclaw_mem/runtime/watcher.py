@@ -31,7 +31,7 @@ from typing import Any
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from mateclaw_mem.index.file_index import FileIndex
+from mateclaw_mem.index.files.index import FileIndex
 from mateclaw_mem.index.reconcile import reconcile
 
 log = logging.getLogger("mateclaw_mem.watcher")
@@ -282,10 +282,10 @@ class Watcher:
         if self._on_reconcile is not None:
             self._on_reconcile()
 
-    def _notify(self, agent: str, owner: str, rel: str, deleted: bool) -> None:
+    def _notify(self, agent: str, owner: str | None, rel: str, deleted: bool) -> None:
         for fn in list(self._listeners):
             try:
-                fn(agent, owner or None, rel, deleted)
+                fn(agent, owner, rel, deleted)
             except Exception:
                 log.exception("watcher listener failed for %s/%s", agent, rel)
 

@@ -15,6 +15,7 @@ from typing import Any
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.workspace.paths import check_relative
+from mateclaw_mem.workspace.walk import OWNERS_DIR
 
 ALWAYS_ON: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md")
 DEFAULT_SORT_ORDER = 100
@@ -56,7 +57,7 @@ class FileLister:
             rel_dir = os.path.relpath(dirpath, base)
             rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
             skip_owners = not rel_dir and not include_owners
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == "owners"))
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == OWNERS_DIR))
             for name in filenames:
                 if name.startswith(".") or not name.endswith(".md"):
                     continue

@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,12 +24,12 @@ from mateclaw_mem.errors import (
     NotFoundError,
 )
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace import undo, walk
+from mateclaw_mem.workspace import ceilings, daily, reading, seeding, undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
 from mateclaw_mem.workspace.listing import ALWAYS_ON, FileInfo, FileLister
-from mateclaw_mem.workspace.machine_rules import changed_keys, plan_machine_write
+from mateclaw_mem.workspace.machine_rules import changed_keys
 from mateclaw_mem.workspace.paths import (
     agent_folder,
     check_agent,
@@ -39,7 +37,7 @@ from mateclaw_mem.workspace.paths import (
     owner_dirname,
     resolve_inside,
 )
-from mateclaw_mem.workspace.provenance import ProvenanceStore, Record
+from mateclaw_mem.workspace.provenance import ProvenanceStore
 from mateclaw_mem.workspace.records import Snapshot, WriteEvent, WriteResult, sha256
 
 if TYPE_CHECKING:
@@ -49,9 +47,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 PERSON = "person"
-ARCHIVE_ACTOR = "archive"
 REPLAN_LIMIT = 8  # re-plans of one write on concurrent saves before giving up as busy
-SETTLE_SECONDS = 0.25  # how long a read waits for a file someone else is writing right now
 STATE_DIRNAME = ".mateclaw"
 
 
@@ -157,41 +153,10 @@ class WorkspaceStore:
         path = self.path(agent, rel, owner)
         return self._settled(rel, path)
 
-    @staticmethod
-    def _snapshot(rel: str, path: Path) -> Snapshot:
-        try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            return Snapshot(rel, path, "", "", False)
-        except IsADirectoryError:
-            raise InvalidPathError(f"{rel} is a folder, not a file") from None
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise InvalidInputError(f"{rel} is not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
-        return Snapshot(rel, path, text, sha256(data), True)
+    _snapshot = staticmethod(reading.snapshot)  # one read, no waiting (history, listings, undo)
 
     def _settled(self, rel: str, path: Path) -> Snapshot:
-        """A read that does not build on a save in progress. A person's `open('w')` empties the file
-        before it writes; a file changed by someone else in the last moments is read again until two
-        reads agree, so a machine never plans on a truncated version."""
-        snap = self._snapshot(rel, path)
-        deadline = time.monotonic() + SETTLE_SECONDS
-        while snap.exists and self._written.get(str(path)) != snap.sha:
-            try:
-                age = time.time() - os.stat(path).st_mtime
-            except OSError:
-                break
-            if age > 0.05 and snap.text:
-                break
-            if time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-            again = self._snapshot(rel, path)
-            if again.sha == snap.sha and again.text:
-                return again
-            snap = again
-        return snap
+        return reading.settled(rel, path, written_sha=self._written.get(str(path)))
 
     @staticmethod
     def body(text: str) -> str:
@@ -339,8 +304,8 @@ class WorkspaceStore:
         archived: tuple[str, ...] = ()
         pins = 0
         if actor != PERSON:
-            text, archived, pins = self._guard(agent, owner, rel, current.text, text, record, actor=actor,
-                                               batch=batch)
+            text, archived, pins = ceilings.guard(self, agent, owner, rel, current.text, text, record, actor=actor,
+                                                  batch=batch)
         data = text.encode("utf-8")
         new_sha = sha256(data)
         new_body = frontmatter.body(text)
@@ -415,45 +380,7 @@ class WorkspaceStore:
                 owner: str | None = None, erosion: bool = True) -> str:
         """What a machine write of `new_text` over `old_text` would put on disk (pins, a person's
         lines, the ceiling), without writing anything. Raises RejectedError where the write would."""
-        record = self.provenance.load(self.agent_key(agent, owner), rel)
-        if old_text:
-            record.note_hand_edit(frontmatter.body(old_text), sha256(old_text))
-        archive_rel = self._archive_rel(rel)
-        return plan_machine_write(rel, old_text, new_text, record, actor=actor, cap=self.ceiling_for(rel),
-                                  archive_rel=archive_rel, erosion=erosion).text
-
-    def _archive_rel(self, rel: str) -> str:
-        """Where a ceiling cut of `rel` goes today."""
-        return f"memory/archive/{Path(rel).stem}-{self.clock.now():%Y-%m-%d}.md"
-
-    def _guard(
-        self, agent: str, owner: str | None, rel: str, old: str, new: str, record: Record, *, actor: str,
-        batch: str | None,
-    ) -> tuple[str, tuple[str, ...], int]:
-        cap = self.ceiling_for(rel)
-        archive_rel = self._archive_rel(rel)
-        plan = plan_machine_write(rel, old, new, record, actor=actor, cap=cap, archive_rel=archive_rel)
-        if plan.cut:
-            self._archive(agent, owner, archive_rel, rel, plan.cut, cap=cap, actor=actor, batch=batch)
-        return plan.text, (archive_rel,) if plan.cut else (), plan.pins
-
-    def _archive(
-        self, agent: str, owner: str | None, archive_rel: str, source: str, cut: str, *, cap: int, actor: str,
-        batch: str | None,
-    ) -> None:
-        now = self.clock.now()
-
-        def add(current: str) -> str | None:
-            if cut.strip() and cut.strip() in current:
-                return None  # a write re-planned after a concurrent save: this text is archived already
-            if not current:
-                current = f"---\nenabled: false\n---\n# Archive of {source} — {now:%Y-%m-%d}\n\n"
-            note = f"<!-- cut from {source} at {now:%H:%M} by {actor} (ceiling {cap} chars) -->\n"
-            return current.rstrip("\n") + "\n\n" + note + cut.rstrip("\n") + "\n"
-
-        # Archive before the cut is committed: if we crash in between, the text exists twice, not zero times.
-        self.update(agent, archive_rel, add, actor=ARCHIVE_ACTOR, owner=owner, reason=f"archive for {source}",
-                    batch=batch)
+        return ceilings.preview(self, agent, owner, rel, old_text, new_text, actor=actor, erosion=erosion)
 
     def _notify(self, event: WriteEvent) -> None:
         for listener in list(self._listeners):
@@ -465,51 +392,18 @@ class WorkspaceStore:
     # -- daily notes ---------------------------------------------------------------------------
 
     def daily_rel(self, when: datetime | None = None) -> str:
-        when = (when or self.clock.now()).astimezone(self.clock.tz)
-        return f"memory/{when:%Y-%m-%d}.md"
+        return daily.daily_rel(self.clock, when)
 
-    def append_daily(
-        self,
-        agent: str,
-        title: str,
-        body: str,
-        *,
-        actor: str,
-        owner: str | None = None,
-        when: datetime | None = None,
-        batch: str | None = None,
-    ) -> WriteResult:
+    def append_daily(self, agent: str, title: str, body: str, *, actor: str, owner: str | None = None,
+                     when: datetime | None = None, batch: str | None = None) -> WriteResult:
         """Append `## HH:MM title` to today's note (created with `# YYYY-MM-DD`). Append-only."""
-        when = (when or self.clock.now()).astimezone(self.clock.tz)
-        rel = self.daily_rel(when)
-        title = " ".join(title.split()) or "Note"
-
-        def add(current: str) -> str:
-            if not current:
-                current = f"---\nenabled: false\n---\n# {when:%Y-%m-%d}\n"
-            entry = f"## {when:%H:%M} {title}\n\n{body.strip()}\n"
-            return current.rstrip("\n") + "\n\n" + entry
-
-        result = self.update(agent, rel, add, actor=actor, owner=owner, reason="daily note", batch=batch)
-        assert result is not None
-        return result
+        return daily.append_daily(self, agent, title, body, actor=actor, owner=owner, when=when, batch=batch)
 
     # -- agents and listings ---------------------------------------------------------------------
 
     def ensure_agent(self, agent: str, owner: str | None = None) -> list[str]:
         """Create the always-on files from the seeds where missing. Returns the files created."""
-        created = []
-        seeds = resources.files("mateclaw_mem.workspace") / "seeds"
-        names = ALWAYS_ON if not (owner and self.owner_isolation) else ("PROFILE.md", "MEMORY.md")
-        for name in names:
-            if not self.read(agent, name, owner=owner).exists:
-                text = (seeds / name).read_text(encoding="utf-8")
-                try:
-                    self.write(agent, name, text, expected_sha="", actor="seed", owner=owner, reason="seeded")
-                    created.append(name)
-                except ConflictError:
-                    pass  # someone created it between our check and our write: theirs wins
-        return created
+        return seeding.ensure_agent(self, agent, owner)
 
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:
         include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner

@@ -20,18 +20,20 @@ import json
 import os
 import uuid
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote
 
 from mateclaw_mem.errors import ConflictError, InvalidInputError, InvalidPathError, MateclawError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.merge import append_missing
 from mateclaw_mem.workspace.import_source import MANIFEST, Limits, SourceFile, read_source
 from mateclaw_mem.workspace.paths import check_agent, check_relative, owner_dirname
-from mateclaw_mem.workspace.store import ALWAYS_ON, WorkspaceStore, atomic_write, sha256
+from mateclaw_mem.workspace.listing import ALWAYS_ON
+from mateclaw_mem.workspace.store import WorkspaceStore, atomic_write, sha256
+from mateclaw_mem.workspace.walk import normalise_owner, walk_files
 
 ACTOR = "import"
 FORMAT = "mateclaw-mem-export"
@@ -112,6 +114,7 @@ class Transfer:
         """Write the agent's Markdown files to `out` (a `.zip`, else a folder that must be new or
         empty). `.mateclaw/` state goes in only with `include_history` (that agent's kept versions)."""
         check_agent(agent)
+        owner = self._owner(owner)
         base = self.store.agent_dir(agent, owner)
         if not base.is_dir():
             raise NotFoundError(f"agent {agent!r} has no memory files in {self.store.root}")
@@ -119,14 +122,13 @@ class Transfer:
         self._check_out(out)
         files: dict[str, bytes] = {}
         skipped: list[tuple[str, str]] = []
-        for rel in _walk(base, skipped):
-            inner, file_owner = self._target(rel, owner)
+        for name, rel, file_owner in self._exported(agent, owner, base, skipped):
             try:
-                snap = self.store.read(agent, inner, owner=file_owner)
+                snap = self.store.read(agent, rel, owner=file_owner)
             except MateclawError as exc:
-                skipped.append((rel, exc.message))
+                skipped.append((name, exc.message))
                 continue
-            files[rel] = snap.text.encode("utf-8")  # lossless: the bytes on disk
+            files[name] = snap.text.encode("utf-8")  # lossless: the bytes on disk
         history: dict[str, bytes] = {}
         if include_history:
             hist_root = self.store.history_store.root / self.store.agent_key(agent, owner)
@@ -155,6 +157,33 @@ class Transfer:
             for rel, data in payload.items():
                 atomic_write(out.joinpath(*rel.split("/")), data)
         return ExportResult(agent, owner, out, listed, skipped, len(history))
+
+    def _owner(self, owner: str | None) -> str | None:
+        # Without owner isolation nobody has a folder of their own: an owner is ignored, as by the store.
+        return normalise_owner(owner) if self.store.owner_isolation else None
+
+    def _exported(
+        self, agent: str, owner: str | None, base: Path, skipped: list[tuple[str, str]]
+    ) -> Iterator[tuple[str, str, str | None]]:
+        """(path in the export, rel, owner) of every file in `base`, the agent's or the owner's folder.
+        A whole-agent export takes owners' folders too, also with isolation off: a backup leaves
+        nobody's files behind. Hidden files are state or editor leftovers and stay behind silently;
+        anything else left out is reported in `skipped`."""
+
+        def left_out(path: Path, reason: str) -> None:
+            if base in path.parents:
+                skipped.append((path.relative_to(base).as_posix(), reason))
+
+        for f in walk_files(self.store.root, [agent], owner_isolation=True, left_out=left_out):
+            if base not in f.path.parents:
+                continue  # another owner's file, in an owner's export
+            name = f.path.relative_to(base).as_posix()
+            if f.path.is_symlink():
+                skipped.append((name, "symbolic link, not followed"))
+            elif owner is not None:
+                yield name, name, owner
+            else:
+                yield name, *self._target(agent, name, None)
 
     def _check_out(self, out: Path) -> None:
         root = self.store.root.resolve()
@@ -198,6 +227,7 @@ class Transfer:
         dry_run: bool = False,
     ) -> ImportReport:
         """Plan the import of `path`, and unless `dry_run`, write it as one undoable batch."""
+        owner = self._owner(owner)
         if strategy not in STRATEGIES:
             raise InvalidInputError(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
         source = read_source(Path(path), self.limits)
@@ -229,7 +259,7 @@ class Transfer:
             return ImportItem(f.path, "", owner, "skip", f"not UTF-8 text (byte {exc.start}); save it as UTF-8")
         if "\x00" in text:
             return ImportItem(f.path, "", owner, "skip", "contains NUL characters")
-        rel, file_owner = self._target(f.path, owner)
+        rel, file_owner = self._target(agent, f.path, owner)
         return self._plan_file(agent, ImportItem(f.path, rel, file_owner, "create", text=text), strategy)
 
     def _plan_file(self, agent: str, item: ImportItem, strategy: str) -> ImportItem:
@@ -257,14 +287,14 @@ class Transfer:
         return replace(item, action="conflict",
                        reason="exists and differs; kept as it is (use --strategy overwrite or merge)")
 
-    def _target(self, rel: str, owner: str | None) -> tuple[str, str | None]:
-        """`owners/<key>/X.md` from a whole-agent export is that owner's X.md when isolation is on."""
-        parts = rel.split("/")
-        if owner is None and self.store.owner_isolation and len(parts) > 2 and parts[0] == "owners":
-            key = unquote(parts[1])
+    def _target(self, agent: str, rel: str, owner: str | None) -> tuple[str, str | None]:
+        """A file of a whole-agent export that lies in an owner's folder is that owner's file (isolation on)."""
+        where = self.store.locate(self.store.root / agent / rel) if owner is None else None
+        if where is not None and where[1] is not None:
+            _, key, inner = where
             with contextlib.suppress(InvalidPathError):
-                if key and owner_dirname(key) == parts[1]:
-                    return "/".join(parts[2:]), key
+                if f"{self.store.agent_key(agent, key)}/{inner}" == f"{agent}/{rel}":  # spelled as the store would
+                    return inner, key
         return rel, owner
 
     def _apply(self, agent: str, item: ImportItem, batch: str) -> ImportItem:
@@ -294,27 +324,6 @@ class Transfer:
             n += 1
             batch = f"{base}-{n}"
         return batch
-
-
-def _walk(base: Path, skipped: list[tuple[str, str]]) -> list[str]:
-    """Every Markdown file under `base` as on disk (owner folders included); hidden files are state
-    or editor leftovers and stay behind silently, anything else left out is reported."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-        rel_dir = os.path.relpath(dirpath, base)
-        rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/")
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith("."):
-                continue
-            rel = f"{rel_dir}/{name}" if rel_dir else name
-            if os.path.islink(os.path.join(dirpath, name)):
-                skipped.append((rel, "symbolic link, not followed"))
-            elif not name.lower().endswith(".md"):
-                skipped.append((rel, "not a Markdown (.md) file"))
-            else:
-                out.append(rel)
-    return out
 
 
 def _manifest_agent(manifest: dict[str, Any]) -> str | None:

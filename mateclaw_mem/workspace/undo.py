@@ -11,6 +11,7 @@ from urllib.parse import unquote
 
 from mateclaw_mem.errors import ConflictError, NotFoundError
 from mateclaw_mem.workspace.history import Version
+from mateclaw_mem.workspace.walk import OWNERS_DIR
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
@@ -71,6 +72,6 @@ def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> lis
 
 def _split_key(key: str) -> tuple[str, str | None]:
     parts = key.split("/")
-    if len(parts) == 3 and parts[1] == "owners":
+    if len(parts) == 3 and parts[1] == OWNERS_DIR:
         return parts[0], unquote(parts[2])
     return parts[0], None

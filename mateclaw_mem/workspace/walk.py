@@ -5,17 +5,25 @@
 
 Everything that walks or locates memory files (listing, index, reconcile, watcher, consolidation,
 export) goes through `walk_files` and `locate`, so the layout is written down once.
+
+"No owner" is None everywhere inside the services; `normalise_owner` is for the entry points that
+still receive the SQL/wire spelling "" from a caller.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
 OWNERS_DIR = "owners"
+
+
+def normalise_owner(owner: str | None) -> str | None:
+    """None for "no owner", however the caller spelled it ("" is the spelling of SQL columns and the wire)."""
+    return owner or None
 
 
 @dataclass(frozen=True)
@@ -53,9 +61,14 @@ def owner_names(agent_dir: Path, *, owner_isolation: bool) -> list[str]:
     return sorted(unquote(p.name) for p in base.iterdir() if p.is_dir())
 
 
-def walk_files(root: Path, agents: Iterable[str], *, owner_isolation: bool) -> Iterator[DiskFile]:
+def walk_files(
+    root: Path, agents: Iterable[str], *, owner_isolation: bool, left_out: Callable[[Path, str], None] | None = None
+) -> Iterator[DiskFile]:
     """Every memory file of these agents on disk (stat only, nothing read). Hidden folders (.git,
-    .obsidian, editor state) and hidden files hold no memory; `owners/` is skipped with isolation off."""
+    .obsidian, editor state) and hidden files hold no memory; `owners/` is skipped with isolation off.
+
+    `left_out(path, reason)`, when given, hears of every other visible file passed over (an export
+    reports what it did not take)."""
     for name in agents:
         base = root / name
         if not base.is_dir():
@@ -64,11 +77,17 @@ def walk_files(root: Path, agents: Iterable[str], *, owner_isolation: bool) -> I
             skip_owners = not owner_isolation and os.path.normpath(dirpath) == os.path.normpath(base)
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == OWNERS_DIR))
             for fn in sorted(filenames):
-                if fn.startswith(".") or not fn.endswith(".md"):
+                if fn.startswith("."):
                     continue
                 path = Path(dirpath) / fn
+                if not fn.endswith(".md"):
+                    if left_out is not None:
+                        left_out(path, "not a Markdown (.md) file")
+                    continue
                 where = locate(root, path, owner_isolation=owner_isolation)
                 if where is None or where[0] != name:
+                    if left_out is not None:
+                        left_out(path, "not inside an owner's folder")
                     continue
                 try:
                     st = os.stat(path)

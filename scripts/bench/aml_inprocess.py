@@ -27,7 +27,8 @@ sys.path.insert(0, str(REPO))
 from mateclaw_mem.clock import ManualClock  # noqa: E402
 from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
-from mateclaw_mem.index.message_index import MessageIndex, Ranking  # noqa: E402
+from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
+from mateclaw_mem.index.messages.ranking import Ranking  # noqa: E402
 
 SHARED_BENCH = REPO.parent / "shared" / "bench"
 

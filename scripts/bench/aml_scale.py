@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from mateclaw_mem.clock import ManualClock  # noqa: E402
 from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
-from mateclaw_mem.index.message_index import MessageIndex  # noqa: E402
+from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
 
 
 def turns(data: list[dict]) -> list[tuple[str, str, int]]:

@@ -28,6 +28,7 @@ from mateclaw_mem.clock import ManualClock  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
 from mateclaw_mem.llm.client import ModelClient  # noqa: E402
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, TranscriptMessage, build_messages  # noqa: E402
+from mateclaw_mem.llm.usage import UsageLog  # noqa: E402
 from mateclaw_mem.memory.extraction import rules  # noqa: E402
 from mateclaw_mem.memory.extraction.service import MESSAGE_CHARS, ExtractionService  # noqa: E402
 from mateclaw_mem.settings import load_settings  # noqa: E402
@@ -172,7 +173,8 @@ def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any
     store = WorkspaceStore.from_settings(settings, clock)
     store.ensure_agent(AGENT)
     log = ConversationLog(settings.state_dir / "log.db")
-    svc = ExtractionService(settings, store, log, clock=clock, timers=False)
+    client = ModelClient.from_settings(settings, usage=UsageLog(settings.log_db))  # what Services.model builds
+    svc = ExtractionService(settings, store, log, clock=clock, model=client, timers=False)
     svc.start()  # workers on; the timer is played by fire_due() below
 
     def fire_due(until: datetime) -> None:
@@ -199,6 +201,7 @@ def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any
         "memory_lines": store.read(AGENT, "MEMORY.md").body.count("\n- "),
     }
     svc.shutdown()
+    client.close()
     log.close()
     return outcome
 

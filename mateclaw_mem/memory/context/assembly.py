@@ -32,6 +32,7 @@ from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.context.recall import RecalledBlock, recalled_block
 from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
 from mateclaw_mem.memory.structured.entries import StructuredBlock, TypedEntry
+from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
@@ -154,7 +155,7 @@ class ContextService:
     ) -> Context:
         """Assemble the prompt for one turn. `current` (the new user message) defaults to `query`;
         `query` (what relevance is judged on) defaults to the current message's text."""
-        owner = owner or None
+        owner = normalise_owner(owner)
         if conversation_id and not memoryless and self.log is not None:
             memoryless = self.is_memoryless(agent, conversation_id, owner=owner)
         current_msg = _as_message(current) if current is not None else (
@@ -183,7 +184,7 @@ class ContextService:
     def is_memoryless(self, agent: str, conversation_id: str, *, owner: str | None = None) -> bool:
         if self.log is None:
             return False
-        return bool(self.log.conversation_flags(agent, conversation_id, owner or "").get("memoryless"))
+        return bool(self.log.conversation_flags(agent, conversation_id, owner).get("memoryless"))
 
     def _system(
         self, agent: str, owner: str | None, query: str, system_prompt: str, memoryless: bool

@@ -4,8 +4,9 @@ Evidence, in order of weight:
 
 - **Recurrence**: the same fact seen on several distinct days and in several sessions (sections).
   Each section is split into facts (list items, else sentences); facts are clustered by similarity
-  of their shingles — Latin words (stemmed, stopwords dropped) plus adjacent-word pairs, and CJK
-  character bigrams, from the shared tokenizer — weighted by rarity (IDF over the window), so
+  of their shingles (memory/dreaming/shingles.py) — Latin words (stemmed, stopwords dropped) plus
+  adjacent-word pairs, and CJK character bigrams, from the shared tokenizer — weighted by rarity
+  (IDF over the window), so
   "prefers dark mode" and "prefers light mode" stay apart while rephrasings fall together.
 - **Explicit "remember"** markers in the note.
 - **Real retrieval hits**: a search that actually returned the section (never passive injection
@@ -18,18 +19,17 @@ DREAMS.md and the archives are never dreaming input.
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import normalise_title, split_sections
+from mateclaw_mem.memory.dreaming.shingles import containment, idf_weights, shingles
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
@@ -38,16 +38,11 @@ DAILY_RE = re.compile(r"^memory/(\d{4}-\d{2}-\d{2})\.md$")
 _HEADING_TIME = re.compile(r"^(\d{1,2}:\d{2})\b\s*(.*)$")
 _LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?(.*)$")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+|(?<=[。！？；])")
-_CJK_TOKEN = re.compile(
-    r"^[\u1100-\u11ff\u3040-\u30ff\u31f0-\u31ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
-)
 _REMEMBER = re.compile(
     r"\b(?:remember|don't forget|do not forget|never forget|keep in mind|for the record|make a note)\b"
     r"|记住|记下|记一下|别忘|不要忘|备忘",
     re.IGNORECASE,
 )
-_CJK_STOP_CHARS = frozenset("的了在是去我你他她它们这那和与也都就要会对把被很还又再每个一")
-_SOURCE_TAIL = re.compile(r"\s*\((?:Source|来源)[:：].*\)\s*$")
 
 # Clustering: weighted Jaccard of shingles. Chosen on the fixture week and its near-misses
 # (dark vs light mode): rephrasings score 0.6-1.0, different facts that share words stay below 0.45.
@@ -179,54 +174,6 @@ def collect(
                 break
             candidates.append(c)
     return candidates, looked_at
-
-
-# -- shingles and similarity -----------------------------------------------------------------------
-
-
-def shingles(text: str) -> frozenset[str]:
-    """Content words (stemmed, stopwords dropped), adjacent Latin word pairs, CJK bigrams, and CJK
-    content characters.
-
-    Why the single CJK characters: a bigram that spans a particle ("去公", "在公") differs between
-    two phrasings of the same fact and would split them; the characters themselves still match, and
-    IDF weighting keeps common ones (用, 户) from gluing unrelated facts together."""
-    tokens = [t for t in tokenize(_SOURCE_TAIL.sub("", text)) if t not in STOPWORDS]
-    out = set(tokens)
-    for a, b in itertools.pairwise(tokens):
-        # CJK tokens are already bigrams; pairing them again would only add noise.
-        if not _CJK_TOKEN.match(a) and not _CJK_TOKEN.match(b):
-            out.add(f"{a} {b}")
-    for t in tokens:
-        if _CJK_TOKEN.match(t):
-            out.update(ch for ch in t if ch not in _CJK_STOP_CHARS)
-    return frozenset(out)
-
-
-def idf_weights(docs: Iterable[frozenset[str]]) -> dict[str, float]:
-    docs = list(docs)
-    df: dict[str, int] = {}
-    for d in docs:
-        for s in d:
-            df[s] = df.get(s, 0) + 1
-    n = max(1, len(docs))
-    return {s: math.log(1.0 + n / c) for s, c in df.items()}
-
-
-def similarity(a: frozenset[str], b: frozenset[str], weights: dict[str, float]) -> float:
-    """Weighted Jaccard: shared rare shingles count more than shared common ones."""
-    if not a or not b:
-        return 0.0
-    inter = sum(weights.get(s, 1.0) for s in a & b)
-    if not inter:
-        return 0.0
-    union = sum(weights.get(s, 1.0) for s in a | b)
-    return inter / union if union else 0.0
-
-
-def containment(a: frozenset[str], b: frozenset[str]) -> float:
-    """How much of `a` is inside `b` (1.0 = all of it)."""
-    return len(a & b) / len(a) if a else 0.0
 
 
 # -- scoring ---------------------------------------------------------------------------------------

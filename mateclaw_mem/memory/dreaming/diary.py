@@ -4,12 +4,17 @@ failed runs included, oldest first (it is a journal: new entries go at the end).
 Growth cap (`dreaming.diary-max-chars`): past it, the oldest entries move to monthly archives
 `memory/dreams/YYYY-MM.md` — archive first, then remove from DREAMS.md, so a crash in between
 leaves an entry twice, never zero times (a re-run skips entries the archive already holds).
+In their place one `## Archived dreams` section sums up what the archives hold: per month the runs,
+their dates, outcomes and promoted facts, and the file. It is recomputed from the archive files each
+time (never added to), so it cannot stack or drift, and it is bounded: the newest months get a line
+each, older ones share one. No model is involved.
 The diary is never a dreaming input (candidates read `memory/YYYY-MM-DD.md` only).
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,8 +33,13 @@ _ENTRY_RE = re.compile(r"^(\d{4})-(\d{2})-\d{2} \d{2}:\d{2} Dreaming\b")
 DIARY_HEAD = (
     "---\nenabled: false\n---\n# DREAMS.md — dreaming diary\n\n"
     "One entry per consolidation run, skipped and failed ones too. Older entries move to "
-    "`memory/dreams/YYYY-MM.md`.\n"
+    "`memory/dreams/YYYY-MM.md`, summed up under `## Archived dreams`.\n"
 )
+SUMMARY_TITLE = "Archived dreams"
+SUMMARY_MONTHS = 12  # months with a line of their own in the summary; older ones share one line
+_ARCHIVE_RE = re.compile(rf"^{re.escape(ARCHIVE_DIR)}/(\d{{4}}-\d{{2}})\.md$")
+_OUTCOME_RE = re.compile(r"^- Outcome: \*\*(.+?)\*\*", re.MULTILINE)
+_MORE_RE = re.compile(r"^- … and (\d+) more")
 LIST_LIMIT = 20  # candidates / promoted / kept shown per entry; the rest is counted
 
 OUTCOME_LABELS = {
@@ -127,6 +137,91 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split()).lstrip("#").strip()
 
 
+@dataclass
+class MonthStats:
+    """What one month's archived diary sections hold, read back from their rendered text."""
+
+    runs: int = 0
+    other: int = 0  # sections that are not run entries (a person's notes moved along with them)
+    first: str = ""  # YYYY-MM-DD of the oldest run
+    last: str = ""
+    outcomes: Counter[str] = field(default_factory=Counter)
+    promoted: int = 0
+
+    def add(self, section: Section) -> None:
+        m = _ENTRY_RE.match(section.title)
+        if not m:
+            self.other += 1
+            return
+        self.runs += 1
+        day = section.title[:10]
+        self.first = min(self.first or day, day)
+        self.last = max(self.last, day)
+        outcome = _OUTCOME_RE.search(section.text)
+        self.outcomes[outcome.group(1) if outcome else "unknown"] += 1
+        self.promoted += _promoted(section.text)
+
+    def merged(self, other: MonthStats) -> MonthStats:
+        days = [d for d in (self.first, self.last, other.first, other.last) if d]
+        return MonthStats(self.runs + other.runs, self.other + other.other, min(days, default=""),
+                          max(days, default=""), self.outcomes + other.outcomes, self.promoted + other.promoted)
+
+
+def _promoted(text: str) -> int:
+    count, inside = 0, False
+    for line in text.splitlines():
+        if line.startswith("### "):
+            inside = line.strip() == "### Promoted"
+        elif inside and line.startswith("- "):
+            more = _MORE_RE.match(line)
+            count += int(more.group(1)) if more else 1
+    return count
+
+
+def render_summary(months: dict[str, MonthStats]) -> str:
+    """The `## Archived dreams` section for these months ("" when nothing is archived)."""
+    if not months:
+        return ""
+    order = sorted(months)
+    folded, own = order[:-SUMMARY_MONTHS], order[-SUMMARY_MONTHS:]
+    lines = [f"## {SUMMARY_TITLE}", "",
+             "Older entries, moved out to keep this diary short. Every one is kept whole in its month's "
+             "file, where search finds it.", ""]
+    if folded:
+        total = _total([months[m] for m in folded])
+        lines.append(f"- **{folded[0]} … {folded[-1]}** — {_stats_line(total)} → `{ARCHIVE_DIR}/`")
+    for month in own:
+        lines.append(f"- **{month}** — {_stats_line(months[month])} → `{ARCHIVE_DIR}/{month}.md`")
+    if len(order) > 1:
+        lines.append(f"- In all: {_stats_line(_total(list(months.values())))}")
+    return "\n".join(lines) + "\n\n"
+
+
+def _total(stats: list[MonthStats]) -> MonthStats:
+    total = MonthStats()
+    for st in stats:
+        total = total.merged(st)
+    return total
+
+
+def _stats_line(st: MonthStats) -> str:
+    parts = [f"{st.runs} run{'s' if st.runs != 1 else ''}"]
+    if st.runs:
+        parts[0] += f" ({st.first} … {st.last})" if st.first != st.last else f" ({st.first})"
+    known = [label for label in OUTCOME_LABELS.values() if st.outcomes[label]]
+    rest = sorted(k for k in st.outcomes if k not in OUTCOME_LABELS.values())
+    if known or rest:
+        parts.append(", ".join(f"{st.outcomes[k]} {k}" for k in known + rest))
+    parts.append(f"{st.promoted} fact{'s' if st.promoted != 1 else ''} promoted")
+    if st.other:
+        parts.append(f"{st.other} other section{'s' if st.other != 1 else ''}")
+    return "; ".join(parts)
+
+
+def _is_summary(section: Section) -> bool:
+    return section.key == SUMMARY_TITLE.casefold()
+
+
 class Diary:
     def __init__(self, store: WorkspaceStore, *, max_chars: int) -> None:
         self.store = store
@@ -147,38 +242,66 @@ class Diary:
         return result
 
     def entries(self, agent: str, *, owner: str | None = None) -> list[Section]:
+        """The diary's sections, the summary of archived ones left out."""
         snap = self.store.read(agent, DIARY_REL, owner=owner)
-        return split_sections(frontmatter.body(snap.text))[1] if snap.exists else []
+        if not snap.exists:
+            return []
+        return [s for s in split_sections(frontmatter.body(snap.text))[1] if not _is_summary(s)]
+
+    def archived(self, agent: str, *, owner: str | None = None) -> dict[str, MonthStats]:
+        """Month -> what its archive file holds (the summary's source of truth)."""
+        months: dict[str, MonthStats] = {}
+        for info in self.store.list_files(agent, owner=owner, prefix=f"{ARCHIVE_DIR}/"):
+            m = _ARCHIVE_RE.match(info.rel)
+            if not m:
+                continue
+            snap = self.store.read(agent, info.rel, owner=owner)
+            stats = months.setdefault(m.group(1), MonthStats())
+            for section in split_sections(frontmatter.body(snap.text))[1]:
+                stats.add(section)
+        return months
 
     def latest(self, agent: str, *, owner: str | None = None) -> str | None:
         entries = self.entries(agent, owner=owner)
         return entries[-1].text.rstrip("\n") if entries else None
 
     def enforce_cap(self, agent: str, *, owner: str | None = None) -> list[str]:
-        """Move the oldest entries to monthly archives until DREAMS.md fits. Returns archive files written."""
+        """Move the oldest entries to monthly archives until DREAMS.md fits, leaving the summary of
+        all archived ones in their place. Returns archive files written."""
         if self.max_chars <= 0:
             return []
         snap = self.store.read(agent, DIARY_REL, owner=owner)
         if not snap.exists or len(snap.text) <= self.max_chars:
             return []
         _, sections = split_sections(frontmatter.body(snap.text))
-        size = len(snap.text)
-        moving: list[Section] = []
+        old_summary = next((s for s in sections if _is_summary(s)), None)
+        # A summary a person pinned is theirs: it stays as it is and is not rewritten.
+        frozen = old_summary is not None and old_summary.pinned
+        months = self.archived(agent, owner=owner)
+        size = len(snap.text) - (len(old_summary.text) if old_summary and not frozen else 0)
+        pending: dict[str, MonthStats] = {}
+
+        def fits() -> bool:
+            if frozen:
+                return size <= self.max_chars
+            merged = {m: months.get(m, MonthStats()).merged(pending.get(m, MonthStats()))
+                      for m in set(months) | set(pending)}
+            return size + len(render_summary(merged)) <= self.max_chars
+
+        by_month: dict[str, list[Section]] = {}
         # Always keep the newest entry, and never move a pinned one.
         for s in sections[:-1]:
-            if size <= self.max_chars:
+            if fits():
                 break
-            if s.pinned:
+            if s.pinned or _is_summary(s):
                 continue
-            moving.append(s)
-            size -= len(s.text)
-        if not moving:
-            return []
-        by_month: dict[str, list[Section]] = {}
-        for s in moving:
             m = _ENTRY_RE.match(s.title)
             month = f"{m.group(1)}-{m.group(2)}" if m else f"{self.store.clock.now():%Y-%m}"
             by_month.setdefault(month, []).append(s)
+            pending.setdefault(month, MonthStats()).add(s)
+            size -= len(s.text)
+        if not by_month:
+            return []
         written = []
         for month, entries in sorted(by_month.items()):
             rel = f"{ARCHIVE_DIR}/{month}.md"
@@ -193,7 +316,9 @@ class Diary:
 
             self.store.update(agent, rel, add, actor=ACTOR, owner=owner, reason="diary archive")
             written.append(rel)
-        moved = {s.text for s in moving}
+        moved = {s.text for entries in by_month.values() for s in entries}
+        # From the archives as written, not from what we meant to write: the summary tells what is there.
+        summary = "" if frozen else render_summary(self.archived(agent, owner=owner))
 
         def drop(current: str) -> str | None:
             block, body = frontmatter.split(current)
@@ -201,6 +326,10 @@ class Diary:
             kept = [s for s in secs if s.text not in moved]
             if len(kept) == len(secs):
                 return None
+            if summary:
+                at = next((i for i, s in enumerate(kept) if _is_summary(s)), 0)
+                kept = [s for s in kept if not _is_summary(s)]
+                kept.insert(min(at, len(kept)), Section(SUMMARY_TITLE, summary))
             return block + join(preamble, kept)
 
         self.store.update(agent, DIARY_REL, drop, actor=ACTOR, owner=owner, reason="diary cap: moved old entries")

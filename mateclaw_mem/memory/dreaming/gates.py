@@ -19,7 +19,7 @@ from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, find, join, reinsert, split_sections
-from mateclaw_mem.memory.dreaming import candidates as cand
+from mateclaw_mem.memory.dreaming.shingles import containment, shingles
 from mateclaw_mem.workspace.store import PERSON, WorkspaceStore
 
 ACTOR = "dreaming"
@@ -58,14 +58,14 @@ def dropped_entries(old_body: str, new_body: str) -> list[tuple[str, str]]:
     _, new_sections = split_sections(new_body)
     new_keys = {s.key for s in new_sections}
     new_plain = {" ".join(line.split()) for line in new_body.splitlines()}
-    new_shingles = [cand.shingles(line) for line in new_body.splitlines() if line.strip()]
+    new_shingles = [shingles(line) for line in new_body.splitlines() if line.strip()]
 
     def survives(item: str) -> bool:
         text = " ".join(item.split())
         if text in new_plain or text.lstrip("-*+ ") in new_body:
             return True
-        sh = cand.shingles(text)
-        return len(sh) >= 2 and any(cand.containment(sh, line) >= KEPT_CONTAINMENT for line in new_shingles)
+        sh = shingles(text)
+        return len(sh) >= 2 and any(containment(sh, line) >= KEPT_CONTAINMENT for line in new_shingles)
 
     preamble, sections = split_sections(old_body)
     dropped: list[tuple[str, str]] = []

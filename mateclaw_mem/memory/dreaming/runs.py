@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import re
-import threading
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 
 if TYPE_CHECKING:
     from mateclaw_mem.memory.dreaming.service import DreamOutcome
@@ -34,21 +33,13 @@ CREATE INDEX IF NOT EXISTS dream_runs_agent ON dream_runs(agent, owner, started_
 """
 
 
-class DreamRunLog:
+class DreamRunLog(SharedConnection):
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self._db = None  # opened on first use
-        self._lock = threading.Lock()
-
-    def _conn(self) -> Any:
-        if self._db is None:
-            self._db = connect(self.path)
-            self._db.executescript(_SCHEMA)
-        return self._db
+        super().__init__(path, _SCHEMA)
 
     def record(self, out: DreamOutcome) -> None:
-        with self._lock:
-            self._conn().execute(
+        with self._write() as conn:
+            conn.execute(
                 "INSERT OR REPLACE INTO dream_runs(run_id, agent, owner, topic, trigger, mode, started_at, finished_at,"
                 " status, reason, promoted, lines_added, lines_removed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (out.run_id, out.agent, out.owner or "", out.topic, out.trigger, out.mode, out.started_at,
@@ -64,7 +55,7 @@ class DreamRunLog:
         if not unique:
             return base  # a preview writes nothing, not even to the run log
         with self._lock:
-            taken = {r[0] for r in self._conn().execute(
+            taken = {r[0] for r in self._conn.execute(
                 "SELECT run_id FROM dream_runs WHERE run_id = ? OR run_id LIKE ?", (base, base + "-%"))}
         if base not in taken:
             return base
@@ -75,14 +66,8 @@ class DreamRunLog:
 
     def last_run(self, agent: str, *, owner: str | None = None) -> dict[str, Any] | None:
         with self._lock:
-            row = self._conn().execute(
+            row = self._conn.execute(
                 "SELECT * FROM dream_runs WHERE agent=? AND owner=? ORDER BY started_at DESC, rowid DESC LIMIT 1",
                 (agent, owner or ""),
             ).fetchone()
         return dict(row) if row else None
-
-    def close(self) -> None:
-        with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None

@@ -2,7 +2,7 @@
 
 Public API (what the CLI / HTTP / MCP faces and the scheduler call)::
 
-    svc = DreamingService(settings, store, clock=clock)      # model client built from settings
+    svc = DreamingService(settings, store, clock=clock, model_factory=lambda: services.model)  # shared client
     svc.dream(agent, *, topic=None, preview=False, owner=None, trigger="manual") -> DreamOutcome
         # POST /api/v1/memory/{agentId}/emergence; raises BusyError when a run holds the agent's lock
     svc.status(agent, *, owner=None) -> dict                  # GET /api/v1/memory/{agentId}/dreaming/status
@@ -25,17 +25,16 @@ Safety gates on the rewrite:
   the last machine write, from the file's history) stay verbatim; an edit the history cannot explain
   (made outside the store) protects every existing section;
 - ceilings apply (the store cuts and archives);
-- compare-and-swap on the hash read at the start: a concurrent human edit → re-read and plan again once,
-  else the run fails and MEMORY.md stays as the person left it;
+- compare-and-swap on the hash read at the start (workspace/cas.py): a concurrent human edit → re-read
+  and plan again once, else the run fails and MEMORY.md stays as the person left it;
 - a failed model leaves MEMORY.md untouched; the diary records the failure.
 
 The model's turns are recorded in the usage log under the step "consolidation"; they never enter the
 conversation log, so they can never trigger extraction.
 
-This module runs the lock, the run and its records; the parts live next to it: memory/dreaming/candidates.py
-(candidates and their evidence), memory/dreaming/rules.py (rules-mode promotion), memory/dreaming/gates.py
-(loss gate, protected sections, diff), memory/dreaming/runs.py (the run log), memory/dreaming/diary.py (DREAMS.md),
-memory/dreaming/rotation.py (daily-note archives).
+This module runs the lock, the run and its records; the parts live next to it in memory/dreaming/:
+candidates.py (candidates, evidence; shingles.py compares them), rules.py (rules-mode promotion), gates.py
+(loss gate, protected sections, diff), runs.py (run log), diary.py (DREAMS.md), rotation.py (archives).
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +53,7 @@ from filelock import FileLock, Timeout
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.errors import (
     BusyError,
+    ConfigError,
     ConflictError,
     InvalidInputError,
     MateclawError,
@@ -68,15 +68,20 @@ from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.rules import DreamPlan, kept_facts, plan_rules
 from mateclaw_mem.memory.dreaming.runs import DreamRunLog
+from mateclaw_mem.memory.dreaming.shingles import containment, shingles
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
+from mateclaw_mem.workspace.cas import retry_on_conflict
 from mateclaw_mem.workspace.paths import check_agent, owner_dirname
 from mateclaw_mem.workspace.store import WorkspaceStore, sha256
+from mateclaw_mem.workspace.walk import normalise_owner
 
 log = logging.getLogger(__name__)
 
 MODEL_STEP = "consolidation"
 CONFLICT_RETRIES = 1
+RETRY_NOTE = ("MEMORY.md was edited by the person while you were working; the version above is the new one. "
+              "Keep their edits.")
 
 HitsProvider = Callable[[str, str | None, datetime], Sequence[Any]]
 
@@ -131,12 +136,11 @@ class DreamingService:
         self.mem = settings.mate.memory
         self.diary = Diary(store, max_chars=settings.dreaming.diary_max_chars)
         self._model = model
+        # The shared client (runtime/services.py), asked for on first use: a `status` never imports openai.
         self._model_factory = model_factory
-        self._owns_model = False
         self._retrieval_hits = retrieval_hits
         self._next_run = next_run
-        self._runs_db_path = runs_db or settings.state_dir / "log.db"
-        self.runs = DreamRunLog(self._runs_db_path)
+        self.runs = DreamRunLog(runs_db or settings.log_db)
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.Lock] = {}
         self._file_locks: dict[str, FileLock] = {}
@@ -185,6 +189,7 @@ class DreamingService:
         trigger: str = "manual",
     ) -> DreamOutcome:
         check_agent(agent)
+        owner = normalise_owner(owner)
         topic = " ".join(topic.split()) if topic else None
         if topic and not self.mem.dream.focused_enabled:
             raise InvalidInputError(
@@ -222,14 +227,13 @@ class DreamingService:
             raise
 
     def _run(self, out: DreamOutcome, now: datetime) -> None:
-        agent, owner, topic = out.agent, out.owner, out.topic
+        agent, owner = out.agent, out.owner
         today = now.astimezone(self.clock.tz).date()
         day_range = self.mem.emergence_day_range
         found, out.looked_at = cand.collect(
             self.store, agent, owner=owner, today=today, day_range=day_range,
             limit=self.mem.dream.max_candidates_per_dream,
         )
-        snap = self.store.read(agent, MEMORY_REL, owner=owner)
         out.sections = len(found)
         if not found:
             out.status = "nothing_to_do"
@@ -237,79 +241,76 @@ class DreamingService:
             return
         since = datetime.combine(today - timedelta(days=day_range - 1), datetime.min.time(), tzinfo=self.clock.tz)
         hits = self._hits(agent, owner, since)
-        for attempt in range(CONFLICT_RETRIES + 1):
-            scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
-            out.candidates = [s.as_dict() for s in scored.candidates]
-            retry_note = "" if attempt == 0 else (
-                "MEMORY.md was edited by the person while you were working; the version above is the new one. "
-                "Keep their edits."
-            )
-            plan = self._plan(out, snap, scored, now, retry_note)
-            out.promoted, out.kept = plan.promoted, plan.kept
-            out.reason = plan.reason
-            if plan.new_text is None:
-                out.status = "nothing_to_do"
-                return
-            # What the store will really write (pins, a person's lines, the ceiling), so the loss
-            # gate and the preview judge what would land on disk.
-            final = self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner,
-                                       erosion=False)
-            dropped = gates.dropped_entries(snap.body, frontmatter.body(final))
-            old_count = gates.count_entries(snap.body)
-            out.dropped = [d for d, _ in dropped]
-            if old_count and len(dropped) / old_count > LOSS_LIMIT:
-                out.status = "rejected"
-                out.reason = (
-                    f"the rewrite would drop {len(dropped)} of {old_count} entries of MEMORY.md "
-                    f"(more than {LOSS_LIMIT:.0%}); MEMORY.md left unchanged. Model's reason: {plan.reason or '-'}"
-                )
-                out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
-                return
-            try:  # the cumulative guard: small drops night after night count up
-                self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner)
-            except RejectedError as exc:
-                out.status, out.reason = "rejected", f"{exc.message}. Model's reason: {plan.reason or '-'}"
-                out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
-                return
-            if final == snap.text:
-                out.status = "nothing_to_do"
-                out.reason = plan.reason or "MEMORY.md already holds everything worth keeping"
-                return
-            if out.preview:
-                out.status = "preview"
-                out.would_change = True
-                out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
-                return
-            try:
-                if dropped:
-                    out.archived.append(gates.archive_dropped(self.store, agent, owner, dropped, now, out.run_id))
-                result = self.store.write(
-                    agent, MEMORY_REL, plan.new_text, expected_sha=snap.sha, actor=ACTOR, owner=owner,
-                    reason=f"dream: {_short(plan.reason)}", batch=out.run_id,
-                )
-            except ConflictError:
-                if attempt >= CONFLICT_RETRIES:
-                    out.status = "failed"
-                    out.error_code = "conflict"
-                    out.reason = ("MEMORY.md kept changing while the dream ran (edited by hand); "
-                                  "left as the person wrote it, the dream will try again next time")
-                    return
-                snap = self.store.read(agent, MEMORY_REL, owner=owner)
-                continue
-            for rel in result.archived:
-                if rel not in out.archived:
-                    out.archived.append(rel)
-            after = self.store.read(agent, MEMORY_REL, owner=owner).text
-            out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, after)
-            out.status = "done" if result.changed else "nothing_to_do"
+        try:
+            retry_on_conflict(lambda n: self._attempt(out, now, today, found, hits, n), retries=CONFLICT_RETRIES)
+        except ConflictError:
+            out.status = "failed"
+            out.error_code = "conflict"
+            out.reason = ("MEMORY.md kept changing while the dream ran (edited by hand); "
+                          "left as the person wrote it, the dream will try again next time")
+
+    def _attempt(self, out: DreamOutcome, now: datetime, today: date, found: list[cand.Candidate],
+                 hits: Sequence[Any], n: int) -> None:
+        """Plan on the current MEMORY.md and write it by compare-and-swap (ConflictError when a
+        person saved since it was read: the caller plans again on their version)."""
+        agent, owner, topic = out.agent, out.owner, out.topic
+        snap = self.store.read(agent, MEMORY_REL, owner=owner)
+        scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
+        out.candidates = [s.as_dict() for s in scored.candidates]
+        plan = self._plan(out, snap, scored, now, RETRY_NOTE if n else "")
+        out.promoted, out.kept = plan.promoted, plan.kept
+        out.reason = plan.reason
+        if plan.new_text is None:
+            out.status = "nothing_to_do"
             return
+        # What the store will really write (pins, a person's lines, the ceiling), so the loss
+        # gate and the preview judge what would land on disk.
+        final = self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner,
+                                   erosion=False)
+        dropped = gates.dropped_entries(snap.body, frontmatter.body(final))
+        old_count = gates.count_entries(snap.body)
+        out.dropped = [d for d, _ in dropped]
+        if old_count and len(dropped) / old_count > LOSS_LIMIT:
+            out.status = "rejected"
+            out.reason = (
+                f"the rewrite would drop {len(dropped)} of {old_count} entries of MEMORY.md "
+                f"(more than {LOSS_LIMIT:.0%}); MEMORY.md left unchanged. Model's reason: {plan.reason or '-'}"
+            )
+            out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
+            return
+        try:  # the cumulative guard: small drops night after night count up
+            self.store.preview(agent, MEMORY_REL, snap.text, plan.new_text, actor=ACTOR, owner=owner)
+        except RejectedError as exc:
+            out.status, out.reason = "rejected", f"{exc.message}. Model's reason: {plan.reason or '-'}"
+            out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
+            return
+        if final == snap.text:
+            out.status = "nothing_to_do"
+            out.reason = plan.reason or "MEMORY.md already holds everything worth keeping"
+            return
+        if out.preview:
+            out.status = "preview"
+            out.would_change = True
+            out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
+            return
+        if dropped:
+            out.archived.append(gates.archive_dropped(self.store, agent, owner, dropped, now, out.run_id))
+        result = self.store.write(
+            agent, MEMORY_REL, plan.new_text, expected_sha=snap.sha, actor=ACTOR, owner=owner,
+            reason=f"dream: {_short(plan.reason)}", batch=out.run_id,
+        )
+        for rel in result.archived:
+            if rel not in out.archived:
+                out.archived.append(rel)
+        after = self.store.read(agent, MEMORY_REL, owner=owner).text
+        out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, after)
+        out.status = "done" if result.changed else "nothing_to_do"
 
     def _plan(self, out: DreamOutcome, snap: Any, scored: cand.Scored, now: datetime, retry_note: str) -> DreamPlan:
         protected = gates.protected_sections(self.store, out.agent, out.owner, snap)
         if self.mode == "rules":
             return plan_rules(snap, scored, now, out.topic, protected)
         return self._plan_model(out, snap, scored, now, protected, retry_note)
-
 
     def _plan_model(self, out: DreamOutcome, snap: Any, scored: cand.Scored, now: datetime,
                     protected: set[str], retry_note: str) -> DreamPlan:
@@ -336,25 +337,17 @@ class DreamingService:
         block, old_body = frontmatter.split(snap.text)
         new_body = result.memory_content if result.memory_content.endswith("\n") else result.memory_content + "\n"
         new_body = gates.preserve_sections(old_body, new_body, protected)
-        new_lines = [cand.shingles(line) for line in new_body.splitlines()]
+        new_lines = [shingles(line) for line in new_body.splitlines()]
         chosen = [k for k in scored.clusters if not k.present and any(
-            cand.containment(k.shingles, line) >= cand.PRESENT_CONTAINMENT for line in new_lines)]
+            containment(k.shingles, line) >= cand.PRESENT_CONTAINMENT for line in new_lines)]
         return DreamPlan(block + new_body, result.reason, [k.text for k in chosen], kept_facts(scored, chosen))
 
     def _model_client(self) -> Any:
+        if self._model is None and self._model_factory is not None:
+            self._model = self._model_factory()
         if self._model is None:
-            if self._model_factory is not None:
-                self._model = self._model_factory()
-            else:
-                from mateclaw_mem.llm.client import ModelClient
-                from mateclaw_mem.llm.usage import UsageLog
-
-                self._model = ModelClient.from_settings(self.settings, usage=UsageLog(self._runs_db_path))
-                self._owns_model = True
-            if self._model is None:
-                from mateclaw_mem.errors import ConfigError
-
-                raise ConfigError("no model configured (model.base-url and model.model are empty): rules mode")
+            raise ConfigError("no model client: model mode needs the shared one (Services.model), and in rules "
+                              "mode (model.base-url and model.model empty) there is none")
         return self._model
 
     def _hits(self, agent: str, owner: str | None, since: datetime) -> Sequence[Any]:
@@ -447,11 +440,7 @@ class DreamingService:
         return {"agent": agent, "daily_notes_archived": moved, "diary_archives": diary}
 
     def close(self) -> None:
-        self.runs.close()
-        if self._owns_model:  # a shared client (from the factory) is closed by its owner
-            closer = getattr(self._model, "close", None)
-            if callable(closer):
-                closer()
+        self.runs.close()  # the model client is shared: its owner (Services) closes it
 
 
 def _short(text: str, limit: int = 120) -> str:

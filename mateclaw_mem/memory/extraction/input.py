@@ -14,7 +14,7 @@ from datetime import datetime, tzinfo
 
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
 from mateclaw_mem.llm.prompts.extraction import TranscriptMessage
-from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction import rules, triage
 from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
 from mateclaw_mem.redaction import redact
 
@@ -44,7 +44,7 @@ def collect(
     with_context: bool, tz: tzinfo,
 ) -> Batch:
     """New messages of `convs` (in that order) up to `cap`; `with_context` adds already-seen ones."""
-    agent, owner = bucket
+    agent, owner = bucket[0], bucket[1] or ""  # the log's spelling of no owner
     batch = Batch([], [], {}, set(), set(), False, 0)
     remaining = cap
     for conv in convs:
@@ -90,7 +90,7 @@ def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo) -> Transcript
 def worth_a_model_call(batch: Batch) -> bool:
     """Triage: an explicit request, or a first-person statement, request or decision in the new
     messages. "How do I…?" and "thanks" are not."""
-    return batch.explicit or any(rules.worth_extracting(t) for t in batch.new_user_texts)
+    return batch.explicit or any(triage.worth_extracting(t) for t in batch.new_user_texts)
 
 
 def daily_tail(daily: str) -> str:

@@ -1,13 +1,22 @@
 """What an extraction answer (model or rules) must pass before anything is written: the repair
-check told to the model, secret redaction, and the shrink guard on PROFILE.md / MEMORY.md."""
+check told to the model, secret redaction, and the shrink guard on PROFILE.md / MEMORY.md; then
+how a checked answer is written (`write_answer`)."""
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.errors import MateclawError
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.redaction import find_secrets, redact
+
+if TYPE_CHECKING:
+    from mateclaw_mem.workspace.store import WorkspaceStore
+
+log = logging.getLogger(__name__)
 
 SHRINK_GUARD_MIN_CHARS = 400  # below this a file may be rewritten freely
 
@@ -68,3 +77,38 @@ def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) ->
             new_body += "\n"
         planned.append((rel, snap, new_body))
     return planned
+
+
+def write_answer(
+    store: WorkspaceStore, agent: str, owner: str | None, run_id: str, result: ExtractionResult, profile: Any,
+    memory: Any, *, actor: str, remember: Callable[..., Any] | None,
+) -> list[str]:
+    """Write a sanitised answer: PROFILE.md / MEMORY.md by compare-and-swap on the snapshots the
+    answer was planned on (ConflictError when a person saved since), structured entries through
+    `remember`, the daily entry last. Returns the files changed."""
+    if not result.should_update:
+        return []
+    planned = planned_file_updates(result, profile, memory)
+    changed: list[str] = []
+    reason = f"extraction: {result.reason}"[:200]
+    for rel, snap, new_body in planned:
+        text = frontmatter.with_body(snap.text, new_body) if snap.exists else new_body
+        res = store.write(agent, rel, text, expected_sha=snap.sha, actor=actor, owner=owner, reason=reason,
+                          batch=run_id)
+        if res.changed:
+            changed.append(rel)
+    for item in result.structured if remember is not None else []:
+        try:
+            out = remember(agent, item.type, item.key, item.text, actor=actor, source=f"conversation {run_id}",
+                           owner=owner)
+        except MateclawError as exc:  # a pinned or hand-edited entry wins; say so, keep the rest
+            log.info("structured entry %s/%s not written: %s", item.type, item.key, exc.message)
+            continue
+        rel = f"structured/{item.type}.md"
+        if getattr(out, "changed", True) and rel not in changed:
+            changed.append(rel)
+    if result.daily_entry is not None and (result.daily_entry.body.strip() or changed):
+        res = store.append_daily(agent, result.daily_entry.title, result.daily_entry.body or result.reason,
+                                 actor=actor, owner=owner, batch=run_id)
+        changed.append(res.rel)
+    return changed

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS extraction_runs (
@@ -41,7 +40,7 @@ class RunOutcome:
 
     run_id: str
     agent: str
-    owner: str
+    owner: str | None
     trigger: str
     mode: str
     outcome: str
@@ -69,21 +68,19 @@ def new_run_id() -> str:
     return "ext-" + uuid.uuid4().hex[:12]
 
 
-class ExtractionRunLog:
+class ExtractionRunLog(SharedConnection):
     def __init__(self, path: Path) -> None:
-        self._db = connect(path)
-        self._db.executescript(_SCHEMA)
-        self._lock = threading.RLock()
+        super().__init__(path, _SCHEMA)
 
     def record(self, out: RunOutcome, now_ms: int) -> None:
         """Keep one run; `now_ms` stands in for a start or finish time the run never set."""
-        with self._lock:
-            self._db.execute(
+        with self._write() as conn:
+            conn.execute(
                 "INSERT INTO extraction_runs(run_id, agent, owner, trigger, mode, started_ms, finished_ms, outcome,"
                 " reason, conversations, new_messages, files_changed, attempts, redactions, error_kind, error)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    out.run_id, out.agent, out.owner, out.trigger, out.mode, out.started_ms or now_ms,
+                    out.run_id, out.agent, out.owner or "", out.trigger, out.mode, out.started_ms or now_ms,
                     out.finished_ms or now_ms, out.outcome, out.reason[:500], ",".join(out.conversations),
                     out.new_messages, ",".join(out.files_changed), out.attempts, out.redactions, out.error_kind,
                     (out.error or "")[:1000] or None,
@@ -99,13 +96,13 @@ class ExtractionRunLog:
         if agent is not None:
             where.append("agent = ?")
             args.append(agent)
-        if owner is not None:
+        if owner is not None:  # "" too: the runs without an owner
             where.append("owner = ?")
             args.append(owner)
         sql = "SELECT * FROM extraction_runs" + (" WHERE " + " AND ".join(where) if where else "")
         sql += " ORDER BY id DESC LIMIT ?"
         with self._lock:
-            rows = self._db.execute(sql, (*args, limit)).fetchall()
+            rows = self._conn.execute(sql, (*args, limit)).fetchall()
         out = []
         for r in rows:
             d = dict(r)
@@ -115,7 +112,3 @@ class ExtractionRunLog:
             d["files_changed"] = [c for c in d["files_changed"].split(",") if c]
             out.append(d)
         return out
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()

@@ -2,14 +2,14 @@
 
 Public API (what the CLI / HTTP / MCP faces call)::
 
-    svc = ExtractionService(settings, store, log, clock=clock)        # model client built from settings
+    svc = ExtractionService(settings, store, log, clock=clock, model=client)  # client: runtime/services.py
     svc.start()                                                       # workers on: resume pending work
-    svc.record_turn(agent, conversation_id, user, assistant, *, owner="", trigger_source="chat",
+    svc.record_turn(agent, conversation_id, user, assistant, *, owner=None, trigger_source="chat",
                     finish_reason=None, memoryless=False) -> TriggerResult
         # logs the turn, applies the gates, schedules extraction off the caller's thread
-    svc.trigger(agent, conversation_id, *, owner="", trigger_source="chat", memoryless=False,
+    svc.trigger(agent, conversation_id, *, owner=None, trigger_source="chat", memoryless=False,
                 last_user_message=None) -> TriggerResult          # for turns already in the log
-    svc.extract_now(agent, conversation_id, owner="") -> RunOutcome  # manual, synchronous, no gates
+    svc.extract_now(agent, conversation_id, owner=None) -> RunOutcome  # manual, synchronous, no gates
     svc.status() -> dict                                              # for `mateclaw-mem status`
     svc.run_due() -> list[tuple[str, str]]                            # start trailing runs whose time came
     svc.wait_idle(timeout=30.0) -> bool                               # tests/benches: wait for the pool
@@ -41,21 +41,21 @@ Behaviour:
   redacted. Output (model or rules, same schema) is validated, redacted again, then written through
   the store: PROFILE/MEMORY replaced only when non-empty and different, by compare-and-swap on the
   hash read before the model was called. If a person edited the file meanwhile, the run starts
-  over against the new content (at most 2 retries). The daily entry is appended last, once.
+  over against the new content (at most 2 retries, workspace/cas.py). The daily entry is appended
+  last, once.
 - A configured model that fails is recorded as an error; the pending work stays and is retried at
   the next trigger. There is no fallback to rules.
 
-Modules: this one is the service (gates, scheduling, runs, writes); `extraction_state` holds the
-state.db bookkeeping, `extraction_input` builds what a run examines (bounds, triage),
-`extraction_output` checks an answer before it is written, `extraction_runs` logs each run.
+Modules: this one is the service (gates and the run); `queue` decides when runs happen (due times,
+coalescing, trailing runs, timers), `state` holds the state.db bookkeeping, `input` builds what a
+run examines (bounds, triage), `output` checks an answer before it is written, `runs` logs each run.
+An owner is None when there is none; "" is only how the SQL columns spell it.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -72,9 +72,9 @@ from mateclaw_mem.errors import (
     NotFoundError,
     RejectedError,
 )
-from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
-from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction.analyse import analyse
 from mateclaw_mem.memory.extraction.input import (
     ASSISTANT_CHARS,
     CONTEXT_MESSAGES,
@@ -83,26 +83,24 @@ from mateclaw_mem.memory.extraction.input import (
     SEEN_CHARS,
     Batch,
     collect,
-    daily_tail,
-    shrunk_transcript,
     worth_a_model_call,
 )
 from mateclaw_mem.memory.extraction.output import (
     SHRINK_GUARD_MIN_CHARS,
     Rejected,
-    check_result,
-    planned_file_updates,
     sanitise,
+    write_answer,
 )
+from mateclaw_mem.memory.extraction.queue import ExtractionQueue
 from mateclaw_mem.memory.extraction.runs import ExtractionRunLog, RunOutcome, new_run_id
 from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
-from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
+from mateclaw_mem.workspace.cas import retry_on_conflict
 from mateclaw_mem.workspace.store import WorkspaceStore
+from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.llm.client import ModelClient
-    from mateclaw_mem.llm.usage import UsageLog
 
 # Re-exported: callers and benches import these from here.
 __all__ = [
@@ -115,6 +113,8 @@ log = logging.getLogger(__name__)
 
 ACTOR = "extraction"
 CONFLICT_RETRIES = 2
+RETRY_NOTE = ("Note: a person edited the memory files while you were working; the versions above are the current "
+              "ones. Keep their edits.")
 NEVER_EXTRACT_SOURCES = frozenset({"consolidation", "dreaming", "dream", "extraction"})
 
 
@@ -137,7 +137,6 @@ class ExtractionService:
         *,
         clock: Clock,
         model: ModelClient | None = None,
-        usage: UsageLog | None = None,
         state_db: Path | None = None,
         runs_db: Path | None = None,
         workers: int = 2,
@@ -153,40 +152,28 @@ class ExtractionService:
         self.log = log_
         self.clock = clock
         self.mem = settings.mate.memory
-        state_dir = settings.state_dir
-        if settings.model.configured:
-            if model is None:
-                # Imported here: the openai package costs ~0.5 s to import and rules mode never needs it.
-                from mateclaw_mem.llm.client import ModelClient
-                from mateclaw_mem.llm.usage import UsageLog
-
-                usage = usage or UsageLog(runs_db or state_dir / "log.db")
-                model = ModelClient.from_settings(settings, usage=usage)
-            self.mode = "model"
-        elif model is not None:
+        # The one model client is built by the composition root (runtime/services.py) and shared.
+        if settings.model.configured and model is None:
+            raise ConfigError("model.base-url / model.model are configured but no model client was given "
+                              "(Services.model builds the shared one)")
+        if model is not None and not settings.model.configured:
             raise ConfigError("a model client was given but model.base-url / model.model are not configured")
-        else:
-            self.mode = "rules"
+        self.mode = "model" if model is not None else "rules"
         self.model = model
         self.triage = triage
-        self.usage = usage or (model.usage if model is not None else None)
-        self._state = ExtractionState(state_db or state_dir / "state.db")
-        self._runs = ExtractionRunLog(runs_db or state_dir / "log.db")
-        self._cv = threading.Condition(threading.RLock())
-        self._running: set[Bucket] = set()
-        self._futures: set[Future[Any]] = set()
-        self._pool = ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="extraction")
-        self._timers_enabled = timers
-        self._timer: threading.Timer | None = None
-        self._timer_due: int | None = None
-        self._started = False  # no worker runs and no timer is armed before start()
-        self._closed = False
+        self.usage = model.usage if model is not None else None
+        self._state = ExtractionState(state_db or settings.state_db)
+        self._runs = ExtractionRunLog(runs_db or settings.log_db)
+        self._queue = ExtractionQueue(
+            self._state, self._now_ms, self._attempt_run, self._record,
+            cooldown_ms=lambda: int(self.mem.cooldown_minutes * 60_000), workers=workers, timers=timers,
+        )
         self._last_skip: dict[str, Any] | None = None
-        self._seq = self._state.max_seq()
 
     @classmethod
     def from_services(cls, services: Any, **kwargs: Any) -> ExtractionService:
-        """Build from a `runtime.services.Services` (settings, store, log, clock)."""
+        """Build from a `runtime.services.Services` (settings, store, log, clock, the shared model)."""
+        kwargs.setdefault("model", services.model)
         return cls(services.settings, services.store, services.log, clock=services.clock, **kwargs)
 
     # -- time ------------------------------------------------------------------------------------
@@ -208,12 +195,13 @@ class ExtractionService:
         user: str,
         assistant: str,
         *,
-        owner: str = "",
+        owner: str | None = None,
         trigger_source: str = "chat",
         finish_reason: str | None = None,
         memoryless: bool = False,
     ) -> TriggerResult:
         """Log one user/assistant turn and schedule extraction for it (gates permitting)."""
+        owner = normalise_owner(owner)
         msgs = [NewMessage("user", user)]
         if assistant:
             msgs.append(NewMessage("assistant", assistant))
@@ -231,12 +219,13 @@ class ExtractionService:
         agent: str,
         conversation_id: str,
         *,
-        owner: str = "",
+        owner: str | None = None,
         trigger_source: str = "chat",
         memoryless: bool = False,
         last_user_message: str | None = None,
     ) -> TriggerResult:
         """Gate and schedule extraction for a conversation whose turns are already in the log."""
+        owner = normalise_owner(owner)
         decision = self._gate(agent, conversation_id, owner, trigger_source, memoryless, last_user_message)
         if not decision.scheduled:
             self._last_skip = {
@@ -244,11 +233,11 @@ class ExtractionService:
                 "at": self._fmt(self._now_ms()),
             }
             return decision
-        when = self._schedule((agent, owner), conversation_id, explicit=decision.explicit)
+        when = self._queue.schedule((agent, owner), conversation_id, explicit=decision.explicit)
         return TriggerResult(True, decision.reason, decision.explicit, when)
 
     def _gate(
-        self, agent: str, conv: str, owner: str, source: str, memoryless: bool, last_user: str | None
+        self, agent: str, conv: str, owner: str | None, source: str, memoryless: bool, last_user: str | None
     ) -> TriggerResult:
         mem = self.mem
         if not mem.auto_summarize_enabled:
@@ -279,86 +268,19 @@ class ExtractionService:
             )
         return TriggerResult(True, "gates passed")
 
-    def _schedule(self, bucket: Bucket, conv: str, *, explicit: bool) -> str:
-        with self._cv:
-            now = self._now_ms()
-            self._seq += 1
-            self._state.add_pending(bucket, conv, self._seq, now)
-            row = self._state.bucket(bucket)
-            due = now if explicit or row["cooldown_until_ms"] <= now else row["cooldown_until_ms"]
-            if row["due_ms"] is not None:
-                due = min(due, row["due_ms"])
-            self._state.set_bucket(bucket, due_ms=due, explicit=1 if explicit or row["explicit"] else 0)
-            if bucket in self._running:
-                return "coalesced"
-            if due <= now:
-                self._submit(bucket, "explicit" if explicit else "auto")
-                return "now"
-            self._arm_timer()
-            return "after cooldown"
-
-    def _submit(self, bucket: Bucket, trigger: str) -> None:
-        if self._closed or not self._started:
-            return  # pending state is in SQLite; the next start picks it up
-        fut = self._pool.submit(self._run_scheduled, bucket, trigger)
-        with self._cv:
-            self._futures.add(fut)
-        fut.add_done_callback(self._forget_future)
-
-    def _forget_future(self, fut: Future[Any]) -> None:
-        with self._cv:
-            self._futures.discard(fut)
-            self._cv.notify_all()
-
     def run_due(self) -> list[Bucket]:
         """Start every bucket whose due time has come (trailing runs, work resumed after a restart)."""
-        started: list[Bucket] = []
-        with self._cv:
-            if not self._started or self._closed:
-                return started
-            now = self._now_ms()
-            for bucket, due_ms in self._state.due_buckets():
-                if due_ms <= now and bucket not in self._running:
-                    self._submit(bucket, "trailing")
-                    started.append(bucket)
-            self._arm_timer()
-        return started
-
-    def _arm_timer(self) -> None:
-        if not self._timers_enabled or self._closed or not self._started:
-            return
-        with self._cv:
-            now = self._now_ms()
-            due = self._state.next_due_after(now)
-            if due is None or (self._timer is not None and self._timer_due is not None and self._timer_due <= due):
-                return
-            if self._timer is not None:
-                self._timer.cancel()
-            timer = threading.Timer(max(0.0, (due - now) / 1000.0) + 0.05, self._on_timer)
-            timer.daemon = True
-            self._timer, self._timer_due = timer, due
-            timer.start()
-
-    def _on_timer(self) -> None:
-        with self._cv:
-            self._timer, self._timer_due = None, None
-        if not self._closed:
-            self.run_due()
+        return self._queue.run_due()
 
     # -- runs ------------------------------------------------------------------------------------
 
-    def _run_scheduled(self, bucket: Bucket, trigger: str) -> RunOutcome | None:
-        with self._cv:
-            if bucket in self._running or self._closed:
-                return None  # the running one sees our pending rows and follows up
-            self._running.add(bucket)
-        return self._run(bucket, trigger)
-
-    def extract_now(self, agent: str, conversation_id: str, owner: str = "", *, timeout: float = 600.0) -> RunOutcome:
+    def extract_now(
+        self, agent: str, conversation_id: str, owner: str | None = None, *, timeout: float = 600.0
+    ) -> RunOutcome:
         """Run extraction for one conversation now, on the caller's thread: no count, length or
         cooldown gate (a memoryless conversation is still never extracted). Waits for a run of the
         same bucket to finish first; raises BusyError if that takes longer than `timeout`."""
-        bucket = (agent, owner)
+        owner = normalise_owner(owner)
         if not self.log.messages(agent, conversation_id, owner=owner, limit=1):
             who = f" (owner {owner})" if owner else ""
             raise NotFoundError(f"no logged messages for conversation {conversation_id!r} of agent {agent!r}{who}")
@@ -368,65 +290,18 @@ class ExtractionService:
                 new_run_id(), agent, owner, "manual", self.mode, "skipped", "memoryless conversation: never extracted",
                 [conversation_id], started_ms=self._now_ms(), finished_ms=self._now_ms(),
             ))
-        with self._cv:
-            if not self._cv.wait_for(lambda: bucket not in self._running, timeout=timeout):
-                raise BusyError(f"extraction for {agent}/{owner or '-'} is still running; try again later")
-            self._running.add(bucket)
-            self._seq += 1
-            self._state.add_pending(bucket, conversation_id, self._seq, self._now_ms())
-        return self._run(bucket, "manual", only=conversation_id)
+        return self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
 
-    def _run(self, bucket: Bucket, trigger: str, *, only: str | None = None) -> RunOutcome:
-        """Runs with `bucket` already marked running; always unmarks it and schedules any follow-up."""
-        outcome: RunOutcome | None = None
-        with self._cv:
-            snapshot_seq = self._seq
-            self._state.set_bucket(bucket, explicit=0)
+    def _attempt_run(self, bucket: Bucket, trigger: str, only: str | None) -> RunOutcome:
+        """One run for the queue; a bug becomes an "internal" error outcome, never a dead worker."""
         try:
-            outcome = self._execute(bucket, trigger, only=only)
+            return self._execute(bucket, trigger, only=only)
         except Exception as exc:  # never kill the worker; say what happened
             log.exception("extraction run for %s failed", bucket)
-            outcome = RunOutcome(
+            return RunOutcome(
                 new_run_id(), bucket[0], bucket[1], trigger, self.mode, "error", "internal error",
                 error_kind="internal", error=f"{type(exc).__name__}: {exc}",
             )
-        finally:
-            self._finish(bucket, outcome, snapshot_seq, only)
-        assert outcome is not None
-        return self._record(outcome)
-
-    def _finish(self, bucket: Bucket, outcome: RunOutcome | None, snapshot_seq: int, only: str | None) -> None:
-        with self._cv:
-            now = self._now_ms()
-            completed = outcome is not None and outcome.outcome in ("updated", "no_change")
-            ok = outcome is not None and outcome.ok
-            if ok:
-                backlog = set(outcome.backlog) if outcome is not None else set()
-                for conv, seq in self._state.pending_seqs(bucket):
-                    if only is not None and conv != only:
-                        continue
-                    if seq <= snapshot_seq and conv not in backlog:
-                        self._state.drop_pending(bucket, conv)
-            if completed:
-                cooldown_ms = int(self.mem.cooldown_minutes * 60_000)
-                self._state.set_bucket(bucket, cooldown_until_ms=now + cooldown_ms)
-            row = self._state.bucket(bucket)
-            if ok:
-                follow = self._state.count_pending(bucket) > 0
-            else:  # failed: only triggers that arrived during the run count; the rest waits for the next one
-                follow = self._state.count_pending(bucket, after_seq=snapshot_seq) > 0
-            if follow:
-                due = now if row["explicit"] or row["cooldown_until_ms"] <= now else row["cooldown_until_ms"]
-                self._state.set_bucket(bucket, due_ms=due)
-            else:
-                self._state.set_bucket(bucket, due_ms=None)
-            self._running.discard(bucket)
-            self._cv.notify_all()
-            if follow and not self._closed:
-                if due <= now:
-                    self._submit(bucket, "follow-up")
-                else:
-                    self._arm_timer()
 
     # -- one run ---------------------------------------------------------------------------------
 
@@ -456,54 +331,45 @@ class ExtractionService:
             self._advance(bucket, batch)
             out.finished_ms = self._now_ms()
             return out
-        store_owner = owner or None
-        retry_note = ""
-        for attempt in range(1, CONFLICT_RETRIES + 2):
-            out.attempts = attempt
-            profile = self.store.read(agent, "PROFILE.md", owner=store_owner)
-            memory = self.store.read(agent, "MEMORY.md", owner=store_owner)
-            daily = self.store.read(agent, self.store.daily_rel(), owner=store_owner)
-            try:
-                result = self._analyse(agent, profile.body, memory.body, daily.body, batch, retry_note)
-            except ModelError as exc:
-                out.outcome, out.error_kind, out.error = "error", exc.kind, exc.message
-                out.reason = f"model failed ({exc.kind}); will retry at the next trigger"
-                break
-            result, redactions = sanitise(result)
-            out.redactions = redactions
-            try:
-                changed = self._apply(agent, store_owner, run_id, result, profile, memory)
-            except ConflictError:
-                retry_note = (
-                    "Note: a person edited the memory files while you were working; the versions above are the "
-                    "current ones. Keep their edits."
-                )
-                if attempt <= CONFLICT_RETRIES:
-                    continue
-                out.outcome, out.error_kind = "error", "conflict"
-                out.error = "the files kept changing while extraction ran; will retry at the next trigger"
-                out.reason = "conflict with concurrent edits"
-                break
-            except Rejected as exc:
-                out.outcome, out.error_kind, out.error = "error", "invalid_output", str(exc)
-                out.reason = "model answer rejected; nothing written"
-                break
-            except RejectedError as exc:  # the store's cumulative erosion guard
-                out.outcome, out.error_kind, out.error = "error", "invalid_output", exc.message
-                out.reason = "model answer rejected by the erosion guard; nothing more written"
-                break
-            except BusyError as exc:
-                out.outcome, out.error_kind, out.error = "error", "busy", exc.message
-                out.reason = "memory files locked; will retry at the next trigger"
-                break
-            except MateclawError as exc:
-                out.outcome, out.error_kind, out.error = "error", exc.code, exc.message
-                out.reason = "write failed"
-                break
+
+        def attempt(n: int) -> tuple[list[str], ExtractionResult]:
+            # Read again on every attempt: a retry plans on what the person saved meanwhile.
+            out.attempts = n + 1
+            profile = self.store.read(agent, "PROFILE.md", owner=owner)
+            memory = self.store.read(agent, "MEMORY.md", owner=owner)
+            daily = self.store.read(agent, self.store.daily_rel(), owner=owner)
+            result = analyse(self.model, self.clock, agent, profile.body, memory.body, daily.body, batch,
+                             RETRY_NOTE if n else "", max_tokens=self.mem.summary_max_tokens * 4)
+            result, out.redactions = sanitise(result)
+            changed = write_answer(self.store, agent, owner, run_id, result, profile, memory, actor=ACTOR,
+                                   remember=self._remember)
+            return changed, result
+
+        try:
+            changed, result = retry_on_conflict(attempt, retries=CONFLICT_RETRIES)
+        except ModelError as exc:
+            out.outcome, out.error_kind, out.error = "error", exc.kind, exc.message
+            out.reason = f"model failed ({exc.kind}); will retry at the next trigger"
+        except ConflictError:
+            out.outcome, out.error_kind = "error", "conflict"
+            out.error = "the files kept changing while extraction ran; will retry at the next trigger"
+            out.reason = "conflict with concurrent edits"
+        except Rejected as exc:
+            out.outcome, out.error_kind, out.error = "error", "invalid_output", str(exc)
+            out.reason = "model answer rejected; nothing written"
+        except RejectedError as exc:  # the store's cumulative erosion guard
+            out.outcome, out.error_kind, out.error = "error", "invalid_output", exc.message
+            out.reason = "model answer rejected by the erosion guard; nothing more written"
+        except BusyError as exc:
+            out.outcome, out.error_kind, out.error = "error", "busy", exc.message
+            out.reason = "memory files locked; will retry at the next trigger"
+        except MateclawError as exc:
+            out.outcome, out.error_kind, out.error = "error", exc.code, exc.message
+            out.reason = "write failed"
+        else:
             out.files_changed = changed
             out.outcome = "updated" if changed else "no_change"
             out.reason = result.reason or ("updated" if changed else "nothing worth remembering")
-            break
         if out.ok:
             self._advance(bucket, batch)
         out.finished_ms = self._now_ms()
@@ -511,68 +377,6 @@ class ExtractionService:
 
     def _advance(self, bucket: Bucket, batch: Batch) -> None:
         self._state.advance(bucket, batch.watermarks, self._now_ms())
-
-    def _analyse(
-        self, agent: str, profile: str, memory: str, daily: str, batch: Batch, retry_note: str
-    ) -> ExtractionResult:
-        today = self.clock.now().strftime("%Y-%m-%d")
-        if self.model is None:
-            return rules.extract(profile=profile, memory=memory, messages=batch.new_user_texts, today=today)
-        tail = daily_tail(daily)
-        transcript = batch.transcript
-        for shrink in (False, True):
-            messages = build_messages(
-                agent=agent,
-                now=self.clock.now().strftime("%Y-%m-%d %H:%M %Z"),
-                profile=redact(profile),
-                memory=redact(memory),
-                daily=redact(tail),
-                transcript=transcript,
-                explicit=batch.explicit,
-                retry_note=retry_note,
-            )
-            try:
-                return self.model.chat_json(
-                    messages, ExtractionResult, step="extraction", max_tokens=self.mem.summary_max_tokens * 4,
-                    check=check_result,
-                )
-            except ModelError as exc:
-                if exc.kind != "context_too_large" or shrink:
-                    raise
-                # Second and last try: no already-seen context, no daily note, shorter messages.
-                tail = ""
-                transcript = shrunk_transcript(batch)
-        raise AssertionError("unreachable")
-
-    def _apply(
-        self, agent: str, owner: str | None, run_id: str, result: ExtractionResult, profile: Any, memory: Any
-    ) -> list[str]:
-        if not result.should_update:
-            return []
-        planned = planned_file_updates(result, profile, memory)
-        changed: list[str] = []
-        reason = f"extraction: {result.reason}"[:200]
-        for rel, snap, new_body in planned:
-            text = frontmatter.with_body(snap.text, new_body) if snap.exists else new_body
-            res = self.store.write(agent, rel, text, expected_sha=snap.sha, actor=ACTOR, owner=owner, reason=reason,
-                                   batch=run_id)
-            if res.changed:
-                changed.append(rel)
-        for item in result.structured if self._remember is not None else []:
-            try:
-                out = self._remember(agent, item.type, item.key, item.text, actor=ACTOR,
-                                     source=f"conversation {run_id}", owner=owner)
-            except MateclawError as exc:  # a pinned or hand-edited entry wins; say so, keep the rest
-                log.info("structured entry %s/%s not written: %s", item.type, item.key, exc.message)
-                continue
-            rel = f"structured/{item.type}.md"
-            if getattr(out, "changed", True) and rel not in changed:
-                changed.append(rel)
-        if result.daily_entry is not None and (result.daily_entry.body.strip() or changed):
-            res = self.store.append_daily(agent, result.daily_entry.title, result.daily_entry.body or result.reason,
-                                          actor=ACTOR, owner=owner, batch=run_id)
-            changed.append(res.rel)
-        return changed
 
     # -- records and status ----------------------------------------------------------------------
 
@@ -589,15 +393,13 @@ class ExtractionService:
     def status(self) -> dict[str, Any]:
         """Mode, buckets (cooldown, pending, next run), last run, recent errors, model usage."""
         now = self._now_ms()
-        with self._cv:
-            running = set(self._running)
+        running = self._queue.running()
         buckets = []
-        for row in self._state.buckets():
-            bucket = (row["agent"], row["owner"])
+        for bucket, row in self._state.buckets():
             pending = self._state.pending(bucket)
             buckets.append({
                 "agent": bucket[0],
-                "owner": bucket[1],
+                "owner": row["owner"],  # as stored ("" = none), as `status` always showed it
                 "running": bucket in running,
                 "cooling_down": row["cooldown_until_ms"] > now,
                 "cooldown_until": self._fmt(row["cooldown_until_ms"]),
@@ -622,11 +424,7 @@ class ExtractionService:
     def start(self) -> None:
         """Start the workers: resume persisted work (due runs now, later ones on their timer). The
         daemon calls this once every service it writes through exists (`Services.start`)."""
-        with self._cv:
-            if self._started or self._closed:
-                return
-            self._started = True
-        self.run_due()
+        self._queue.start()
 
     def stop(self) -> None:
         """Running extractions finish; queued ones stay pending in state.db for the next start."""
@@ -634,21 +432,12 @@ class ExtractionService:
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until no run is queued or running (tests and benches). False on timeout."""
-        with self._cv:
-            return self._cv.wait_for(lambda: not self._futures and not self._running, timeout=timeout)
+        return self._queue.wait_idle(timeout)
 
     def shutdown(self, wait: bool = True) -> None:
         """Stop timers, let running work finish (wait=True), drop queued work: it stays pending in
         state.db and the next service resumes it."""
-        with self._cv:
-            if self._closed:
-                return
-            self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-        self._pool.shutdown(wait=wait, cancel_futures=True)
-        if wait:
+        if self._queue.shutdown(wait) and wait:
             self._state.close()
             self._runs.close()
 

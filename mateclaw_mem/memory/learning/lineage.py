@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace.store import ALWAYS_ON, sha256
+from mateclaw_mem.workspace.listing import ALWAYS_ON
+from mateclaw_mem.workspace.store import sha256
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock

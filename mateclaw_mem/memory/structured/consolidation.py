@@ -13,8 +13,10 @@ Safety, whatever the model answers (the same gate checks rules mode):
 - every input key is accounted for exactly once: kept, merged into another, or dropped with a reason;
 - locked entries — pinned, or edited by a person since the last machine write (from the file's
   history) — are kept verbatim under their own key;
-- the write is compare-and-swap against the version read, and the previous version is kept in
-  history under the run's batch id (`mateclaw-mem undo AGENT --run ID` undoes a whole run).
+- the write is compare-and-swap against the version read (workspace/cas.py, no retry: a bucket a
+  person changed meanwhile has a new hash, so the next run takes it up again), and the previous
+  version is kept in history under the run's batch id (`mateclaw-mem undo AGENT --run ID` undoes a
+  whole run).
 
 Rules mode merges exact and near-exact duplicates (same normalised text, or token Jaccard ≥ 0.8):
 the newest entry of a group absorbs the others; a locked member absorbs them instead.
@@ -26,11 +28,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 from filelock import FileLock, Timeout
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import BusyError, ConflictError, ModelError
 from mateclaw_mem.index.tokenizer import tokenize
 from mateclaw_mem.llm.prompts import structured_consolidation as prompt
@@ -40,6 +41,7 @@ from mateclaw_mem.markdown import structured as fmt
 from mateclaw_mem.markdown.structured import Entry
 from mateclaw_mem.memory.structured.entries import PERSON, TYPES
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace.cas import retry_on_conflict
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 ACTOR = "consolidation"
+CONFLICT_RETRIES = 0  # a conflicting bucket waits for the next run (its hash changed, so it is due)
 JACCARD_MERGE = 0.8
 SOURCE_MAX = 200
 
@@ -114,8 +117,7 @@ class StructuredConsolidation:
         self.min_entries = min_entries
         self.max_owners_per_run = max_owners_per_run
         self.client = client
-        self._db = connect(state_db)
-        self._db.executescript(_SCHEMA)
+        self._db = _Bookkeeping(state_db)
         self._run_lock = FileLock(str(state_db.parent / "structured-consolidation.lock"))
 
     @property
@@ -167,12 +169,8 @@ class StructuredConsolidation:
         return report
 
     def _owners(self, agent: str) -> list[str | None]:
-        owners: list[str | None] = [None]
-        if self.store.owner_isolation:
-            base = self.store.agent_dir(agent) / "owners"
-            if base.is_dir():
-                owners += sorted(unquote(p.name) for p in base.iterdir() if p.is_dir())
-        return owners
+        """The agent-level bucket (None) first, then each owner's personal memory."""
+        return [None, *self.store.owners(agent)]
 
     def _due(self, agent: str, owner: str | None, type_: str) -> bool:
         snap = self.store.read(agent, f"structured/{type_}.md", owner=owner)
@@ -180,15 +178,18 @@ class StructuredConsolidation:
             return False
         if len(fmt.parse(snap.body).entries) < self.min_entries:
             return False
-        row = self._db.execute(
-            "SELECT sha FROM structured_consolidation_buckets WHERE agent=? AND owner=? AND type=?",
-            (agent, owner or "", type_),
-        ).fetchone()
-        return row is None or row["sha"] != snap.sha
+        return self._db.sha(agent, owner, type_) != snap.sha
 
     # -- one bucket --------------------------------------------------------------------------------
 
     def _bucket(self, agent: str, owner: str | None, type_: str, run_id: str) -> BucketResult:
+        try:
+            return retry_on_conflict(lambda _n: self._attempt(agent, owner, type_, run_id),
+                                     retries=CONFLICT_RETRIES)
+        except _Conflict as exc:
+            return exc.result
+
+    def _attempt(self, agent: str, owner: str | None, type_: str, run_id: str) -> BucketResult:
         rel = f"structured/{type_}.md"
         snap = self.store.read(agent, rel, owner=owner)
         block, body = frontmatter.split(snap.text)
@@ -223,7 +224,7 @@ class StructuredConsolidation:
                                       reason=f"structured consolidation: {n} -> {len(new_entries)} entries",
                                       batch=run_id)
         except ConflictError as exc:
-            return BucketResult(agent, owner, type_, n, n, "conflict", exc.message)
+            raise _Conflict(exc.message, BucketResult(agent, owner, type_, n, n, "conflict", exc.message)) from None
         self._record(agent, owner, type_, result.sha)
         dropped = redact("; ".join(f"{d.key}: {d.reason}" for d in plan.dropped))
         return BucketResult(agent, owner, type_, n, len(new_entries), "updated",
@@ -250,28 +251,67 @@ class StructuredConsolidation:
     # -- bookkeeping -------------------------------------------------------------------------------
 
     def _record(self, agent: str, owner: str | None, type_: str, sha: str) -> None:
-        self._db.execute(
-            "INSERT INTO structured_consolidation_buckets (agent, owner, type, sha, at) VALUES (?, ?, ?, ?, ?)"
-            " ON CONFLICT(agent, owner, type) DO UPDATE SET sha=excluded.sha, at=excluded.at",
-            (agent, owner or "", type_, sha, self.clock.now().isoformat(timespec="seconds")),
-        )
+        self._db.record(agent, owner, type_, sha, self.clock.now().isoformat(timespec="seconds"))
 
     def _cursor(self, scope: str) -> str:
-        row = self._db.execute("SELECT last_owner FROM structured_consolidation_cursor WHERE scope=?",
-                               (scope,)).fetchone()
-        return row["last_owner"] if row else ""
+        return self._db.cursor(scope)
 
     def _set_cursor(self, scope: str, key: str) -> None:
-        self._db.execute(
-            "INSERT INTO structured_consolidation_cursor (scope, last_owner) VALUES (?, ?)"
-            " ON CONFLICT(scope) DO UPDATE SET last_owner=excluded.last_owner",
-            (scope, key),
-        )
+        self._db.set_cursor(scope, key)
 
     def status(self) -> dict[str, Any]:
-        row = self._db.execute("SELECT COUNT(*) AS n, MAX(at) AS last FROM structured_consolidation_buckets"
-                               ).fetchone()
-        return {"mode": self.mode, "buckets_consolidated": row["n"], "last": row["last"]}
+        return {"mode": self.mode, **self._db.totals()}
+
+
+class _Conflict(ConflictError):
+    """A bucket's conflict, carrying what to report once no retry is left."""
+
+    def __init__(self, message: str, result: BucketResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class _Bookkeeping(SharedConnection):
+    """state.db: each bucket's hash at its last consolidation, and the rotation cursor per scope."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+    def sha(self, agent: str, owner: str | None, type_: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT sha FROM structured_consolidation_buckets WHERE agent=? AND owner=? AND type=?",
+                (agent, owner or "", type_),
+            ).fetchone()
+        return row["sha"] if row else None
+
+    def record(self, agent: str, owner: str | None, type_: str, sha: str, at: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO structured_consolidation_buckets (agent, owner, type, sha, at) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT(agent, owner, type) DO UPDATE SET sha=excluded.sha, at=excluded.at",
+                (agent, owner or "", type_, sha, at),
+            )
+
+    def cursor(self, scope: str) -> str:
+        with self._lock:
+            row = self._conn.execute("SELECT last_owner FROM structured_consolidation_cursor WHERE scope=?",
+                                     (scope,)).fetchone()
+        return row["last_owner"] if row else ""
+
+    def set_cursor(self, scope: str, key: str) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO structured_consolidation_cursor (scope, last_owner) VALUES (?, ?)"
+                " ON CONFLICT(scope) DO UPDATE SET last_owner=excluded.last_owner",
+                (scope, key),
+            )
+
+    def totals(self) -> dict[str, Any]:
+        with self._lock:
+            row = self._conn.execute(
+                "SELECT COUNT(*) AS n, MAX(at) AS last FROM structured_consolidation_buckets").fetchone()
+        return {"buckets_consolidated": row["n"], "last": row["last"]}
 
 
 def _owner_key(agent: str, owner: str | None) -> str:

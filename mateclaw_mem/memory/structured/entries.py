@@ -131,10 +131,10 @@ class StructuredMemory:
         # Parsed files keyed by path, reused while the text is unchanged: prompts are built far more
         # often than structured files change, and parsing 1,000 entries costs more than reading them.
         self._cache: dict[str, tuple[str, list[Entry]]] = {}
-        self._pool_cache: dict[tuple[str, str | None], tuple[tuple[list[Entry], ...], _Pool]] = {}
+        # The two below are keyed by the agent's (or owner's) folder, `store.agent_key`.
+        self._pool_cache: dict[str, tuple[tuple[list[Entry], ...], _Pool]] = {}
         self._cache_lock = threading.Lock()
-        self._block_cache: dict[tuple[str, str | None], tuple[tuple[list[Entry], ...], tuple[int, int],
-                                                                StructuredBlock]] = {}
+        self._block_cache: dict[str, tuple[tuple[list[Entry], ...], tuple[int, int], StructuredBlock]] = {}
 
     @staticmethod
     def rel(type_: str) -> str:
@@ -255,7 +255,8 @@ class StructuredMemory:
         """User and feedback entries within the char and per-type budgets (see the module doc)."""
         by_type = {t: self.entries(agent, t, owner=owner) for t in ALWAYS_ON_TYPES}
         # The parsed lists are reused objects while the files are unchanged, so identity is the key.
-        ident = (agent, owner)
+        # Keyed by folder: without owner isolation every owner reads the same files.
+        ident = self.store.agent_key(agent, owner)
         hit = self._block_cache.get(ident)
         if hit is not None and hit[1] == (self.max_chars, self.max_entries_per_type) and all(
                 a is b for a, b in zip(hit[0], by_type.values(), strict=True)):
@@ -333,11 +334,12 @@ class StructuredMemory:
     def _pool(self, agent: str, owner: str | None) -> _Pool:
         """Project/reference candidates with an inverted index, rebuilt only when a file changed."""
         lists = tuple(self.entries(agent, t, owner=owner) for t in ON_DEMAND_TYPES)
-        hit = self._pool_cache.get((agent, owner))
+        ident = self.store.agent_key(agent, owner)
+        hit = self._pool_cache.get(ident)
         if hit is not None and all(a is b for a, b in zip(hit[0], lists, strict=True)):
             return hit[1]
         pool = _Pool([TypedEntry(t, e) for t, entries in zip(ON_DEMAND_TYPES, lists, strict=True) for e in entries])
-        self._pool_cache[(agent, owner)] = (lists, pool)
+        self._pool_cache[ident] = (lists, pool)
         return pool
 
     @staticmethod

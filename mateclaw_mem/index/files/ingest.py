@@ -1,0 +1,207 @@
+"""Writing the file index: one file at a time (ingest, delete), the conversation log's new
+messages, and the full rebuild.
+
+A full rebuild builds `*_new` tables beside the live ones, in batches, and swaps them in one
+transaction: searches keep reading the old tables (WAL snapshots) and never see a half-built
+index. Writes made meanwhile land in the old tables; the reconcile that follows the swap re-reads
+any file whose mtime or size no longer matches.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mateclaw_mem.errors import InvalidInputError, InvalidPathError
+from mateclaw_mem.index.chunker import chunk_file
+from mateclaw_mem.index.files.storage import FileStorage, schema
+from mateclaw_mem.index.sources import MessageSource
+
+if TYPE_CHECKING:
+    from mateclaw_mem.workspace.store import WorkspaceStore
+
+log = logging.getLogger(__name__)
+
+_BATCH_FILES = 200
+_AUTOMERGE = 4  # FTS5's default: what ingests after a rebuild run with
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    agent: str
+    owner: str | None
+    rel: str
+    changed: bool  # the index content changed (new, edited or removed file)
+    deleted: bool = False
+    chunks: int = 0
+
+
+@dataclass(frozen=True)
+class RebuildReport:
+    files: int
+    chunks: int
+    messages: int
+    skipped: list[str]
+
+
+def filed_owner(store: WorkspaceStore, owner: str | None) -> str | None:
+    """The owner a file of `owner` is filed under: owner folders exist only with owner isolation
+    on; otherwise every file is shared (None). "" is taken as None."""
+    return owner if owner and store.owner_isolation else None
+
+
+def ingest(
+    db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str, *, verify: bool = False,
+    force: bool = False,
+) -> IngestResult:
+    """Bring one file's index rows in line with the disk (a missing file is removed).
+
+    By default an unchanged mtime and size means "unchanged" without reading the file; `verify`
+    reads it and compares the hash and the chunk count (what a deep reconcile does); `force`
+    re-chunks it regardless."""
+    owner = filed_owner(store, owner)
+    try:
+        path = store.path(agent, rel, owner)
+    except InvalidPathError:
+        return delete(db, store, agent, owner, rel)
+    try:
+        st = os.stat(path)  # before the read: a change after it shows up as a newer mtime later
+    except OSError:
+        return delete(db, store, agent, owner, rel)
+    row = db.file_row(agent, owner, rel)
+    same_stat = row is not None and row["mtime"] == st.st_mtime and row["size"] == st.st_size
+    if same_stat and not (verify or force):
+        return IngestResult(agent, owner, rel, changed=False)
+    try:
+        snap = store.read(agent, rel, owner=owner)
+    except (InvalidInputError, InvalidPathError) as exc:
+        log.warning("not indexing %s/%s: %s", agent, rel, exc)
+        return delete(db, store, agent, owner, rel)
+    if not snap.exists:
+        return delete(db, store, agent, owner, rel)
+    chunks = chunk_file(rel, snap.text)
+    if not force and row is not None and row["sha"] == snap.sha:
+        intact = not verify or db.chunk_count(row["id"]) == len(chunks)
+        if intact:
+            if not same_stat:
+                with db.tx() as conn:  # touched but unchanged: remember the new stat, skip the work
+                    conn.execute("UPDATE files SET mtime = ?, size = ? WHERE id = ?",
+                                 (st.st_mtime, st.st_size, row["id"]))
+            return IngestResult(agent, owner, rel, changed=False)
+    with db.tx() as conn:
+        db.delete_file(conn, "", agent, owner, rel)
+        db.insert_file(conn, "", agent, owner, rel, st.st_mtime, st.st_size, snap.sha, chunks)
+        db.mark_synced(conn)
+    return IngestResult(agent, owner, rel, changed=True, chunks=len(chunks))
+
+
+def delete(db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str) -> IngestResult:
+    owner = filed_owner(store, owner)
+    with db.tx() as conn:
+        removed = db.delete_file(conn, "", agent, owner, rel)
+        if removed:
+            db.mark_synced(conn)
+    return IngestResult(agent, owner, rel, changed=removed, deleted=True)
+
+
+def sync_messages(db: FileStorage, source: MessageSource, *, batch: int = 1000) -> int:
+    """Index log messages beyond the stored watermark. Cheap when there is nothing new."""
+    added = 0
+    while True:
+        watermark = db.watermark(db.reader())
+        messages = source.since(watermark, limit=batch)
+        if not messages:
+            return added
+        with db.tx() as conn:
+            # Re-read inside the transaction: another process may have indexed these already.
+            current = db.watermark(conn)
+            fresh = [m for m in messages if m.id > current]
+            added += db.insert_messages(conn, "", fresh)
+            if fresh:
+                conn.execute(
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)",
+                    (str(max(m.id for m in fresh)),),
+                )
+        if len(messages) < batch:
+            return added
+
+
+def rebuild(
+    db: FileStorage, store: WorkspaceStore, source: MessageSource | None,
+    progress: Callable[[int, int], None] | None,
+) -> RebuildReport:
+    """Build every table aside and swap it in at once; the caller holds the rebuild lock."""
+    s = "_new"
+    with db.tx() as conn:
+        for t in ("files", "chunks", "fts"):
+            conn.execute(f"DROP TABLE IF EXISTS {t}{s}")  # a crashed earlier build
+    # executescript commits implicitly; run it outside our explicit transaction.
+    with db.write_lock:
+        db.w.executescript(schema(s))
+        # No incremental merging while the table is only appended to: one merge at the end
+        # (`optimize`) costs less than the repeated ones and leaves one segment per term.
+        db.w.execute(f"INSERT INTO fts{s} (fts{s}, rank) VALUES ('automerge', 0)")
+    files = list(store.walk_files())
+    total = len(files)
+    done = chunks = 0
+    skipped: list[str] = []
+    if progress:
+        progress(0, total)
+    for start in range(0, total, _BATCH_FILES):
+        prepared = []
+        for f in files[start : start + _BATCH_FILES]:
+            try:
+                snap = store.read(f.agent, f.rel, owner=f.owner)
+            except (InvalidInputError, InvalidPathError) as exc:
+                skipped.append(f"{f.agent}/{f.rel}: {exc}")
+                continue
+            if snap.exists:
+                prepared.append((f, snap.sha, chunk_file(f.rel, snap.text)))
+        with db.tx() as conn:
+            for f, sha, file_chunks in prepared:
+                db.insert_file(conn, s, f.agent, f.owner, f.rel, f.mtime, f.size, sha, file_chunks)
+                chunks += len(file_chunks)
+        done = min(total, start + _BATCH_FILES)
+        if progress:
+            progress(done, total)
+    messages = 0
+    watermark = 0
+    if source is not None:
+        while True:
+            batch = source.since(watermark, limit=1000)
+            if not batch:
+                break
+            with db.tx() as conn:
+                messages += db.insert_messages(conn, s, batch)
+            watermark = max(m.id for m in batch)
+    with db.tx() as conn:
+        conn.execute(f"INSERT INTO fts{s} (fts{s}) VALUES ('optimize')")
+        conn.execute(f"INSERT INTO fts{s} (fts{s}, rank) VALUES ('automerge', {_AUTOMERGE})")
+    with db.tx() as conn:
+        for t in ("fts", "chunks", "files"):
+            conn.execute(f"DROP TABLE IF EXISTS {t}")
+            conn.execute(f"ALTER TABLE {t}{s} RENAME TO {t}")
+        conn.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)", (str(watermark),)
+        )
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rebuilt_ms', ?)", (str(db.now_ms()),))
+        db.set_tokenizer(conn)
+        db.mark_synced(conn)
+    # Give back the dropped tables' pages and the WAL the build grew (both as large as the index).
+    with db.write_lock:
+        try:
+            if db.w.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                # A file made before auto_vacuum was applied: one full VACUUM (seconds at 100k
+                # sections) makes it incremental and gives the dropped tables back now.
+                db.w.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                db.w.execute("VACUUM")
+            # Through executescript: `execute` steps this pragma once, which frees a single page.
+            db.w.executescript("PRAGMA incremental_vacuum;")
+            db.w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:  # the new index is in place; only disk space is not yet returned
+            log.warning("could not compact %s after the rebuild: %s", db.path, exc)
+    return RebuildReport(files=total - len(skipped), chunks=chunks, messages=messages, skipped=skipped)

@@ -1,0 +1,143 @@
+"""Reading the file index for search: FTS5 matches, chunks by id or scope, corpus statistics."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mateclaw_mem.index.chunker import SCOPES
+from mateclaw_mem.index.files.storage import FileStorage, owner_of, stored_owner, tag
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    agent: str
+    owner: str | None
+    rel: str
+    kind: str
+    title: str
+    line_start: int
+    line_end: int
+    text: str
+    tokens: str  # the body tokens, space-joined (for coverage)
+    bm25: float  # FTS5 bm25: lower is better
+    ts_ms: int | None
+    conversation_id: str | None
+    message_id: int | None
+    sha: str
+    title_tokens: str = ""  # the title tokens as indexed, space-joined ("" for a message: never matched)
+
+
+def _quote(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def _candidate(r: sqlite3.Row, bm25: float) -> Candidate:
+    return Candidate(
+        id=r["id"], agent=r["agent"], owner=owner_of(r["owner"]), rel=r["rel"], kind=r["kind"], title=r["title"],
+        line_start=r["line_start"], line_end=r["line_end"], text=r["text"], tokens=r["tokens"], bm25=bm25,
+        ts_ms=r["ts_ms"], conversation_id=r["conversation_id"], message_id=r["message_id"], sha=r["sha"],
+        title_tokens=r["title_tokens"],
+    )
+
+
+def match(
+    db: FileStorage,
+    match: str,
+    *,
+    agent: str,
+    owners: Sequence[str | None],
+    scope: str,
+    limit: int,
+    ranked: bool = True,
+    title_weight: float = 2.0,
+) -> list[Candidate]:
+    """Chunks matching an FTS5 expression, in the agent/owners/scope given (owner None: the shared
+    ones), best bm25 first (`ranked=False`: newest rows first, without bm25; they come back with
+    `bm25 = 0`).
+
+    Ranked, the scope is checked on the `chunks` row of each match, not by tag tokens in the
+    MATCH: FTS5's bm25 computes an IDF for every phrase of the expression by walking its whole
+    doclist, and a tag is in every chunk of its agent - at 100k chunks that walk was 3/4 of a
+    search. Callers keep ranked expressions small (`search.CANDIDATE_BUDGET`), so the row checks
+    are bounded. Unranked, nothing is scored and a query may match most of the index, so the
+    tags stay in the MATCH: FTS5 seeks through their doclists and stops after `limit` rows.
+
+    No column filter (`{title body} : ...`) on purpose: it makes FTS5 read every position list
+    (5x slower at 10k chunks), and tag tokens are 17-character hashes no query word equals."""
+    stored = [stored_owner(o) for o in owners]
+    if ranked:
+        where = ["c.agent = ?", f"c.owner IN ({','.join('?' * len(stored))})"]
+        params: list = [match, agent, *stored]
+        if scope != "all":
+            kinds = SCOPES[scope]
+            where.append(f"c.kind IN ({','.join('?' * len(kinds))})")
+            params.extend(kinds)
+        params.append(limit)
+        # The inner select sorts narrow (id, bm) rows; the wide columns are read for the winners only.
+        sql = (
+            "SELECT c.*, t.body AS tokens, t.title AS title_tokens, f.bm AS bm FROM ("
+            f"  SELECT m.rowid AS id, m.bm AS bm FROM ("
+            f"    SELECT rowid, bm25(fts, {float(title_weight)}, 1.0, 0.0) AS bm FROM fts WHERE fts MATCH ?"
+            "  ) AS m JOIN chunks AS k ON k.id = m.rowid"
+            f"  WHERE {' AND '.join(w.replace('c.', 'k.') for w in where)} ORDER BY m.bm LIMIT ?"
+            ") AS f JOIN chunks AS c ON c.id = f.id JOIN fts AS t ON t.rowid = f.id ORDER BY f.bm, f.id"
+        )
+    else:
+        filters = [_quote(tag("a", agent)), "(" + " OR ".join(_quote(tag("o", o)) for o in stored) + ")"]
+        if scope != "all":
+            filters.append(_quote(tag("s", scope)))
+        params = [f"({match}) AND " + " AND ".join(filters), limit]
+        sql = (
+            "SELECT c.*, f.body AS tokens, f.title AS title_tokens, 0.0 AS bm FROM ("
+            "  SELECT rowid, title, body FROM fts WHERE fts MATCH ? ORDER BY rowid DESC LIMIT ?"
+            ") AS f JOIN chunks AS c ON c.id = f.rowid ORDER BY c.id DESC"
+        )
+    return [_candidate(r, r["bm"]) for r in db.read(sql, params)]
+
+
+def chunks_by_ids(db: FileStorage, ids: list[int]) -> list[Candidate]:
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = db.read(
+        f"SELECT c.*, f.body AS tokens, f.title AS title_tokens FROM chunks c JOIN fts f ON f.rowid = c.id"
+        f" WHERE c.id IN ({marks})", ids
+    )
+    return [_candidate(r, 0.0) for r in rows]
+
+
+def scope_chunks(
+    db: FileStorage, *, agent: str, owners: Sequence[str | None], kinds: Sequence[str]
+) -> list[tuple[int, str, str]]:
+    """(id, sha, text-for-embedding) of every chunk in a scope (dense retrieval)."""
+    om, km = ",".join("?" * len(owners)), ",".join("?" * len(kinds))
+    rows = db.read(
+        f"SELECT id, sha, title, text FROM chunks WHERE agent = ? AND owner IN ({om}) AND kind IN ({km})",
+        [agent, *(stored_owner(o) for o in owners), *kinds],
+    )
+    return [(r["id"], r["sha"], (r["title"] + "\n" + r["text"]).strip()) for r in rows]
+
+
+def corpus_stats(db: FileStorage) -> tuple[int, float]:
+    """(number of chunks, average tokens per chunk), cached until the database changes."""
+    conn = db.reader()
+    version = conn.execute("PRAGMA data_version").fetchone()[0]
+    cached = getattr(db.local, "stats", None)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    row = db.read("SELECT COUNT(*), AVG(ntok) FROM chunks")[0]
+    stats = (int(row[0]), float(row[1] or 0.0))
+    db.local.stats = (version, stats)  # data_version moves on any other connection's commit
+    return stats
+
+
+def doc_freqs(db: FileStorage, terms: list[str]) -> dict[str, int]:
+    """How many chunks hold each term (any column; tag tokens never collide with words)."""
+    if not terms:
+        return {}
+    marks = ",".join("?" * len(terms))
+    rows = db.read(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms)
+    return {r["term"]: r["doc"] for r in rows}

@@ -1,0 +1,2 @@
+"""The Add/Search message index (`messages.db`): storage, per-owner views, ranking; `index.MessageIndex`
+composes them."""

@@ -1,0 +1,156 @@
+"""Per-message search over the conversation log, in `workspace/.mateclaw/messages.db`.
+
+Derived data: everything is rebuilt from `log.db` by `rebuild(log)`, and `sync(log)` catches up on
+whatever the log holds beyond the stored watermark (so a crash between the log commit and indexing
+loses nothing - the next sync indexes it). Its own file so it never contends with the workspace
+file index in `index.db`.
+
+`MessageIndex` composes the three parts: `storage` (the SQLite tables, written from the log and the
+fact store), `view` (each owner's documents parsed into memory, kept up to date incrementally: the
+candidates are the postings of the query terms) and `ranking` (BM25F and the conversation-aware
+boosts, pure functions of a view and a query).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mateclaw_mem.index.messages.ranking import Ranking, rank
+from mateclaw_mem.index.messages.storage import FACT_BASE, MessageStorage
+from mateclaw_mem.index.messages.view import OwnerView, parse_doc
+from mateclaw_mem.index.sources import FactSource, MessageSource
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: int
+    agent: str
+    owner: str | None
+    conversation_id: str
+    role: str
+    speaker: str | None
+    content: str
+    ts_ms: int
+    score: float
+
+
+class MessageIndex:
+    """Thread-safe (one connection behind a lock); `sync` is idempotent and crash-safe."""
+
+    _MAX_VIEWS = 64  # owners kept parsed in memory (least recently used evicted)
+
+    def __init__(self, db_path: Path, ranking: Ranking | None = None) -> None:
+        self.path = db_path
+        self.ranking = ranking or Ranking()
+        self._storage = MessageStorage(db_path)
+        self._lock = self._storage.lock
+        self._views: OrderedDict[tuple[str, str | None], OwnerView] = OrderedDict()
+
+    def redacted_on_migration(self) -> int | None:
+        """Documents the one-time migration redacted in place (for `status`); None: not run."""
+        return self._storage.redacted_on_migration()
+
+    def stale_tokenizer(self) -> str | None:
+        """The tokenizer this index was built with when it is not the current one, else None."""
+        return self._storage.stale_tokenizer()
+
+    def watermark(self) -> int:
+        return self._storage.watermark()
+
+    def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
+        """Index every log message after the watermark; returns how many were indexed."""
+        return self._storage.sync(log, batch=batch)
+
+    def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
+        """Index every stored fact after the fact watermark (call after `sync`)."""
+        return self._storage.sync_facts(facts, batch=batch)
+
+    def rebuild(self, log: MessageSource, facts: FactSource | None = None, *, batch: int = 1000) -> int:
+        """Index the whole log (and the facts) again, built aside and swapped in at once."""
+        done = self._storage.rebuild(log, facts, batch=batch)
+        with self._lock:
+            self._views.clear()  # a new generation: every view would be parsed afresh anyway
+        return done
+
+    # ------------------------------------------------------------------ search
+
+    def _view(self, agent: str, owner: str | None) -> OwnerView | None:
+        """The owner's parsed documents, brought up to date. Call with the lock held."""
+        key = (agent, owner)
+        view = self._views.get(key)
+        store = self._storage
+        # Nothing committed since the view was last checked (by us: own writes; by any other
+        # connection: data_version): skip the per-owner count query, most searches take this path.
+        stamp = store.stamp()
+        if view is not None and view.stamp == stamp:
+            self._views.move_to_end(key)
+            return view
+        row = store.summary(agent, owner)
+        if not row["n"]:
+            return None
+        if view is not None and view.generation != row["generation"]:
+            view = None  # rebuilt (by another process, perhaps with other tokens): parse afresh
+        if view is not None and (view.last_id, view.last_fact, view.n) == (row["last"], row["last_fact"], row["n"]):
+            view.stamp = stamp
+            self._views.move_to_end(key)
+            return view
+        if view is not None:
+            # Incremental: the rows after the view's last ids, plus each touched conversation's
+            # previous tail turn (its `nb` field grew when the next turn arrived).
+            new = [parse_doc(r) for r in store.doc_rows(
+                agent, owner, "((d.id > ? AND d.id < ?) OR d.id > ?)", (view.last_id, FACT_BASE, view.last_fact))]
+            if view.n + len(new) == row["n"] and new:
+                tails = {view.tail[c] for c in {d.conversation_id for d in new if d.id < FACT_BASE}
+                         if c in view.tail}
+                marks = ",".join("?" * len(tails))
+                grown = [parse_doc(r) for r in store.doc_rows(agent, owner, f"d.id IN ({marks})", tuple(tails))
+                         ] if tails else []
+                view.apply(grown + new)
+                view.stamp = stamp
+                self._views.move_to_end(key)
+                return view
+            # Counts disagree (a rebuild under us, another process's odd history): start over.
+        view = OwnerView()
+        view.generation = row["generation"]
+        view.apply([parse_doc(r) for r in store.doc_rows(agent, owner, "1", ())])
+        view.stamp = stamp
+        self._views[key] = view
+        while len(self._views) > self._MAX_VIEWS:
+            self._views.popitem(last=False)
+        return view
+
+    def search(
+        self,
+        agent: str,
+        owner: str | None,
+        query: str,
+        *,
+        limit: int,
+        options: Iterable[str] = (),
+    ) -> list[Hit]:
+        """The owner's messages best matching `query`, best first, at most `limit` (owner None:
+        the agent's messages that have no owner; "" is taken to mean the same)."""
+        if limit <= 0:
+            return []
+        owner = owner or None
+        # The whole search holds the lock: the view is updated in place by the next search after
+        # an Add, and ranking is pure Python (GIL-bound), so there is no parallelism to lose.
+        with self._lock:
+            view = self._view(agent, owner)
+            if view is None:
+                return []
+            top = rank(view, query, options, self.ranking, limit=limit)
+            return [self._hit(view, agent, owner, s, i) for s, i in top]
+
+    @staticmethod
+    def _hit(view: OwnerView, agent: str, owner: str | None, score: float, doc_id: int) -> Hit:
+        d = view.by_id[doc_id]
+        return Hit(id=doc_id, agent=agent, owner=owner, conversation_id=d.conversation_id, role=d.role,
+                   speaker=d.speaker, content=d.content, ts_ms=d.ts_ms, score=round(score, 6))
+
+    def close(self) -> None:
+        self._storage.close()
+

@@ -1,0 +1,403 @@
+"""The SQLite side of the message index: `docs` and `fts` tables in `messages.db`, kept in step
+with the conversation log (and the fact store), and the rebuild built aside.
+
+Each message is one document with fields (all tokenized by `index.tokenizer`):
+
+- `body`: the message's own text (without its "Speaker:" prefix).
+- `ctx`:  the turn just before it, when that turn is another speaker's question - an answer such
+  as "Luna and Oliver!" shares no words with "What are your cats called?".
+- `nb`:   the neighbouring turns (previous and next), low weight, for recall.
+- `dt`:   month, year and weekday of the message time, so "in May 2023" can match.
+
+Owners: `None` is "no owner" everywhere above this module; the tables store it as "" (`stored_owner`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mateclaw_mem.db import connect, immediate, migrated, run_once
+from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
+from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
+from mateclaw_mem.redaction import redact
+
+_META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+
+
+def _tables(s: str = "") -> str:
+    """The derived tables; `s` is a suffix for a copy built aside (see `MessageStorage.rebuild`)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS docs{s} (
+    id INTEGER PRIMARY KEY,            -- the log's message id
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    speaker TEXT,                      -- parsed "Name:" prefix, NULL when there was none
+    content TEXT NOT NULL,             -- the message exactly as stored in the log
+    ts_ms INTEGER NOT NULL,
+    is_question INTEGER NOT NULL,
+    body_len INTEGER NOT NULL,
+    ctx_len INTEGER NOT NULL,
+    nb_len INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS docs_by_owner{s} ON docs{s} (agent, owner, id);
+CREATE INDEX IF NOT EXISTS docs_by_conversation{s} ON docs{s} (agent, owner, conversation_id, id);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts{s} USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');
+"""
+
+
+_SCHEMA = _META + _tables()
+_REDACTED = "redacted:messages.db"  # `meta` marker (and count) of the one-time redaction in place
+
+FIELDS = ("body", "ctx", "nb", "dt")
+# "Caroline: text" - a short name before a colon. Up to four words and no sentence punctuation,
+# so "Note: buy milk" is a false positive we accept (it only changes how the line is displayed).
+_SPEAKER_RE = re.compile(r"^([^\s:?!.,][^:?!\n]{0,39}?):\s+(?=\S)")
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
+          "october", "november", "december")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+# Facts (model mode) live in the same documents table with ids from here on, so one view, one
+# set of statistics and one ranking cover both; log message ids never get near 2**40.
+FACT_BASE = 1 << 40
+
+
+def split_speaker(content: str) -> tuple[str | None, str]:
+    """("Caroline", "hi") for "Caroline: hi"; (None, content) when there is no speaker prefix."""
+    m = _SPEAKER_RE.match(content)
+    if m and len(m.group(1).split()) <= 4:
+        return m.group(1).strip(), content[m.end() :]
+    return None, content
+
+
+def _is_question(text: str) -> bool:
+    # Image captions are appended as "[shares image: ...]"; the turn is a question when its
+    # spoken part ends with a question mark.
+    spoken = re.sub(r"\[shares image:[^\]]*\]\s*$", "", text).rstrip()
+    return spoken.endswith("?")
+
+
+def _date_tokens(ts_ms: int) -> list[str]:
+    d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}")
+
+
+def stored_owner(owner: str | None) -> str:
+    """The `owner` column's spelling: "" for no owner."""
+    return owner or ""
+
+
+def bucket_of(agent: str, owner: str | None) -> str:
+    """The FTS token of one (agent, owner) bucket: exact, so owners sharing a prefix never match
+    each other."""
+    return "k" + hashlib.sha256(f"{agent}\x00{stored_owner(owner)}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """A stored turn fed back through `_add_batch` (fits `LoggedMessage`)."""
+
+    id: int
+    agent: str
+    owner: str
+    conversation_id: str
+    role: str
+    content: str
+    ts_ms: int
+    memoryless: bool = False
+
+
+@dataclass
+class _Pending:
+    """A row being indexed in this batch (its `nb` may still grow when the next turn arrives)."""
+
+    msg: LoggedMessage
+    speaker: str | None
+    body: list[str]
+    ctx: list[str]
+    nb: list[str]
+    is_question: bool
+
+
+class MessageStorage:
+    """One connection behind an RLock (`lock`, shared with the in-memory views); `sync` is
+    idempotent and crash-safe."""
+
+    def __init__(self, db_path: Path) -> None:
+        self.path = db_path
+        self.lock = threading.RLock()
+        self._conn = connect(db_path)
+        self.writes = 0  # commits through this connection (data_version only counts others')
+        with self.lock:
+            self._conn.executescript(_SCHEMA)
+            if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
+                self._set_tokenizer()
+        run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
+
+    def _redact_stored(self, conn: sqlite3.Connection) -> int:
+        """Redact, in place, what an older version indexed raw (the log holds the same turns and is
+        redacted by its own migration). A turn's words also sit in its neighbours' `ctx`/`nb`
+        fields, so each conversation holding a secret is indexed again whole; a fact stands alone
+        (its row is rewritten the way `_add_facts` writes one).
+        Returns how many documents held one."""
+        dirty = [(r["id"], r["agent"], r["owner"], r["conversation_id"])
+                 for r in conn.execute("SELECT id, agent, owner, conversation_id, content FROM docs")
+                 if redact(r["content"]) != r["content"]]
+        for doc_id, *_ in (d for d in dirty if d[0] >= FACT_BASE):
+            text = redact(conn.execute("SELECT content FROM docs WHERE id = ?", (doc_id,)).fetchone()[0])
+            body = tokenize(text)
+            conn.execute("UPDATE docs SET content = ?, body_len = ? WHERE id = ?", (text, len(body), doc_id))
+            conn.execute("UPDATE fts SET body = ?, ctx = '', nb = '' WHERE rowid = ?", (" ".join(body), doc_id))
+        for key in dict.fromkeys(tuple(d[1:]) for d in dirty if d[0] < FACT_BASE):
+            where = "agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
+            turns = [_Turn(r["id"], r["agent"], r["owner"], r["conversation_id"], r["role"], redact(r["content"]),
+                           r["ts_ms"])
+                     for r in conn.execute(f"SELECT * FROM docs WHERE {where} ORDER BY id", (*key, FACT_BASE))]
+            conn.executemany("DELETE FROM fts WHERE rowid = ?", [(t.id,) for t in turns])
+            conn.execute(f"DELETE FROM docs WHERE {where}", (*key, FACT_BASE))
+            self._add_batch(turns)
+        if dirty:
+            # Deleted tokens stay in FTS5's segments until they are merged: merge them now. A new
+            # generation makes other processes parse their cached views (old text) afresh.
+            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
+        return len(dirty)
+
+    def redacted_on_migration(self) -> int | None:
+        """Documents the one-time migration redacted in place (for `status`); None: not run."""
+        with self.lock:
+            return migrated(self._conn, _REDACTED).get("")
+
+    # ------------------------------------------------------------------ indexing
+
+    def _set_tokenizer(self) -> None:
+        with self._conn:
+            self._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('tokenizer', ?)"
+                " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (TOKENIZER_VERSION,),
+            )
+
+    def stale_tokenizer(self) -> str | None:
+        """The tokenizer this index was built with when it is not the current one (its tokens
+        would silently miss the current query tokens: rebuild), else None."""
+        with self.lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'tokenizer'").fetchone()
+            if row is not None and row["value"] == TOKENIZER_VERSION:
+                return None
+            if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
+                return None
+            return row["value"] if row is not None else "unversioned"
+
+    def watermark(self) -> int:
+        with self.lock:
+            row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+        return int(row["value"]) if row else 0
+
+    def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
+        """Index every log message after the watermark; returns how many were indexed."""
+        done = 0
+        with self.lock:
+            while True:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    # Read the watermark inside the write transaction: another process may have
+                    # indexed since we last looked.
+                    row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+                    msgs = log.since(int(row["value"]) if row else 0, limit=batch)
+                    if msgs:
+                        self._add_batch(msgs)
+                        self._conn.execute(
+                            "INSERT INTO meta (key, value) VALUES ('watermark', ?)"
+                            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            (str(msgs[-1].id),),
+                        )
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                self.writes += bool(msgs)
+                done += len(msgs)
+                if len(msgs) < batch:
+                    return done
+
+    def rebuild(self, log: MessageSource, facts: FactSource | None = None, *, batch: int = 1000) -> int:
+        """Index the whole log (and the facts, when given) again, into tables built aside and swapped
+        in by one transaction: until then every search - here, or in another process sharing the
+        file - reads the complete old index, never a half-built one. Returns what was indexed."""
+        s = "_new"
+        with self.lock:
+            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s}; DROP TABLE IF EXISTS fts{s};" + _tables(s))
+        last, last_fact, done = 0, 0, 0
+        while True:  # the bulk, in batches, releasing the lock so searches and Adds go on meanwhile
+            with immediate(self._conn, self.lock):
+                msgs = log.since(last, limit=batch)
+                self._add_batch(msgs, s)
+            if msgs:
+                last, done = msgs[-1].id, done + len(msgs)
+            if len(msgs) < batch:
+                break
+        with self.lock:
+            with immediate(self._conn, self.lock):
+                # Whatever was logged (and facts extracted) since the last batch, then the swap.
+                while msgs := log.since(last, limit=batch):
+                    self._add_batch(msgs, s)
+                    last, done = msgs[-1].id, done + len(msgs)
+                while facts is not None and (found := facts.facts_since(last_fact, limit=batch)):
+                    self._add_facts(found, s)
+                    last_fact, done = found[-1].id, done + len(found)
+                conn = self._conn
+                for t in ("fts", "docs"):
+                    conn.execute(f"DROP TABLE IF EXISTS {t}")
+                for name in ("docs_by_owner", "docs_by_conversation"):
+                    conn.execute(f"DROP INDEX IF EXISTS {name}{s}")
+                conn.execute(f"ALTER TABLE docs{s} RENAME TO docs")
+                conn.execute(f"ALTER TABLE fts{s} RENAME TO fts")
+                for statement in _tables().split(";"):
+                    if "CREATE INDEX" in statement:
+                        conn.execute(statement)
+                conn.execute("DELETE FROM meta WHERE key NOT LIKE 'redacted:%'")  # migrations stay done
+                conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
+                                 [("watermark", str(last)), ("fact_watermark", str(last_fact)),
+                                  ("tokenizer", TOKENIZER_VERSION), ("generation", uuid.uuid4().hex)])
+            self.writes += 1
+        return done
+
+    def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
+        """Index every stored fact after the fact watermark; returns how many were indexed.
+
+        A fact is a document like a turn (body = its text, dt = its source time) with id
+        FACT_BASE + fact id; its speaker is the speaker of its first source turn, so the speaker
+        boost applies to it too. Call after `sync`: the source turns must be indexed.
+        """
+        done = 0
+        with self.lock:
+            while True:
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    row = self._conn.execute("SELECT value FROM meta WHERE key = 'fact_watermark'").fetchone()
+                    batch_facts = facts.facts_since(int(row["value"]) if row else 0, limit=batch)
+                    self._add_facts(batch_facts)
+                    if batch_facts:
+                        self._conn.execute(
+                            "INSERT INTO meta (key, value) VALUES ('fact_watermark', ?)"
+                            " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                            (str(batch_facts[-1].id),),
+                        )
+                except BaseException:
+                    self._conn.execute("ROLLBACK")
+                    raise
+                self._conn.execute("COMMIT")
+                self.writes += bool(batch_facts)
+                done += len(batch_facts)
+                if len(batch_facts) < batch:
+                    return done
+
+    def _add_facts(self, found: Sequence[StoredFact], s: str = "") -> None:
+        for f in found:
+            src = self._conn.execute(
+                f"SELECT speaker FROM docs{s} WHERE id = ?", (f.source_ids[0],)
+            ).fetchone() if f.source_ids else None
+            body = tokenize(f.text)
+            self._conn.execute(
+                f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
+                " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, 'fact', ?, ?, ?, 0, ?, 0, 0)",
+                (FACT_BASE + f.id, f.agent, stored_owner(f.owner), f.conversation_id, src["speaker"] if src else None,
+                 f.text, f.ts_ms, len(body)),
+            )
+            self._conn.execute(
+                f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, '', '', ?)",
+                (FACT_BASE + f.id, bucket_of(f.agent, f.owner), " ".join(body), " ".join(_date_tokens(f.ts_ms))),
+            )
+
+    def _add_batch(self, msgs: Sequence[LoggedMessage], s: str = "") -> None:
+        """Index `msgs` into docs{s}/fts{s}; the caller holds the lock and a write transaction."""
+        conn = self._conn
+        last: dict[tuple[str, str, str], _Pending | sqlite3.Row | None] = {}
+        pending: list[_Pending] = []
+        grown: dict[int, list[str]] = {}  # already indexed turns whose next neighbour arrived now
+        for m in msgs:
+            key = (m.agent, stored_owner(m.owner), m.conversation_id)
+            if key not in last:
+                last[key] = conn.execute(
+                    f"SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs{s} d JOIN fts{s} f"
+                    " ON f.rowid = d.id"
+                    " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
+                    " ORDER BY d.id DESC LIMIT 1",
+                    (*key, FACT_BASE),
+                ).fetchone()
+            prev = last[key]
+            speaker, text = split_speaker(m.content)
+            doc = _Pending(m, speaker, tokenize(text), [], [], _is_question(text))
+            if isinstance(prev, _Pending):
+                prev_body, prev_speaker, prev_q = prev.body, prev.speaker, prev.is_question
+                prev.nb.extend(doc.body)
+            elif prev is not None:
+                prev_body = tokenize(split_speaker(prev["content"])[1])
+                prev_speaker, prev_q = prev["speaker"], bool(prev["is_question"])
+                grown.setdefault(prev["id"], prev["nb"].split()).extend(doc.body)
+            else:
+                prev_body, prev_speaker, prev_q = [], None, False
+            doc.nb.extend(prev_body)
+            if prev_q and prev_speaker != speaker:
+                doc.ctx = prev_body
+            last[key] = doc
+            pending.append(doc)
+        for doc_id, nb in grown.items():
+            conn.execute(f"UPDATE fts{s} SET nb = ? WHERE rowid = ?", (" ".join(nb), doc_id))
+            conn.execute(f"UPDATE docs{s} SET nb_len = ? WHERE id = ?", (len(nb), doc_id))
+        conn.executemany(
+            f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
+            " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (p.msg.id, p.msg.agent, stored_owner(p.msg.owner), p.msg.conversation_id, p.msg.role, p.speaker,
+                 p.msg.content, p.msg.ts_ms, int(p.is_question), len(p.body), len(p.ctx), len(p.nb))
+                for p in pending
+            ],
+        )
+        conn.executemany(
+            f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (p.msg.id, bucket_of(p.msg.agent, p.msg.owner), " ".join(p.body), " ".join(p.ctx),
+                 " ".join(p.nb), " ".join(_date_tokens(p.msg.ts_ms)))
+                for p in pending
+            ],
+        )
+
+    # ------------------------------------------------------------------ reading (for the views)
+
+    def stamp(self) -> tuple[int, int]:
+        """(data_version, own writes): changes whenever anything was committed to the file."""
+        return self._conn.execute("PRAGMA data_version").fetchone()[0], self.writes
+
+    def summary(self, agent: str, owner: str | None) -> sqlite3.Row:
+        """Document count, last turn id, last fact id and index generation of one owner."""
+        return self._conn.execute(
+            "SELECT COUNT(*) AS n, COALESCE(MAX(CASE WHEN id < ? THEN id END), 0) AS last,"
+            " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact,"
+            " (SELECT value FROM meta WHERE key = 'generation') AS generation"
+            " FROM docs WHERE agent = ? AND owner = ?",
+            (FACT_BASE, FACT_BASE, FACT_BASE, agent, stored_owner(owner)),
+        ).fetchone()
+
+    def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...]) -> list[sqlite3.Row]:
+        """One owner's documents with their field tokens, in id order; `where` filters on `d.`."""
+        return self._conn.execute(
+            "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
+            " f.body, f.ctx, f.nb, f.dt FROM docs d"
+            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id",
+            (agent, stored_owner(owner), *params),
+        ).fetchall()
+
+    def close(self) -> None:
+        with self.lock:
+            self._conn.close()

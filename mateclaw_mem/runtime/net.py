@@ -1,0 +1,40 @@
+"""Listening sockets for the daemon: which addresses are loopback, and binding in the main thread."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+
+from mateclaw_mem.errors import ConfigError
+
+
+def is_loopback(host: str) -> bool:
+    """True for addresses only this machine can reach; anything else needs an API key."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a host name other than localhost may resolve to anything
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """Bind here, in the main thread, so "address in use" is a clear error rather than a dead thread."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ConfigError(f"cannot bind to {host}:{port}: {exc.strerror}") from None
+    family, _, _, _, addr = infos[0]
+    # IPPROTO_TCP spelled out: asyncio turns Nagle off (TCP_NODELAY) only on accepted sockets whose
+    # proto says TCP, and a socket made with proto 0 left every response waiting ~40 ms for the
+    # client's delayed ACK (uvloop sets it regardless, which hid this where uvloop is installed).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind(addr)
+    except OSError as exc:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror} (another process uses the port?)") from None
+    sock.set_inheritable(True)
+    return sock

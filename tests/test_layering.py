@@ -1,0 +1,96 @@
+"""The house rules, enforced: imports point down DESIGN's layers, no cycles, no module over 450 lines.
+
+The checker reads source only (tests/support/layering.py); the second half proves that it fails on
+each kind of breach by running it on small packages written into a temp folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.support.layering import LAYERS, MAX_LINES, check
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mateclaw_mem"
+
+
+@pytest.fixture(scope="module")
+def report():
+    return check(PACKAGE, "mateclaw_mem")
+
+
+def test_every_folder_has_a_layer(report):
+    assert report.unknown == []
+
+
+def test_imports_point_down(report):
+    assert report.upward == [], "\n".join(report.upward)
+
+
+def test_no_import_cycles(report):
+    assert report.cycles == [], "\n".join(" <-> ".join(c) for c in report.cycles)
+
+
+def test_no_module_over_the_limit(report):
+    assert report.too_long == [], "\n".join(report.too_long)
+
+
+# -- the checker can fail ------------------------------------------------------------------------
+
+
+def _package(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "pkg"
+    for rel, text in {"__init__.py": "", **files}.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.parent != root and not (path.parent / "__init__.py").exists():
+            (path.parent / "__init__.py").write_text("")
+        path.write_text(text)
+    return root
+
+
+def test_an_upward_import_is_caught(tmp_path):
+    root = _package(tmp_path, {
+        "workspace/store.py": "from pkg.memory.extraction import service\n",
+        "memory/extraction/service.py": "from pkg.workspace import store\n",
+    })
+    r = check(root, "pkg")
+    assert len(r.upward) == 1
+    assert r.upward[0].startswith("workspace/store.py:1 imports pkg.memory.extraction.service")
+
+
+def test_a_lazy_upward_import_is_caught_too(tmp_path):
+    root = _package(tmp_path, {"markdown/sections.py": "def f():\n    from pkg.api import app\n", "api/app.py": ""})
+    assert [u.split(" imports ")[0] for u in check(root, "pkg").upward] == ["markdown/sections.py:2"]
+
+
+def test_an_upward_import_under_type_checking_still_counts_as_upward(tmp_path):
+    root = _package(tmp_path, {
+        "index/search.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.runtime import services\n",
+        "runtime/services.py": "",
+    })
+    assert len(check(root, "pkg").upward) == 1
+
+
+def test_a_cycle_is_caught_and_a_type_only_one_is_not(tmp_path):
+    root = _package(tmp_path, {
+        "memory/a.py": "from pkg.memory import b\n",
+        "memory/b.py": "def f():\n    from pkg.memory.c import x\n",
+        "memory/c.py": "from pkg.memory.a import y\n",
+        "index/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.index.e import z\n",
+        "index/e.py": "from pkg.index import d\n",
+    })
+    assert check(root, "pkg").cycles == [["pkg.memory.a", "pkg.memory.b", "pkg.memory.c"]]
+
+
+def test_a_long_module_and_a_folder_without_a_layer_are_caught(tmp_path):
+    root = _package(tmp_path, {"llm/client.py": "x = 1\n" * (MAX_LINES + 1), "gadgets/thing.py": ""})
+    r = check(root, "pkg")
+    assert r.too_long == [f"llm/client.py: {MAX_LINES + 1} lines (limit {MAX_LINES})"]
+    assert r.unknown == ["gadgets/: a folder in no layer"]
+
+
+def test_the_layers_are_designs_order():
+    tops = [names[0] for names in LAYERS]
+    assert tops == ["settings", "markdown", "workspace", "index", "memory", "runtime", "cli"]
