@@ -78,12 +78,12 @@ class MemorySettings(Section):
     structured_consolidation_enabled: bool = True
     structured_consolidation_min_entries: int = Field(8, ge=1)
     structured_consolidation_cron: str = "0 30 3 * * ?"
-    structured_consolidation_max_owners_per_run: int = Field(50, ge=1)
+    structured_consolidation_max_owners_per_run: int = Field(50, ge=0)  # 0 = unlimited
     profile_max_chars: int = Field(4000, ge=0)
     memory_md_max_chars: int = Field(8000, ge=0)
     soul_update_interval: int = Field(20, ge=0)
-    provider_prefetch_timeout_ms: int = Field(1500, ge=1)
-    provider_prefetch_total_budget_ms: int = Field(2500, ge=1)
+    provider_prefetch_timeout_ms: int = Field(1500, ge=0)  # 0 = unlimited
+    provider_prefetch_total_budget_ms: int = Field(2500, ge=0)  # 0 = unlimited
     provider_circuit_failure_threshold: int = Field(3, ge=1)
     provider_circuit_cooldown_seconds: int = Field(30, ge=0)
     provider_prefetch_max_chars: int = Field(2000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch

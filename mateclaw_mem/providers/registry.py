@@ -20,6 +20,7 @@ Call outcomes: `ok`, `timeout`, `error`, `busy`, `circuit_open`, `not_started`.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -159,8 +160,9 @@ class ProviderRegistry:
 
     def prefetch(self, agent: str, owner: str | None, query: str) -> Prefetch:
         start = time.monotonic()
-        budget_end = start + self.budget_ms / 1000
-        timeout = self.timeout_ms / 1000
+        # 0 = unlimited (the seed's meaning): no total budget / no per-call timeout.
+        budget_end = start + self.budget_ms / 1000 if self.budget_ms > 0 else math.inf
+        timeout = self.timeout_ms / 1000 if self.timeout_ms > 0 else math.inf
         now = self.clock.now()
         outcomes: dict[str, tuple[str, float | None, list[ProviderItem], str | None]] = {}
         running: dict[Future[list[ProviderItem] | None], _Call] = {}
@@ -188,7 +190,9 @@ class ProviderRegistry:
                 c = running[f]
                 # A queued call that starts at any moment from now gets a deadline >= now + timeout.
                 wake = min(wake, c.window[1] if c.window else t + timeout)
-            done, _ = wait(pending, timeout=max(0.0, wake - t), return_when=FIRST_COMPLETED)
+            # An unlimited wait is None: Event.wait refuses an infinite float.
+            done, _ = wait(pending, timeout=None if math.isinf(wake) else max(0.0, wake - t),
+                           return_when=FIRST_COMPLETED)
             pending -= done
             t = time.monotonic()
             for f in list(pending):
@@ -233,7 +237,7 @@ class ProviderRegistry:
         assert c.window is not None
         started, deadline = c.window
         if not f.done() or c.finished is None or c.finished > deadline:
-            limit = "total budget" if deadline < started + self.timeout_ms / 1000 - 1e-6 else "timeout"
+            limit = "total budget" if deadline < started + timeout_of(self.timeout_ms) - 1e-6 else "timeout"
             return TIMEOUT, _ms(deadline - started), [], f"no answer within its deadline ({limit})"
         ms = _ms(c.finished - started)
         exc = f.exception()
@@ -316,6 +320,10 @@ class ProviderRegistry:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def timeout_of(ms: int) -> float:
+    return ms / 1000 if ms > 0 else math.inf
 
 
 def _ms(seconds: float) -> float:

@@ -156,7 +156,8 @@ class StructuredConsolidation:
         cursor = self._cursor(scope)
         due.sort(key=lambda d: _owner_key(d[0], d[1]))
         start = next((i for i, d in enumerate(due) if _owner_key(d[0], d[1]) > cursor), 0)
-        chosen = (due[start:] + due[:start])[: self.max_owners_per_run]
+        rotated = due[start:] + due[:start]
+        chosen = rotated[: self.max_owners_per_run] if self.max_owners_per_run > 0 else rotated  # 0 = all
         for a, owner, types in chosen:
             for t in types:
                 result = self._bucket(a, owner, t, report.run_id)

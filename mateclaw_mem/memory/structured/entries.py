@@ -267,13 +267,15 @@ class StructuredMemory:
 
     def _build_block(self, by_type: dict[str, list[Entry]]) -> StructuredBlock:
         total = sum(len(v) for v in by_type.values())
-        if total == 0 or self.max_chars <= 0:
+        if total == 0:
             return StructuredBlock("", {t: 0 for t in ALWAYS_ON_TYPES}, {t: len(v) for t, v in by_type.items()},
                                    self.max_chars)
         lines = {t: [f"- {e.key}: {fmt.one_line(e.text)}\n" for e in entries] for t, entries in by_type.items()}
         headers = {t: f"{_TYPE_LABELS[t]}:\n" for t in ALWAYS_ON_TYPES}
         footer_room = len(_footer(total, self.max_chars, self.max_entries_per_type)) if total else 0
-        budget = self.max_chars - len(BLOCK_TITLE) - 1 - footer_room
+        # 0 = unlimited, as the seed documents it for both keys.
+        budget = self.max_chars - len(BLOCK_TITLE) - 1 - footer_room if self.max_chars > 0 else math.inf
+        per_type = self.max_entries_per_type if self.max_entries_per_type > 0 else math.inf
         # Newest first across both types; among equal dates the later one in the file is the newer.
         order = sorted(
             ((e.updated, i, t) for t, entries in by_type.items() for i, e in enumerate(entries)),
@@ -283,7 +285,7 @@ class StructuredMemory:
         admitted: dict[str, set[int]] = {t: set() for t in ALWAYS_ON_TYPES}
         used = 0
         for _, i, t in order:
-            if len(admitted[t]) >= self.max_entries_per_type:
+            if len(admitted[t]) >= per_type:
                 continue
             cost = len(lines[t][i]) + (0 if admitted[t] else len(headers[t]))
             if used + cost > budget:
@@ -403,5 +405,6 @@ def search_relevance(get_search: Callable[[], Any]) -> Relevance:
 
 def _footer(left_out: int, max_chars: int, max_per_type: int) -> str:
     noun = "entry" if left_out == 1 else "entries"
-    return (f"({left_out} more structured {noun} not shown: over the {max_chars}-char / {max_per_type}-per-type "
+    limits = [f"{max_chars}-char" if max_chars > 0 else "", f"{max_per_type}-per-type" if max_per_type > 0 else ""]
+    return (f"({left_out} more structured {noun} not shown: over the {' / '.join(x for x in limits if x)} "
             "budget; recall them by key)\n")
