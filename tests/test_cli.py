@@ -112,3 +112,11 @@ def test_cat_opens_no_database_and_starts_no_thread(cli, tmp_path: Path) -> None
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.stdout.strip().splitlines()[-1] == "0 False 1", out.stderr
     assert sorted(p.name for p in state.iterdir()) == before  # no log.db, index.db or state.db
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "http"])
+def test_serve_refuses_a_port_that_is_not_one_before_touching_the_workspace(cli, tmp_path: Path, port) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli("serve", "--port", port)
+    assert exc.value.code == 2
+    assert not (tmp_path / "workspace").exists()

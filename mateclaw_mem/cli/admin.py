@@ -20,9 +20,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     p = sub.add_parser("serve", parents=[common], help="run the daemon (Ctrl-C or SIGTERM stops it)")
     p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default from config: 8765)")
+    p.add_argument("--port", type=_port, help="port 0-65535 (default from config: 8765; 0 = any free port)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(func=cmd_serve)
+
+
+def _port(text: str) -> int:
+    # argparse turns this into "argument --port: ..." and exit 2; a bare int would let the OS pick
+    # another port for 99999 without a word.
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port (0-65535)")
+    return port
 
 
 def cmd_init(ctx: CliContext) -> int:
