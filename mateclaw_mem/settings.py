@@ -241,6 +241,16 @@ class Settings(BaseSettings):
         """Bookkeeping: cooldowns, watermarks, schedules, lineage."""
         return self.state_dir / "state.db"
 
+    @property
+    def index_db(self) -> Path:
+        """Derived, rebuildable: the memory files' chunks (and the file search's copy of the log)."""
+        return self.state_dir / "index.db"
+
+    @property
+    def messages_db(self) -> Path:
+        """Derived, rebuildable: the Add/Search message index."""
+        return self.state_dir / "messages.db"
+
     @classmethod
     def settings_customise_sources(
         cls,

@@ -20,13 +20,12 @@ if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WriteEvent
 
 log = logging.getLogger(__name__)
-INDEX_DB = "index.db"
 
 
 def build_file_index(services: Services) -> FileIndex:
     from mateclaw_mem.index.files.index import FileIndex
 
-    index = FileIndex(services.settings.state_dir / INDEX_DB, services.store, services.clock)
+    index = FileIndex(services.settings.index_db, services.store, services.clock)
     services.on_close(index)
     _retokenize(services, "search index", index, lambda: index.rebuild(services.log))
     return index
@@ -36,11 +35,11 @@ def build_message_index(services: Services) -> MessageIndex:
     from mateclaw_mem.conversations.facts import FactStore
     from mateclaw_mem.index.messages.index import MessageIndex
 
-    index = MessageIndex(services.settings.state_dir / "messages.db")
+    index = MessageIndex(services.settings.messages_db)
     services.on_close(index)
 
     def rebuild() -> None:
-        facts = FactStore(services.settings.state_dir / "log.db")
+        facts = FactStore(services.settings.log_db)
         try:
             index.rebuild(services.log, facts)
         finally:
@@ -69,7 +68,7 @@ def _retokenize(services: Services, name: str, index: FileIndex | MessageIndex, 
 def on_store_write(services: Services, event: WriteEvent) -> None:
     """Store listener: ingest the write when an index exists (so CLI writes keep it fresh too),
     without creating one just because a file was written."""
-    if services.built("file_index") or (services.settings.state_dir / INDEX_DB).exists():
+    if services.built("file_index") or (services.settings.index_db).exists():
         services.file_index.on_write(event)
 
 
@@ -79,7 +78,7 @@ def build_search(services: Services) -> SearchService:
     from mateclaw_mem.index.search import SearchService
 
     index = services.file_index
-    retrievals = RetrievalLog(services.settings.state_dir / "log.db", services.clock.tz)
+    retrievals = RetrievalLog(services.settings.log_db, services.clock.tz)
     services.on_close(retrievals)
 
     def freshen() -> None:
@@ -153,7 +152,7 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
     report = reconcile(index)
     out = {"files": built.files, "chunks": built.chunks, "messages": built.messages, "skipped": built.skipped,
            "changed_during_rebuild": report.touched}
-    if (services.settings.state_dir / "messages.db").exists():
+    if (services.settings.messages_db).exists():
         # The Add/Search message index is derived from the same log: a full reindex rebuilds it too.
         facts = services.aml.facts.store if services.aml.facts is not None else None
         out["aml_messages"] = services.message_index.rebuild(services.log, facts)
@@ -162,7 +161,7 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
 
 def index_status(services: Services) -> dict:
     """Files indexed against files on disk, the last sync, the watcher - without creating an index."""
-    path = services.settings.state_dir / INDEX_DB
+    path = services.settings.index_db
     if not services.built("file_index") and not path.exists():
         return {"built": False, "hint": "run `mateclaw-mem reindex` (or `serve`) to build the search index"}
     index = services.file_index
@@ -194,10 +193,9 @@ def redaction_status(services: Services) -> dict:
     """Rows that held a secret when an older workspace was first opened by this version and were
     redacted in place, per database (log.db per table) - without creating an index."""
     migrated: dict[str, Any] = {"log.db": services.log.redacted_on_migration()}
-    state = services.settings.state_dir
-    if services.built("file_index") or (state / INDEX_DB).exists():
-        migrated[INDEX_DB] = services.file_index.redacted_on_migration() or 0
-    if services.built("message_index") or (state / "messages.db").exists():
+    if services.built("file_index") or services.settings.index_db.exists():
+        migrated["index.db"] = services.file_index.redacted_on_migration() or 0
+    if services.built("message_index") or services.settings.messages_db.exists():
         migrated["messages.db"] = services.message_index.redacted_on_migration() or 0
     total = sum(migrated["log.db"].values()) + sum(v for k, v in migrated.items() if k != "log.db")
     return {"redacted_in_place": migrated, "total": total}
