@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -19,11 +20,28 @@ def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connectio
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
+    _wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
+
+
+def _wal(conn: sqlite3.Connection, *, patience: float = 30.0) -> None:
+    # Switching a new file to WAL takes an exclusive lock, and SQLite answers "database is locked"
+    # at once (no busy handler) when another connection opens the same new file at that moment —
+    # two services starting together. Try again until the other one has switched it.
+    deadline = time.monotonic() + patience
+    delay = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)
 
 
 @contextmanager

@@ -2,6 +2,7 @@
 
 Precedence (highest first): environment (`MATECLAW_…`, nested with `__`), the YAML file, defaults.
 `MATECLAW_WORKSPACE` and `MATECLAW_CONFIG` are the names scripts, cron and service files rely on.
+Which file and which workspace (the same from any folder): `mateclaw_mem.locations`.
 """
 
 from __future__ import annotations
@@ -10,12 +11,11 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from mateclaw_mem.errors import ConfigError
 
-DEFAULT_CONFIG = Path("config/mateclaw.yaml")
 DEFAULT_WORKSPACE = Path("workspace")
 
 
@@ -50,14 +50,40 @@ class DreamSettings(Section):
     max_candidates_per_dream: int = Field(100, ge=1)
 
 
+# Seed keys this version cannot honour yet (the full-lifecycle issue makes them real). A value whose
+# documented meaning is true of this daemon -- the feature off -- is accepted; any other explicit value
+# stops the start, because a key accepted and then ignored would let a person believe it works.
+NOT_SUPPORTED_YET = "not supported yet"
+
+
+def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str) -> None:
+    refused = [name for name in sorted(model.model_fields_set)
+               if name not in off_values or getattr(model, name) != off_values[name]]
+    if refused:
+        keys = ", ".join(name.replace("_", "-") for name in refused)
+        allowed = ", ".join(f"{k.replace('_', '-')}: {str(v).lower()}" for k, v in off_values.items())
+        raise ValueError(f"{keys}: {NOT_SUPPORTED_YET} ({why}); remove the key"
+                         + (f" (accepted: {allowed})" if allowed else ""))
+
+
 class FactSettings(Section):
+    """`mate.memory.fact.*`: fact projection, trust, contradictions, forget -- not in this version.
+    The defaults are the seed's open-source defaults (everything off); only "off" may be written."""
+
     projection_enabled: bool = False
-    projection_rebuild_cron: str = "0 0 4 * * ?"
+    projection_rebuild_cron: str = "0 */30 * * * ?"  # the seed's default
     contradiction_check_enabled: bool = False
     trust_half_life_days: int = Field(60, ge=1)
     forget_enabled: bool = False
 
     _cron = field_validator("projection_rebuild_cron")(_check_cron)
+
+    @model_validator(mode="after")
+    def _not_yet(self) -> FactSettings:
+        _refuse_unsupported(
+            self, {"projection_enabled": False, "contradiction_check_enabled": False, "forget_enabled": False},
+            "fact projection comes with the full memory lifecycle")
+        return self
 
 
 class MemorySettings(Section):
@@ -67,12 +93,16 @@ class MemorySettings(Section):
     min_messages_for_summarize: int = Field(4, ge=0)
     min_user_message_length: int = Field(10, ge=0)
     skip_cron_conversations: bool = True
-    summary_max_tokens: int = Field(1000, ge=1)
+    summary_max_tokens: int = Field(1000, ge=1)  # the extraction answer's max_tokens
     max_transcript_messages: int = Field(30, ge=1)
+    # Ours, in the seed's style: the per-message cut of the extraction transcript (both roles).
+    transcript_message_max_chars: int = Field(2000, ge=1)
     cooldown_minutes: float = Field(5, ge=0)
     emergence_enabled: bool = True
     emergence_day_range: int = Field(7, ge=1)
-    lifecycle_mediator_enabled: bool = True
+    # The seed's name for owner isolation. None = not written; `Settings.owner_isolation` holds the
+    # effective value (see Settings._owner_isolation_alias for the rule when both are written).
+    lifecycle_mediator_enabled: bool | None = None
     system_block_max_chars: int = Field(4000, ge=0)
     system_block_max_entries_per_type: int = Field(40, ge=0)
     structured_consolidation_enabled: bool = True
@@ -81,7 +111,7 @@ class MemorySettings(Section):
     structured_consolidation_max_owners_per_run: int = Field(50, ge=0)  # 0 = unlimited
     profile_max_chars: int = Field(4000, ge=0)
     memory_md_max_chars: int = Field(8000, ge=0)
-    soul_update_interval: int = Field(20, ge=0)
+    soul_update_interval: int = Field(0, ge=0)  # not supported yet: only 0 (off) is accepted
     provider_prefetch_timeout_ms: int = Field(1500, ge=0)  # 0 = unlimited
     provider_prefetch_total_budget_ms: int = Field(2500, ge=0)  # 0 = unlimited
     provider_circuit_failure_threshold: int = Field(3, ge=1)
@@ -92,6 +122,13 @@ class MemorySettings(Section):
 
     _cron = field_validator("structured_consolidation_cron")(_check_cron)
 
+    @model_validator(mode="after")
+    def _not_yet(self) -> MemorySettings:
+        if "soul_update_interval" in self.model_fields_set and self.soul_update_interval != 0:
+            raise ValueError(f"soul-update-interval: {NOT_SUPPORTED_YET} (SOUL.md does not rewrite itself in "
+                             "this version); remove the key (accepted: soul-update-interval: 0)")
+        return self
+
 
 class WindowSettings(Section):
     """`mate.agent.conversation.window.*`."""
@@ -100,6 +137,8 @@ class WindowSettings(Section):
     compact_trigger_ratio: float = Field(0.75, gt=0, le=1)
     preserve_recent_pairs: int = Field(2, ge=0)
     summary_max_tokens: int = Field(300, ge=1)
+    # The verbatim tail's floor, in messages (the larger of this and 2 x preserve-recent-pairs).
+    protect_last_min_messages: int = Field(10, ge=0)
 
 
 class ConversationSettings(Section):
@@ -171,13 +210,14 @@ class ServerSettings(Section):
 
 
 class SearchSettings(Section):
+    # The seed ranks core files (AGENTS, MEMORY, PROFILE) above the daily ledger.
     file_weights: dict[str, float] = {
         "MEMORY.md": 1.0,
-        "daily": 0.7,
-        "PROFILE.md": 0.5,
-        "AGENTS.md": 0.3,
-        "SOUL.md": 0.3,
+        "PROFILE.md": 1.0,
         "structured": 0.9,
+        "AGENTS.md": 0.8,
+        "SOUL.md": 0.8,
+        "daily": 0.7,
         "archive": 0.4,
     }
     daily_recency_half_life_days: float = Field(14, gt=0)
@@ -187,6 +227,39 @@ class SearchSettings(Section):
 
 class HistorySettings(Section):
     keep_versions: int = Field(50, ge=1)
+
+
+def _owner_isolation_alias(data: Any) -> Any:
+    """`mate.memory.lifecycle-mediator-enabled` is the seed's name for `owner-isolation`.
+
+    Rule: either may be written; written alone, it sets owner isolation; written both, they must agree
+    -- two values for one switch is a configuration error, because letting one win would silently
+    ignore the other. Neither written: off (the single-user desktop default)."""
+    if not isinstance(data, dict):
+        return data
+    mate = data.get("mate")
+    memory = mate.get("memory") if isinstance(mate, dict) else getattr(mate, "memory", None)
+    if isinstance(memory, dict):
+        seed = next((memory[k] for k in ("lifecycle_mediator_enabled", "lifecycle-mediator-enabled") if k in memory),
+                    None)
+    else:
+        seed = getattr(memory, "lifecycle_mediator_enabled", None)
+    if seed is None:
+        return data
+    try:
+        seed_value = TypeAdapter(bool).validate_python(seed)
+    except ValidationError:
+        return data  # the field's own validation names the bad value
+    if "owner_isolation" not in data:
+        return {**data, "owner_isolation": seed_value}
+    try:
+        ours = TypeAdapter(bool).validate_python(data["owner_isolation"])
+    except ValidationError:
+        return data
+    if ours != seed_value:
+        raise ValueError(f"owner-isolation ({str(ours).lower()}) and mate.memory.lifecycle-mediator-enabled "
+                         f"({str(seed_value).lower()}) are two names for one switch and disagree: set one of them")
+    return data
 
 
 class Settings(BaseSettings):
@@ -208,11 +281,13 @@ class Settings(BaseSettings):
 
     # Set by load_settings; not a config key.
     config_path: Path | None = Field(default=None, exclude=True)
+    config_source: str = Field(default="", exclude=True)  # how load_settings chose it (for `status`)
+    workspace_source: str = Field(default="", exclude=True)
 
     @model_validator(mode="before")
     @classmethod
     def _normalise_keys(cls, data: Any) -> Any:
-        return _kebab_to_snake(data)
+        return _owner_isolation_alias(_kebab_to_snake(data))
 
     @field_validator("timezone")
     @classmethod
@@ -291,15 +366,18 @@ def load_settings(
 ) -> Settings:
     """Build Settings from a YAML file, the environment and explicit overrides.
 
-    `config` None -> `$MATECLAW_CONFIG`, else `config/mateclaw.yaml` if it exists, else defaults.
-    An explicitly named file that is missing is an error; so is any invalid value, named by key and file.
+    Which file and which workspace: `mateclaw_mem.locations` (the same answer from any folder).
+    An explicitly named file that is missing is an error; so is any invalid value, named by key and
+    by where it came from (the file, or the environment variable that set it).
     """
     import yaml
 
-    explicit = config is not None or bool(os.environ.get("MATECLAW_CONFIG"))
-    path = Path(config or os.environ.get("MATECLAW_CONFIG") or DEFAULT_CONFIG).expanduser()
+    from mateclaw_mem.locations import choose_config, choose_workspace, env_source
+
+    choice = choose_config(config)
+    path = choice.path
     data: dict[str, Any] = {}
-    if path.exists():
+    if path is not None and path.exists():
         try:
             loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError as exc:
@@ -309,18 +387,39 @@ def load_settings(
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: expected a mapping of keys at the top level")
         data = _deep_snake(loaded)
-    elif explicit:
-        raise ConfigError(f"{path}: config file not found")
+    elif choice.explicit:
+        raise ConfigError(f"{path}: config file not found (named by {choice.source})")
+    else:
+        path = None
+    configured = data.get("workspace")
     if overrides:
-        data = _merge(data, _deep_snake(overrides))
+        overrides = _deep_snake(overrides)
+        if workspace is None and overrides.get("workspace") is not None:
+            workspace = overrides["workspace"]  # a caller's override is as explicit as --workspace
+        data = _merge(data, overrides)
+    ws, ws_source = choose_workspace(workspace, path, configured)
+    data["workspace"] = ws
     try:
         settings = Settings(**data)
-        if workspace is not None:
-            settings.workspace = Path(workspace)
+        settings.workspace = ws  # the environment outranks init values in pydantic; --workspace outranks it
     except ValidationError as exc:
-        problems = "; ".join(f"{_format_loc(e['loc'])}: {e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
-        source = str(path) if path.exists() else "defaults/environment"
-        raise ConfigError(f"invalid configuration ({source}): {problems}") from None
-    settings.workspace = settings.workspace.expanduser()
-    settings.config_path = path if path.exists() else None
+        problems = [(f"{_format_loc(e['loc'])}: {e['msg'].removeprefix('Value error, ')}",
+                     _source_of(e["loc"], env_source, path)) for e in exc.errors()]
+        sources = {source for _, source in problems}
+        if len(sources) == 1:
+            text = f"invalid configuration ({sources.pop()}): " + "; ".join(p for p, _ in problems)
+        else:
+            text = "invalid configuration: " + "; ".join(f"{p} ({source})" for p, source in problems)
+        raise ConfigError(text) from None
+    settings.config_path = path
+    settings.config_source = choice.source if path is not None else "built-in defaults"
+    settings.workspace_source = ws_source
     return settings
+
+
+def _source_of(loc: tuple[Any, ...], env_source: Any, path: Path | None) -> str:
+    """Whom to blame for a bad value: the environment variable that set it, else the file."""
+    env = env_source(loc)
+    if env:
+        return f"environment variable {env}"
+    return str(path) if path is not None else "built-in defaults"

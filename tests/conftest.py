@@ -16,13 +16,22 @@ TZ = ZoneInfo("Europe/Berlin")
 
 
 @pytest.fixture(autouse=True)
-def _no_mateclaw_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+def _no_mateclaw_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """A developer's shell (MATECLAW_WORKSPACE, MATECLAW_MODEL__BASE_URL, ...) must not change results.
 
     Function-scoped fixtures and the test body run after this one, so a test that sets a MATECLAW_
-    variable itself (monkeypatch.setenv) still gets it; monkeypatch puts the shell's values back after."""
+    variable itself (monkeypatch.setenv) still gets it; monkeypatch puts the shell's values back after.
+    The user's own config and data folders (XDG) point into a temp folder, and MATECLAW_CONFIG names
+    an empty file: a test that forgets --workspace lands in that temp folder, never in the
+    checkout's workspace/ (which the shipped config names) or the developer's ~/.local/share."""
     for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
         monkeypatch.delenv(key)
+    home = tmp_path_factory.mktemp("xdg")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / "data"))
+    empty = home / "empty.yaml"
+    empty.write_text("{}\n", encoding="utf-8")
+    monkeypatch.setenv("MATECLAW_CONFIG", str(empty))
 
 
 @pytest.fixture
@@ -53,6 +62,7 @@ def settings(tmp_path: Path, workspace: Path):
 @pytest.fixture
 def services(settings, clock: ManualClock):
     svc = Services(settings, clock)
+    svc.store.ensure_agent(settings.default_agent)  # as the daemon's first start does
     yield svc
     svc.close()
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
@@ -159,7 +160,7 @@ def test_key_guards_every_route_but_health(keyed: httpx.Client) -> None:
     assert r.status_code == 200
     r = keyed.post(f"{MEM}/conversations/c1/turns", json={"user": "hello"})
     assert r.status_code == 401 and KEY not in r.text
-    for path in ("/mcp", "/mcp/agents/helper"):
+    for path in ("/mcp", "/agents/helper/mcp", "/mcp/agents/helper"):  # the key first, then the agent
         r = keyed.post(path, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                        headers={"accept": "application/json, text/event-stream"})
         assert r.status_code == 401 and KEY not in r.text
@@ -235,26 +236,32 @@ def test_mcp_is_mounted_and_speaks_the_protocol(client: httpx.Client) -> None:
 
 def test_mcp_serves_any_agent_under_its_own_path(client: httpx.Client) -> None:
     base = str(client.base_url)
+    assert client.post("/api/v1/agents", json={"agentId": "helper"}).status_code == 201
 
-    async def session() -> tuple[str, str, str]:
-        async with Client(base + "/mcp/agents/helper") as mcp:
+    async def session() -> tuple[str, str, str, Any]:
+        async with Client(base + "/agents/helper/mcp") as mcp:
+            info = mcp.server_info
             await mcp.call_tool("create", {"path": "/memories/helper-only.md", "file_text": "helper notes\n"})
             await mcp.call_tool("remember", {"type": "user", "key": "tea", "text": "Likes sencha"})
             mine = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
         async with Client(base + "/mcp") as mcp:  # the default agent sees none of it
             default = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
-        async with Client(base + "/mcp/agents/helper") as mcp:
+        async with Client(base + "/agents/helper/mcp") as mcp:
             recalled = (await mcp.call_tool("recall", {"type": "user"})).content[0].text
-        return mine, default, recalled
+        return mine, default, recalled, info
 
-    mine, default, recalled = anyio.run(session)
+    mine, default, recalled, info = anyio.run(session)
+    assert info.name == "mateclaw-mem (helper)"
     assert "helper-only.md" in mine and "helper-only.md" not in default
     assert "sencha" in recalled
     r = client.get("/api/v1/agents/helper/workspace/memory/file", params={"path": "helper-only.md"})
     assert r.status_code == 200 and "helper notes" in r.json()["content"]
-    r = client.post("/mcp/agents/.hidden", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                    headers={"accept": "application/json, text/event-stream"})
-    assert r.status_code == 404 and "no agent" in r.json()["detail"]["reason"]
+    rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    accept = {"accept": "application/json, text/event-stream"}
+    r = client.post("/agents/.hidden/mcp", json=rpc, headers=accept)
+    assert r.status_code == 404 and "invalid agent name" in r.json()["detail"]["reason"]
+    r = client.post("/mcp/agents/helper", json=rpc, headers=accept)  # the old path says where MCP moved
+    assert r.status_code == 404 and "/agents/helper/mcp" in r.json()["detail"]["reason"]
 
 
 def test_structured_remember_recall_forget_over_http(client: httpx.Client) -> None:

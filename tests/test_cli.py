@@ -17,7 +17,11 @@ from mateclaw_mem.cli.main import main
 def cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
     for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
         monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)  # ./workspace, no ./config
+    monkeypatch.chdir(tmp_path)
+    # The current folder decides nothing any more: the workspace is named, the config is none.
+    monkeypatch.setenv("MATECLAW_WORKSPACE", str(tmp_path / "workspace"))
+    (tmp_path / "empty.yaml").write_text("{}\n", encoding="utf-8")
+    monkeypatch.setenv("MATECLAW_CONFIG", str(tmp_path / "empty.yaml"))
 
     def run(*args: str, stdin: str | None = None) -> tuple[int, str, str]:
         if stdin is not None:
@@ -55,6 +59,7 @@ def test_init_ls_cat_write_edit_history_undo(cli, tmp_path: Path) -> None:
 
 
 def test_errors_have_exit_codes_and_no_traceback(cli) -> None:
+    assert cli("init")[0] == 0
     code, out, err = cli("cat", "default", "../../etc/passwd")
     assert code == 2 and "'..'" in err and "Traceback" not in err
     code, out, err = cli("cat", "default", "missing.md")
@@ -108,7 +113,7 @@ def test_cat_opens_no_database_and_starts_no_thread(cli, tmp_path: Path) -> None
     probe = ("import sys, threading\nfrom mateclaw_mem.cli.main import main\n"
              "code = main(['cat', 'default', 'MEMORY.md'])\n"
              "print(code, 'sqlite3' in sys.modules, threading.active_count())")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+    env = dict(os.environ)  # the fixture's MATECLAW_WORKSPACE / MATECLAW_CONFIG
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert out.stdout.strip().splitlines()[-1] == "0 False 1", out.stderr
     assert sorted(p.name for p in state.iterdir()) == before  # no log.db, index.db or state.db

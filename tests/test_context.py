@@ -162,13 +162,11 @@ def test_a_hand_edit_outside_the_store_is_seen_by_the_next_prompt(services) -> N
 
 def test_cli_remember_recall_forget_context_and_consolidate(tmp_path: Path, monkeypatch, capsys) -> None:
     import json
-    import os
 
     from mateclaw_mem.cli.main import main
+    from tests.support.isolation import no_config_here
 
-    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
 
     def run(*args: str) -> tuple[int, str]:
         code = main(list(args))

@@ -116,8 +116,12 @@ def test_serve_turns_hand_edits_sigterm_restart_nothing_lost(daemons: Callable[.
                    json={"user": "Remember that my cat is called Miso.", "assistant": "I will remember Miso."})
         assert r.status_code == 202, r.text
         assert r.json()["extraction"]["scheduled"] is True
-        wait_for(lambda: search(c, "Miso"), "the extraction to land in the files")
-        landed = {h["file"] for h in search(c, "Miso") if not h["file"].startswith("conversations/")}
+        # Search covers the conversation log too (scope all): wait for a hit in a memory file.
+        def in_files() -> set[str]:
+            return {h["file"] for h in search(c, "Miso") if not h["file"].startswith("conversations/")}
+
+        wait_for(in_files, "the extraction to land in the files")
+        landed = in_files()
         assert landed, "extraction should have written a memory file"
 
         # A person edits MEMORY.md in their editor; the watcher re-indexes it.

@@ -95,3 +95,26 @@ def test_docs_and_assets_need_no_key_even_with_one_configured(keyed: httpx.Clien
         for _, url in fetched_urls(r.text):
             assert keyed.get(url).status_code == 200, url
     assert keyed.get("/api/v1/agents/default/workspace/memory").status_code == 401
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="no chromium here (.ci/run installs Debian's chromium)")
+@pytest.mark.parametrize("page, rendered", [
+    ("/docs", re.compile(r'opblock-summary-path" data-path="/health"')),
+    ("/redoc", re.compile(r'id="operation/[^"]*health')),
+])
+def test_docs_pages_render_in_a_real_browser_with_every_other_host_unreachable(
+    client: httpx.Client, page: str, rendered: re.Pattern[str]
+) -> None:
+    import subprocess
+
+    # Every host but loopback resolves to nothing: a page that needed a CDN would stay blank.
+    cmd = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=10000",
+           "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--dump-dom", f"{client.base_url}{page}"]
+    dom = subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout
+    assert rendered.search(dom), dom[-2000:]

@@ -413,7 +413,9 @@ def test_rules_mode_redacts_too(make_env) -> None:
     env.turn("c1", "Remember that the wifi password is s3cretWifi99")
     env.idle()
     memory = env.text("MEMORY.md")
-    assert "s3cretWifi99" not in memory and "[REDACTED:password]" in memory
+    # Neither the secret nor its placeholder is a memory (issue 16.6): nothing is written at all.
+    assert "s3cretWifi99" not in memory and "REDACTED" not in memory
+    assert "s3cretWifi99" not in env.daily() and "secret" in env.runs()[-1]["reason"]
 
 
 def test_a_rewrite_that_drops_most_of_memory_is_rejected(make_env, model_server) -> None:

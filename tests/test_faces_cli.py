@@ -240,6 +240,27 @@ def files(sh: Shell) -> None:
     assert "enabled: true" in restored and "sort_order: 7" in restored and "hiking boots" in restored
 
 
+@case("write-memory")
+def write_memory(sh: Shell) -> None:
+    rel = "notes/merge.md"
+    out, _ = sh("write-memory", AGENT, rel, "--strategy", "upsert_kv", "--section", "Facts", "--key", "coffee",
+                "--text", "oat flat white")
+    assert "upsert_kv into notes/merge.md (## Facts)" in out
+    sh("write-memory", AGENT, rel, "--strategy", "append", "--section", "Plans", stdin="ski in March\n")
+    sh("write-memory", AGENT, rel, "--strategy", "upsert_kv", "--section", "Facts", "--text", "coffee: espresso")
+    done = sh.json("write-memory", AGENT, rel, "--strategy", "replace_section", "--section", "Plans",
+                   "--text", "hike in May")
+    assert done["strategy"] == "replace_section" and done["changed"] is True
+    # Sections the merges added are one blank line apart; the key was replaced in place.
+    assert sh.text(rel).endswith("---\n## Facts\n- coffee: espresso\n\n## Plans\nhike in May\n")
+    _, err = sh("write-memory", AGENT, rel, "--strategy", "append", "--key", "x", "--text", "y", expect=2)
+    assert "a key applies to upsert_kv only" in err
+    sh("write-memory", AGENT, rel, "--strategy", "shuffle", "--text", "y", expect=2)  # argparse names the choices
+    assert {v["actor"] for v in sh.json("history", AGENT, rel)} == {"person"}
+    sh("write-memory", AGENT, rel, "--strategy", "overwrite", "--text", "only this")
+    assert sh.text(rel) == "---\nenabled: false\n---\nonly this\n"  # the frontmatter stays
+
+
 @case("reindex", "search")
 def search(sh: Shell) -> None:
     sh("write", AGENT, "notes/pets.md", "--text", "# Pets\nThe cat is called Marmalade.\n")
@@ -369,7 +390,7 @@ def mcp(sh: Shell) -> None:
             return client.server_info, {t.name for t in (await client.list_tools()).tools}
 
     info, tools = anyio.run(session)
-    assert info is not None and info.name == "mateclaw-mem"
+    assert info is not None and info.name == "mateclaw-mem (default)"  # the agent served is named
     assert {"view", "search_memory", "remember", "learning_memory"} <= tools
 
 

@@ -10,6 +10,7 @@ its own files, keys and tasks, so the cases do not depend on each other or on th
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -63,6 +64,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     ws = root / "workspace"
     # cwd without ./config and an environment without MATECLAW_*: built-in defaults on this workspace.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+    # `mcp` serves an agent that exists: `init` creates it (and the workspace) first.
+    subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "init", AGENT, "--workspace", str(ws)],
+                   cwd=root, env=env, check=True, capture_output=True, timeout=120)
     params = StdioServerParameters(
         command=sys.executable, cwd=str(root), env=env,
         args=["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws), "--agent", AGENT],
@@ -104,19 +108,42 @@ def case(*covers: str) -> Callable[[Callable[[Session], None]], Callable[[Sessio
       "edit_workspace_memory_file")
 def workspace_files(mcp: Session) -> None:
     rel = "notes/faces-workspace.md"
-    listed = [f["path"] for f in mcp.ok("list_workspace_memory_files")]
+    listing = mcp.ok("list_workspace_memory_files")
+    listed = [f["filename"] for f in listing["files"]]  # the seed's names: agentId, count, filename, fileSize
     assert listed[:4] == ["AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"]
+    assert listing["agentId"] == AGENT and listing["count"] == len(listed)
+    memory = listing["files"][3]
+    assert memory["fileSize"] == mcp.file("MEMORY.md").stat().st_size == memory["size"] and memory["path"] == "MEMORY.md"
     wrote = mcp.ok("write_workspace_memory_file", {"path": rel, "content": "## Work\nships the beta in June\n"})
-    assert wrote["changed"] is True
+    assert wrote["changed"] is True and wrote["filename"] == rel and wrote["agentId"] == AGENT
     read = mcp.ok("read_workspace_memory_file", {"path": rel})
     assert read["sha"] == wrote["sha"] and "ships the beta in June" in read["content"]
+    assert read["enabled"] is False and read["filename"] == rel and read["fileSize"] == mcp.file(rel).stat().st_size
+    assert mcp.ok("read_workspace_memory_file", {"path": "MEMORY.md"})["enabled"] is True
     edited = mcp.ok("edit_workspace_memory_file", {"path": rel, "old_text": "June", "new_text": "July"})
-    assert edited["replacements"] == 1
+    assert edited["replacements"] == 1 and edited["filename"] == rel
     stale = mcp.error("write_workspace_memory_file", {"path": rel, "content": "lost", "expected_sha": read["sha"]})
     assert "changed since it was read" in stale
     assert "ships the beta in July" in mcp.file(rel).read_text(encoding="utf-8")
-    row = next(f for f in mcp.ok("list_workspace_memory_files", {"prefix": "notes/"}) if f["path"] == rel)
+    row = next(f for f in mcp.ok("list_workspace_memory_files", {"prefix": "notes/"})["files"] if f["filename"] == rel)
     assert row["enabled"] is False  # a machine's new file stays out of the always-on prompt
+
+
+@case("write_memory")
+def write_memory(mcp: Session) -> None:
+    rel = "notes/faces-merge.md"
+    first = mcp.ok("write_memory", {"path": rel, "strategy": "upsert_kv", "section": "Facts", "key": "tea",
+                                    "content": "sencha"})
+    assert first["strategy"] == "upsert_kv" and first["filename"] == rel and first["changed"] is True
+    mcp.ok("write_memory", {"path": rel, "strategy": "append", "section": "Plans", "content": "ski in March"})
+    mcp.ok("write_memory", {"path": rel, "strategy": "upsert_kv", "section": "Facts", "content": "tea: matcha"})
+    mcp.ok("write_memory", {"path": rel, "strategy": "replace_section", "content": "## Plans\nhike in May\n"})
+    body = mcp.file(rel).read_text(encoding="utf-8")
+    assert body.endswith("---\n## Facts\n- tea: matcha\n\n## Plans\nhike in May\n"), body
+    refused = mcp.error("write_memory", {"path": rel, "strategy": "overwrite", "section": "Plans", "content": "x"})
+    assert "section does not apply" in refused
+    mcp.ok("write_memory", {"path": rel, "strategy": "overwrite", "content": "fresh start"})
+    assert mcp.file(rel).read_text(encoding="utf-8") == "---\nenabled: false\n---\nfresh start\n"
 
 
 @case("view", "create", "str_replace", "insert", "delete", "rename")
@@ -223,4 +250,4 @@ def test_a_tool_error_is_readable_and_the_session_survives(server: Session) -> N
     # Not a family: the shape every family's refusals share, and proof the process keeps serving.
     msg = server.error("read_workspace_memory_file", {"path": "../../etc/passwd"})
     assert "'..'" in msg and "Traceback" not in msg
-    assert "MEMORY.md" in [f["path"] for f in server.ok("list_workspace_memory_files")]  # still answering
+    assert "MEMORY.md" in [f["filename"] for f in server.ok("list_workspace_memory_files")["files"]]  # answering

@@ -91,7 +91,7 @@ def test_bad_scores_and_slugs_are_named(learning) -> None:
             learning.record_result(AGENT, "t", score, actor="test")
     with pytest.raises(InvalidInputError, match=r"breakdown\['a'\] must be a number"):
         learning.record_result(AGENT, "t", 1, {"a": "x"}, actor="test")
-    with pytest.raises(NotFoundError, match="agent 'ghost' does not exist"):
+    with pytest.raises(NotFoundError, match="agent 'ghost'"):
         learning.record_result("ghost", "t", 1, actor="test")
     with pytest.raises(NotFoundError, match="no memory of task 't'"):
         learning.task_memory(AGENT, "t")
@@ -343,3 +343,66 @@ def test_memoryless_isolation(services: Services, learning) -> None:
     analytics = learning.enter(AGENT, "maze").analytics
     assert analytics.memoryless_runs == 1 and analytics.with_memory.median_score == 500
     assert analytics.memoryless.median_score == 10
+
+
+# -- results: bounds, run ids, open runs; analytics across agents; the seed's lineage ---------------------
+
+
+def test_scores_are_bounded_to_the_seeds_scale(learning) -> None:
+    for score in (-1, 1000.5, 1500):
+        with pytest.raises(InvalidInputError, match=r"score .* is out of range: scores are 0-1000"):
+            learning.record_result(AGENT, "bounded", score, actor="t")
+    with pytest.raises(InvalidInputError, match=r"breakdown\['speed'\] 1001 is out of range"):
+        learning.record_result(AGENT, "bounded", 10, {"speed": 1001}, actor="t")
+    assert learning.run_list(AGENT, "bounded") == []  # nothing was logged
+    assert learning.record_result(AGENT, "bounded", 1000, {"speed": 0}, actor="t").task.best_score == 1000
+
+
+def test_an_unknown_run_id_is_named_not_logged(learning) -> None:
+    with pytest.raises(NotFoundError, match="no task run 'nosuchrun' for agent 'default'"):
+        learning.record_result(AGENT, "maze", 5, run_id="nosuchrun", actor="t")
+    assert learning.run_list(AGENT, "maze") == []
+
+
+def test_a_result_without_a_run_id_completes_the_one_open_run(learning) -> None:
+    ctx = learning.enter(AGENT, "maze")
+    out = learning.record_result(AGENT, "maze", 640, actor="t")
+    assert out.run.run_id == ctx.run_id and out.run.entered_at is not None
+    assert learning.open_runs(AGENT, "maze") == [] and len(learning.run_list(AGENT, "maze")) == 1
+    # Two open: the caller is told which ids to choose from, and nothing is recorded.
+    first, second = learning.enter(AGENT, "maze").run_id, learning.enter(AGENT, "maze").run_id
+    with pytest.raises(InvalidInputError, match=f"2 open runs of task 'maze' \\({second}, {first}\\)"):
+        learning.record_result(AGENT, "maze", 1, actor="t")
+    assert learning.task_memory(AGENT, "maze").attempt_count == 1
+    # `memoryless` narrows the choice to runs of that kind.
+    quiet = learning.enter(AGENT, "maze", memoryless=True).run_id
+    assert learning.record_result(AGENT, "maze", 9, memoryless=True, actor="t").run.run_id == quiet
+    # No open run of another task: a new run is logged, as before.
+    assert learning.record_result(AGENT, "fresh", 3, actor="t").run.entered_at is None
+
+
+def test_analytics_cover_every_agent_of_the_workspace(services: Services, learning) -> None:
+    services.store.ensure_agent("rival")
+    for score in (100, 200, 900):
+        learning.record_result("rival", "maze", score, actor="t")
+    learning.record_result(AGENT, "maze", 400, completed=False, actor="t")
+    ctx = learning.enter(AGENT, "maze")
+    a = ctx.analytics
+    assert (a.runs, a.agents, a.median_score, a.completion_rate) == (4, 2, 300, 0.75)
+    assert (a.own.runs, a.own.median_score, a.own.completion_rate) == (1, 400, 0)
+    assert "Runs with a result: 4 by 2 agents" in ctx.text and "Median score: 300" in ctx.text
+    assert "- Yours: 1 runs, completion rate 0%, median score 400" in ctx.text
+    assert learning.enter("rival", "other").analytics.runs == 0  # per task slug
+
+
+def test_the_seed_prompt_is_labelled_seed_however_lineage_first_sees_it(services: Services, learning) -> None:
+    # The seed files were written before lineage listened (as `init` and `serve` do): the watcher's
+    # report and a read both see files nobody edited.
+    lineage = services.lineage
+    lineage.on_file_changed(AGENT, None, "SOUL.md", False)
+    versions = lineage.versions(AGENT)["versions"]
+    assert [v["source"] for v in versions] == ["seed"]
+    path = services.store.path(AGENT, "SOUL.md")
+    path.write_text(path.read_text(encoding="utf-8") + "\nA person's line.\n", encoding="utf-8")
+    lineage.on_file_changed(AGENT, None, "SOUL.md", False)
+    assert [v["source"] for v in lineage.versions(AGENT)["versions"]] == ["seed", "hand-edit"]

@@ -150,7 +150,10 @@ def test_mcp_learning_tools(tmp_path: Path) -> None:
     import anyio
     from mcp import Client, StdioServerParameters
 
+    from mateclaw_mem.cli.main import main as cli
+
     ws = tmp_path / "ws"
+    assert cli(["--workspace", str(ws), "init"]) == 0  # reading never creates a workspace: init does
     params = StdioServerParameters(command=sys.executable, cwd=str(tmp_path),
                                    args=["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws)])
 
@@ -167,7 +170,9 @@ def test_mcp_learning_tools(tmp_path: Path) -> None:
             refused = await c.call_tool("reflect", {"task": "maze", "lesson": "x", "run_id": run["run_id"]})
             result = data(await c.call_tool("record_task_result", {"task": "maze", "score": 7, "run_id": run["run_id"]}))
             data(await c.call_tool("reflect", {"task": "maze", "lesson": "look left"}))
-            return {"run": run, "refused": refused, "result": result,
+            too_high = await c.call_tool("record_task_result", {"task": "maze", "score": 1500})
+            no_run = await c.call_tool("record_task_result", {"task": "maze", "score": 5, "run_id": "nosuchrun"})
+            return {"run": run, "refused": refused, "result": result, "too_high": too_high, "no_run": no_run,
                     "memory": data(await c.call_tool("learning_memory", {})),
                     "lineage": data(await c.call_tool("harness_lineage", {}))}
 
@@ -176,17 +181,17 @@ def test_mcp_learning_tools(tmp_path: Path) -> None:
     assert out["refused"].is_error and "memoryless" in out["refused"].content[0].text
     assert [r["text"] for r in out["memory"]["reflections"]] == ["look left"]
     assert out["lineage"]["currentHash"]
+    assert out["too_high"].is_error and "1000" in out["too_high"].content[0].text
+    assert out["no_run"].is_error and "nosuchrun" in out["no_run"].content[0].text
 
 
 def test_cli_learn_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
     import json
-    import os
 
     from mateclaw_mem.cli.main import main
+    from tests.support.isolation import no_config_here
 
-    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
 
     def run(*args: str) -> tuple[int, str, str]:
         code = main(list(args))
@@ -212,3 +217,53 @@ def test_cli_learn_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cap
     assert code == 2 and "invalid task slug" in err
     code, _, err = run("learn", "reflect", "default", "maze", "x", "--run", "nope")
     assert code == 3 and "no task run" in err
+
+
+def test_results_out_of_range_or_for_unknown_runs_over_http(client: httpx.Client) -> None:
+    r = client.post(f"{A}/tasks/maze/results", json={"score": 1500})
+    assert r.status_code == 422 and "less than or equal to 1000" in reason(r)
+    r = client.post(f"{A}/tasks/maze/results", json={"score": 10, "breakdown": {"speed": -1}})
+    assert r.status_code == 422 and "greater than or equal to 0" in reason(r)
+    r = client.post(f"{A}/tasks/maze/results", json={"score": 10, "run_id": "nosuchrun"})
+    assert r.status_code == 404 and "no task run 'nosuchrun'" in reason(r)
+    run_id = client.post(f"{A}/tasks/maze/enter").json()["run_id"]
+    r = client.post(f"{A}/tasks/maze/results", json={"score": 10})  # completes the one open run
+    assert r.status_code == 200 and r.json()["run"]["run_id"] == run_id
+    assert client.get(f"{A}/tasks/maze/results").json()["runs"][0]["completed"] is True
+
+
+def test_cli_enter_prints_its_run_and_result_completes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+
+    from mateclaw_mem.cli.main import main
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
+
+    def run(*args: str) -> tuple[int, str, str]:
+        code = main(["--workspace", str(tmp_path / "ws"), *args])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    assert run("init")[0] == 0
+    code, out, err = run("learn", "enter", "default", "maze")
+    first, blank, *context = out.split("\n")
+    assert code == 0 and first.startswith("run ") and blank == "" and context[0] == "# TASK.md — maze"
+    run_id = first.split()[1]
+    assert f"--run {run_id}" in err  # stderr says what to do with it
+    code, out, _ = run("learn", "result", "default", "maze", "640")
+    assert code == 0 and f"recorded run {run_id}: 1 attempts" in out
+    code, out, _ = run("learn", "task", "default", "maze", "--runs")
+    assert out.splitlines() == [out.splitlines()[0]] and "completed" in out and run_id[:12] in out
+
+    code, _, err = run("learn", "result", "default", "maze", "5", "--run", "nosuchrun")
+    assert code == 3 and "nosuchrun" in err
+    code, _, err = run("learn", "result", "default", "maze", "1001")
+    assert code == 2 and "out of range: scores are 0-1000" in err
+    a = run("learn", "enter", "default", "maze")[1].split()[1]
+    b = run("learn", "enter", "default", "maze")[1].split()[1]
+    code, _, err = run("learn", "result", "default", "maze", "5")
+    assert code == 2 and a in err and b in err and "say which one" in err
+    code, out, _ = run("learn", "task", "default", "maze", "--json")
+    assert '"attempt_count": 1' in out  # neither refused result counted

@@ -55,7 +55,7 @@ def test_the_watcher_reports_hand_edits(services: Services, lineage) -> None:
     finally:
         watcher.stop()
     versions = lineage.versions(AGENT)
-    assert [v["source"] for v in versions["versions"]] == ["check", "hand-edit"]
+    assert [v["source"] for v in versions["versions"]] == ["seed", "hand-edit"]
     assert versions["currentHash"] == edited != before
 
 
@@ -63,7 +63,7 @@ def test_machine_writes_register_through_the_store(services: Services, lineage) 
     lineage.check(AGENT)
     services.tools.edit(AGENT, "AGENTS.md", "You have a memory", "You have a good memory", actor="api")
     rows = lineage.versions(AGENT)["versions"]
-    assert [r["source"] for r in rows] == ["check", "api"]
+    assert [r["source"] for r in rows] == ["seed", "api"]
     # Other files and owners' files are not the harness.
     services.tools.write(AGENT, "MEMORY.md", "# Memory\n", actor="api")
     lineage.on_file_changed(AGENT, "alice", "SOUL.md", False)
@@ -95,7 +95,7 @@ def test_labels(services: Services, lineage) -> None:
     current = lineage.check(AGENT)
     assert lineage.label(AGENT, None, "  baseline  harness ")["label"] == "baseline harness"
     assert lineage.label(AGENT, current[:8].upper(), "v1") == {
-        "hash": current, "label": "v1", "registered_at": "2026-11-30T09:15:00+01:00", "source": "check"
+        "hash": current, "label": "v1", "registered_at": "2026-11-30T09:15:00+01:00", "source": "seed"
     }
     assert lineage.label(AGENT, current, "")["label"] is None
     with pytest.raises(NotFoundError, match="no harness version"):
@@ -104,7 +104,7 @@ def test_labels(services: Services, lineage) -> None:
         lineage.label(AGENT, "xyz", "x")
     with pytest.raises(InvalidInputError, match="limit is 200"):
         lineage.label(AGENT, None, "l" * 201)
-    with pytest.raises(NotFoundError, match="agent 'ghost' does not exist"):
+    with pytest.raises(NotFoundError, match="agent 'ghost'"):
         lineage.versions("ghost")
 
 

@@ -120,3 +120,16 @@ def test_merge_strategies() -> None:
         merge.apply("shuffle", body, "x")
     with pytest.raises(InvalidInputError, match="key: value"):
         merge.upsert_kv(body, "no pairs here")
+
+
+def test_merges_leave_one_blank_line_between_sections() -> None:
+    from mateclaw_mem.cli.files import STRATEGIES as CLI_STRATEGIES
+
+    assert CLI_STRATEGIES == merge.STRATEGIES  # the CLI spells them without importing the package
+    body = "# Memory\n\n## A\n- x: 1\n\n## B\ntext\n"
+    added = merge.apply("upsert_kv", body, "k: v", "C")
+    assert added == "# Memory\n\n## A\n- x: 1\n\n## B\ntext\n\n## C\n- k: v\n"
+    # Into a section that a blank line separates from the next: the new line joins the section.
+    assert merge.apply("upsert_kv", body, "k: v", "A") == "# Memory\n\n## A\n- x: 1\n- k: v\n\n## B\ntext\n"
+    assert merge.apply("append", body, "more", "A") == "# Memory\n\n## A\n- x: 1\n\nmore\n\n## B\ntext\n"
+    assert merge.apply("upsert_kv", "# T\n", "k: v", "A") == "# T\n\n## A\n- k: v\n"

@@ -15,8 +15,18 @@ from mateclaw_mem.clock import SystemClock
 from mateclaw_mem.workspace.store import WorkspaceStore
 
 
+def _empty_config(tmp_path: Path) -> Path:
+    path = tmp_path / "empty.yaml"
+    path.write_text("{}\n", encoding="utf-8")
+    return path
+
+
 def run_session(tmp_path: Path, body: Callable[[Client], Awaitable[Any]], *, agent: str | None = None) -> Any:
     ws = tmp_path / "ws"
+    if not ws.exists():  # only init and serve create a workspace; `mcp` serves an existing one
+        from mateclaw_mem.cli.main import main as cli
+
+        assert cli(["--workspace", str(ws), "--config", str(_empty_config(tmp_path)), "init", agent or "default"]) == 0
     args = ["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws)]
     if agent:
         args += ["--agent", agent]
@@ -126,7 +136,7 @@ def test_workspace_tools_and_structured_entries_for_a_chosen_agent(tmp_path: Pat
     assert not out["edit"].is_error
     store = store_for(tmp_path)
     assert "ships the beta in July" in store.read("helper", "MEMORY.md").text
-    assert not store.read("default", "MEMORY.md").exists  # confined to the chosen agent
+    assert store.agents() == ["helper"]  # confined to the chosen agent: no other was made
     assert {"remember", "recall", "forget", "search_memory"} <= out["names"], "services missing from this build"
     assert "likes sencha" in text(out["recall"])
     assert not out["forget"].is_error and out["recall_gone"].is_error
@@ -137,6 +147,9 @@ def test_workspace_tools_and_structured_entries_for_a_chosen_agent(tmp_path: Pat
 def test_an_invalid_agent_is_refused_by_the_command(tmp_path: Path, bad_agent: str) -> None:
     import subprocess
 
+    from mateclaw_mem.cli.main import main as cli
+
+    assert cli(["--workspace", str(tmp_path / "ws"), "--config", str(_empty_config(tmp_path)), "init"]) == 0
     r = subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(tmp_path / "ws"),
                         "--agent", bad_agent], cwd=tmp_path, capture_output=True, text=True, timeout=60,
                        stdin=subprocess.DEVNULL)

@@ -25,7 +25,9 @@ def _settings(tmp_path: Path, base_url: str, **model: str):
 def test_every_step_shares_the_one_client_and_search_embeddings_are_counted(
     tmp_path: Path, clock, model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # no config/mateclaw.yaml here
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
     svc = Services(_settings(tmp_path, model_server.base_url, embedding_model="embed-a"), clock)
     try:
         client = svc.model

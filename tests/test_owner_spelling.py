@@ -4,7 +4,6 @@ parameter, of `--owner ""` - is accepted where it arrives and means exactly the 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -86,9 +85,9 @@ def test_http_an_empty_owner_is_no_owner(client: httpx.Client) -> None:
 
 def test_cli_an_empty_owner_is_no_owner(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture) -> None:
-    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
     assert main(["init"]) == 0
     services = Services(load_settings(workspace=tmp_path / "workspace"))
     try:

@@ -189,3 +189,155 @@ def test_asking_to_recall_stores_nothing() -> None:
     r = extract(profile="## Profile\n", memory="# MEMORY\n",
                       messages=["Can you remember what I said about tea?"], today="2026-11-30")
     assert not r.should_update
+
+
+# -- issue 16.6: time phrases, a person's fuller value, corrections in place, secrets -------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I moved to Berlin last year.", [("profile", "location", "Berlin")]),
+        ("I moved to Berlin in 2019.", [("profile", "location", "Berlin")]),
+        ("I have lived in Berlin since 2019.", [("profile", "location", "Berlin")]),
+        ("I moved to Lisbon two years ago.", [("profile", "location", "Lisbon")]),
+        ("I live in New York these days.", [("profile", "location", "New York")]),
+        ("I work at Acme since March.", [("profile", "employer", "Acme")]),
+        ("我去年搬到了柏林", [("profile", "location", "柏林")]),
+        ("去年我搬到了柏林。", [("profile", "location", "柏林")]),
+        ("我住在北京三年了", [("profile", "location", "北京")]),
+        ("我从2019年起住在上海", [("profile", "location", "上海")]),
+        ("我叫王刚", [("profile", "name", "王刚")]),  # a name ending in 刚 is not a time word
+    ],
+)
+def test_time_phrases_are_not_part_of_values(text: str, expected: list[tuple[str, str, str]]) -> None:
+    assert kv(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("profile", "message"),
+    [
+        ("## Profile\n- name: Alex Kim\n", "Hi, my name is Alex."),
+        ("## Profile\n- location: Berlin Mitte\n", "I live in Berlin."),
+        ("## 个人资料\n- 所在地: 北京市朝阳区\n", "我住在北京"),
+    ],
+)
+def test_a_shorter_reading_never_replaces_a_fuller_value(profile: str, message: str) -> None:
+    r = extract(profile=profile, memory=MEMORY, messages=[message], today="d")
+    assert not r.should_update and r.profile_update == ""
+
+
+def test_a_correction_may_shorten_a_value() -> None:
+    r = extract(profile="## Profile\n- name: Alex Kim\n", memory=MEMORY, messages=["My name is Alex, not Alex Kim."],
+                today="d")
+    assert "- name: Alex\n" in r.profile_update and "Kim" not in r.profile_update
+
+
+@pytest.mark.parametrize(
+    ("profile", "message", "line", "gone"),
+    [
+        ("# PROFILE.md\n\n## About me\n- name: Sam\n- pets: a cat\n", "My name is Samuel, not Sam.",
+         "## About me\n- name: Samuel\n- pets: a cat\n", "- name: Sam\n"),
+        ("# PROFILE.md\n\n- name: Sam\n", "My name is Samuel, not Sam.", "# PROFILE.md\n\n- name: Samuel\n",
+         "- name: Sam\n"),
+        ("## Profile\n- location: Munich\n", "Not Munich but Berlin: I live in Berlin.", "- location: Berlin\n",
+         "Munich"),
+        ("## 关于我\n- 姓名: 张三\n", "我叫张三丰，不是张三", "## 关于我\n- 姓名: 张三丰\n", "- 姓名: 张三\n"),
+        ("## 关于我\n- 所在地: 上海\n", "我不是住在上海，是住在北京", "## 关于我\n- 所在地: 北京\n", "上海"),
+    ],
+)
+def test_corrections_replace_in_place_whatever_the_headings(profile: str, message: str, line: str, gone: str) -> None:
+    r = extract(profile=profile, memory=MEMORY, messages=[message], today="d")
+    assert line in r.profile_update, r.profile_update
+    assert gone not in r.profile_update
+    assert r.profile_update.count("## ") == profile.count("## ")  # no second profile heading
+
+
+def test_a_new_key_joins_the_section_that_holds_the_profile() -> None:
+    r = extract(profile="# PROFILE.md\n\n## About me\n- name: Sam\n", memory=MEMORY,
+                messages=["I live in Berlin."], today="d")
+    assert "## About me\n- name: Sam\n- location: Berlin\n" in r.profile_update
+    assert "## Profile" not in r.profile_update
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Remember my API key sk-proj-abcdefghijklmnopqrstuvwx1234.",
+        "Remember my API key [REDACTED:api_key].",  # as the conversation log hands it over
+        "记住我的令牌 [REDACTED:github_token]",
+        "Please note the db password [REDACTED]",
+    ],
+)
+def test_a_secret_is_never_written_as_memory(message: str) -> None:
+    r = extract(profile=PROFILE, memory=MEMORY, messages=[message], today="d")
+    assert not r.should_update and r.memory_update == "" and r.daily_entry is None
+    assert "secret" in r.reason
+
+
+def test_the_rest_of_a_message_with_a_secret_is_kept() -> None:
+    r = extract(profile=PROFILE, memory=MEMORY,
+                messages=["Remember that my token is [REDACTED:github_token], and my name is Lena."], today="d")
+    assert "- name: Lena" in r.profile_update and r.memory_update == ""
+    assert "REDACTED" not in r.daily_entry.title + r.daily_entry.body
+
+
+# -- issue 16.10: daily-note headings are cut at a word ------------------------------------------------
+
+
+def test_daily_heading_is_cut_at_a_word_boundary() -> None:
+    r = extract(profile=PROFILE, memory=MEMORY, messages=["Remember that I take my tea without sugar."], today="d")
+    assert r.daily_entry is not None and r.daily_entry.title == "Remembered: I take my tea…"
+
+
+@pytest.mark.parametrize(
+    ("title", "short"),
+    [
+        ("Remembered: I take my tea without sugar", "Remembered: I take my tea…"),
+        ("Correction: name: Alex Kim → Alexander", "Correction: name: Alex Kim…"),
+        ("Remembered: Supercalifragilisticexpialidocious", "Remembered: Supercalifragilis…"),  # one long word
+        ("记住：周五之前要交季度报告还有下周一的会议也别忘了还有很多很多事情", "记住：周五之前要交季度报告还有下周一的会议也别忘了还有很多…"),
+        ("Short title", "Short title"),
+    ],
+)
+def test_shorten_title(title: str, short: str) -> None:
+    from mateclaw_mem.llm.prompts.extraction import TITLE_MAX, DailyEntry, shorten_title
+
+    assert shorten_title(title, TITLE_MAX) == short and len(short) <= TITLE_MAX
+    assert DailyEntry(title=title).title == short  # model mode cuts the same way
+
+
+def test_through_the_store_a_hand_written_profile_is_corrected_in_place_and_kept_when_restated(
+    tmp_path, clock
+) -> None:
+    """Real store and service: the person's own file (typed in an editor, no `## Profile`) takes the
+    person's correction in place, and a shorter restatement leaves the person's value alone."""
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.memory.extraction.service import ExtractionService
+    from mateclaw_mem.settings import load_settings
+    from mateclaw_mem.workspace.store import WorkspaceStore
+
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+    settings = load_settings(cfg, tmp_path / "workspace")
+    store = WorkspaceStore.from_settings(settings, clock)
+    store.ensure_agent("default")
+    log = ConversationLog(settings.state_dir / "log.db")
+    svc = ExtractionService(settings, store, log, clock=clock, timers=False)
+    try:
+        path = store.read("default", "PROFILE.md").path
+        path.write_text("# PROFILE.md\n\n## About me\n- name: Sam\n- full name: Sam Okafor\n", encoding="utf-8")
+        svc.record_turn("default", "c1", "My name is Samuel, not Sam.", "Noted.")
+        assert svc.extract_now("default", "c1").files_changed[0] == "PROFILE.md"
+        body = store.read("default", "PROFILE.md").body
+        assert "## About me\n- name: Samuel\n" in body and body.count("## ") == 1
+        svc.record_turn("default", "c2", "Hi again, my name is Samuel.", "Hi Samuel.")
+        assert svc.extract_now("default", "c2").outcome == "no_change"
+        path.write_text(path.read_text(encoding="utf-8").replace("- name: Samuel", "- name: Samuel Okafor"),
+                        encoding="utf-8")
+        svc.record_turn("default", "c3", "Hello, my name is Samuel.", "Hello.")
+        assert svc.extract_now("default", "c3").outcome == "no_change"
+        assert "- name: Samuel Okafor\n" in store.read("default", "PROFILE.md").body
+    finally:
+        svc.shutdown()
+        log.close()

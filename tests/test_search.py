@@ -330,9 +330,9 @@ def _dense_services(clock, base_url: str, embedding_model: str, workspace: Path)
 
 
 def test_dense_retrieval_fuses_and_falls_back_with_a_warning(tmp_path: Path, clock, model_server, monkeypatch) -> None:
-    for key in [k for k in __import__("os").environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.chdir(tmp_path)  # no config/mateclaw.yaml here
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
     workspace = tmp_path / "dense-ws"
     svc = _dense_services(clock, model_server.base_url, "embed-a", workspace)
     try:

@@ -141,7 +141,9 @@ def test_rules_mode_extraction_writes_no_secret(make, sample: Sample) -> None:
     services = make()
     services.extraction.record_turn(AGENT, "c1", f"Remember that the staging box uses {sample.phrase}", "Sure.")
     assert services.extraction.wait_idle(timeout=30)
-    assert "[REDACTED:" in services.store.read(AGENT, services.store.daily_rel()).text  # the rules extractor ran
+    # The rules extractor ran and kept nothing: a placeholder is not a memory (issue 16.6).
+    run = services.extraction.runs(limit=1)[0]
+    assert run["outcome"] == "no_change" and "secret" in run["reason"], run
     assert leaks(services.settings.workspace, [sample]) == []
 
 

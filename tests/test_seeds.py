@@ -51,12 +51,14 @@ def test_seeding_creates_only_missing_files_and_never_rewrites_existing_ones(sto
     # A workspace from before these seeds changed: the person's own AGENTS.md and SOUL.md.
     own_agents = "---\nenabled: true\nsort_order: 0\n---\n# AGENTS.md\n\nMy own rules.\n"
     own_soul = "# SOUL.md\n\nTerse.\n"
-    store.write("mine", "AGENTS.md", own_agents, expected_sha="", actor="person")
-    store.write("mine", "SOUL.md", own_soul, expected_sha="", actor="person")
+    folder = store.root / "mine"  # saved in an editor, before any seeding
+    folder.mkdir()
+    (folder / "AGENTS.md").write_text(own_agents, encoding="utf-8")
+    (folder / "SOUL.md").write_text(own_soul, encoding="utf-8")
     created = store.ensure_agent("mine")
     assert created == ["PROFILE.md", "MEMORY.md"]
     assert store.read("mine", "AGENTS.md").text == own_agents
     assert store.read("mine", "SOUL.md").text == own_soul
     assert store.ensure_agent("mine") == []  # a second run changes nothing
-    assert [v.actor for v in store.history("mine", "SOUL.md")] == ["person"]  # no seed write ever happened
+    assert store.history("mine", "SOUL.md") == []  # no seed write ever happened
     assert store.read("mine", "MEMORY.md").text == seed("MEMORY.md")

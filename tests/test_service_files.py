@@ -179,6 +179,10 @@ def test_crontab_line_runs_as_cron_runs_it(tmp_path: Path) -> None:
     (repo / "config").mkdir(parents=True)
     (repo / "config" / "mateclaw.yaml").write_text("timezone: Europe/Berlin\n", encoding="utf-8")
     (repo / ".venv").symlink_to(Path(sys.executable).parents[1])
+    # cron consolidates an existing workspace: reading never creates one (`init` or `serve` does).
+    subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "--workspace", str(tmp_path / "mateclaw" / "workspace"),
+                    "--config", str(repo / "config" / "mateclaw.yaml"), "init"], check=True, capture_output=True,
+                   env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
     _, command = cron_entries()[0]
     done = subprocess.run(["/bin/sh", "-c", command], env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True, timeout=120)

@@ -129,6 +129,7 @@ def test_undo_restores_byte_for_byte_and_is_itself_undoable(store: WorkspaceStor
 
 def test_history_retention_is_bounded(workspace: Path, clock) -> None:
     store = WorkspaceStore(workspace, clock=clock, history_keep=5)
+    store.ensure_agent("default")
     for i in range(12):
         store.write("default", "notes.md", f"v{i}\n", expected_sha=None, actor="person")
     versions = store.history("default", "notes.md")

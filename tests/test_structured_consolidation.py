@@ -50,7 +50,9 @@ def _model_services(tmp_path: Path, clock: ManualClock, overrides: dict, extra: 
     cfg = tmp_path / "model.yaml"
     cfg.write_text("timezone: Europe/Berlin\n" + extra, encoding="utf-8")
     over = {**overrides, "model": {**overrides["model"], "max_retries": 0}}
-    return Services(load_settings(cfg, tmp_path / "mws", overrides=over), clock)
+    services = Services(load_settings(cfg, tmp_path / "mws", overrides=over), clock)
+    services.store.ensure_agent("default")
+    return services
 
 
 def test_rules_mode_merges_near_duplicates_and_reports_counts(services) -> None:
@@ -189,6 +191,7 @@ def test_rotation_is_fair_across_owners(tmp_path: Path, clock: ManualClock) -> N
     cfg.write_text("timezone: Europe/Berlin\nowner-isolation: true\nmate:\n  memory:\n"
                    "    structured-consolidation-max-owners-per-run: 1\n", encoding="utf-8")
     svc = Services(load_settings(cfg, tmp_path / "ws"), clock)
+    svc.store.ensure_agent("default")
     try:
         for owner in ("ann", "bob", "cy"):
             _remember_all(svc, owner=owner)

@@ -26,7 +26,10 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 def fresh_store(tmp_path: Path, clock: ManualClock, name: str = "other") -> WorkspaceStore:
-    return WorkspaceStore(tmp_path / name, clock=clock)
+    """Another workspace with its default agent (imports go into an agent that exists)."""
+    store = WorkspaceStore(tmp_path / name, clock=clock)
+    store.ensure_agent("default")
+    return store
 
 
 def make_zip(path: Path, entries: dict[str, bytes], links: tuple[str, ...] = ()) -> Path:
@@ -64,16 +67,17 @@ def test_round_trip_is_byte_for_byte_through_zip_and_folder(filled: WorkspaceSto
     assert manifest["version"] == 1 and manifest["agent"] == "default" and manifest["exported_at"]
     assert {f["path"]: f["size"] for f in manifest["files"]} == {k: len(v) for k, v in source.items()}
 
-    other = fresh_store(tmp_path, clock)
+    other = fresh_store(tmp_path, clock)  # its untouched seeds give way to the imported files
     report = Transfer(other).import_(out.out)  # the manifest names the agent
-    assert report.agent == "default" and report.counts() == {"create": len(source)}
+    assert report.agent == "default" and report.counts() == {"create": 3, "overwrite": 1, "unchanged": 3}
     assert tree(other.agent_dir("default")) == source
 
     folder = Transfer(filled).export("default", tmp_path / "backup-dir").out
     third = fresh_store(tmp_path, clock, "third")
+    third.ensure_agent("copy")
     Transfer(third).import_(folder, agent="copy")
     assert tree(third.agent_dir("copy")) == source
-    assert {v.actor for v in third.history("copy", "MEMORY.md")} == {"import"}
+    assert [v.actor for v in third.history("copy", "MEMORY.md")][-1] == "import"
 
 
 def test_history_only_with_include_history_and_never_imported(filled: WorkspaceStore, tmp_path: Path,
@@ -87,7 +91,8 @@ def test_history_only_with_include_history_and_never_imported(filled: WorkspaceS
     report = Transfer(other).import_(out.out)
     skipped = [i for i in report.items if i.action == "skip"]
     assert [i.source for i in skipped] == [".mateclaw/"] and "not imported" in skipped[0].reason
-    assert not (other.state_dir / "history" / "default" / "MEMORY.md" / "000002.md").exists()
+    # Only its own versions (the seed, the import), none of the person's kept in the source.
+    assert [v.actor for v in other.history("default", "MEMORY.md")] == ["seed", "import"]
 
 
 def test_import_through_the_ceiling_archives_the_tail_and_undo_takes_it_all_back(store: WorkspaceStore,
@@ -294,6 +299,7 @@ def test_owner_files_round_trip_into_their_owner(tmp_path: Path, clock: ManualCl
     store.write("default", "PROFILE.md", "# Bob\n- likes jazz\n", expected_sha=None, actor="person", owner="bob@x")
     out = Transfer(store).export("default", tmp_path / "all.zip").out
     other = WorkspaceStore(tmp_path / "ws2", clock=clock, owner_isolation=True)
+    other.ensure_agent("default")
     report = Transfer(other).import_(out)
     bob = next(i for i in report.items if i.owner == "bob@x")
     assert bob.rel == "PROFILE.md" and bob.action == "create"
@@ -336,16 +342,19 @@ def test_export_keeps_owner_folders_and_ignores_an_owner_without_isolation(tmp_p
 
 def test_cli_export_import_and_undo_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                             capsys: pytest.CaptureFixture) -> None:
-    for key in [k for k in os.environ if k.startswith("MATECLAW_")]:
-        monkeypatch.delenv(key)
-    monkeypatch.chdir(tmp_path)
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
     assert main(["init"]) == 0
     assert main(["write", "default", "notes/a.md", "--text", "# A\n"]) == 0
     assert main(["export", "--out", str(tmp_path / "out.zip")]) == 0
     assert main(["write", "default", "notes/a.md", "--text", "# A changed by hand\n"]) == 0
     capsys.readouterr()
+    assert main(["import", "out.zip", "--agent", "copy", "--dry-run"]) == 3  # never created: how to create it
+    assert "mateclaw-mem init copy" in capsys.readouterr().err and not (tmp_path / "workspace/copy").exists()
+    assert main(["init", "copy"]) == 0
     assert main(["import", "out.zip", "--agent", "copy", "--dry-run"]) == 0
-    assert "dry run" in capsys.readouterr().out and not (tmp_path / "workspace/copy").exists()
+    assert "dry run" in capsys.readouterr().out and not (tmp_path / "workspace/copy/notes").exists()
     assert main(["import", "out.zip", "--json"]) == 10  # back into default: the hand edit wins, nothing written
     data = json.loads(capsys.readouterr().out)
     assert {f["file"]: f["action"] for f in data["files"]}["notes/a.md"] == "conflict"
@@ -354,7 +363,7 @@ def test_cli_export_import_and_undo_the_run(tmp_path: Path, monkeypatch: pytest.
     run = json.loads(capsys.readouterr().out)["run"]
     assert (tmp_path / "workspace/copy/notes/a.md").read_text(encoding="utf-8").endswith("# A\n")
     assert main(["undo", "copy", "--run", run]) == 0
-    assert not any((tmp_path / "workspace/copy").rglob("*.md"))
+    assert not (tmp_path / "workspace/copy/notes/a.md").exists()
     code = main(["import", str(tmp_path / "nope.zip")])
     assert code == 3 and "does not exist" in capsys.readouterr().err
 

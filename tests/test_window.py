@@ -6,8 +6,8 @@ import pytest
 
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.client import ModelClient
-from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
-from mateclaw_mem.memory.context.window import Summarizer, WindowDefense, reported_limit
+from mateclaw_mem.memory.context.tokens import estimate_tokens, message_tokens, messages_tokens
+from mateclaw_mem.memory.context.window import TAIL_SHARE, Summarizer, WindowDefense, reported_limit
 from mateclaw_mem.settings import WindowSettings
 from tests.support.model_server import messages_tokens as server_messages_tokens
 
@@ -69,6 +69,26 @@ def test_tail_honours_preserve_recent_pairs_above_ten_messages(clock) -> None:
     hist = _history(30, size=400)
     w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"})
     assert w.stage == 1 and len(w.messages[2:-1]) == 16
+
+
+def test_the_tail_is_as_many_recent_messages_as_fit_its_token_budget(clock) -> None:
+    d = _defense(clock, budget=3000)
+    hist = _history(120, size=20)  # ~2,400 tokens of short turns: past 75% of 3,000
+    w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"})
+    tail = w.messages[2:-1]
+    share = int(TAIL_SHARE * 0.75 * 3000)
+    assert w.stage == 1 and len(tail) > 10  # short turns: more than the floor stays verbatim
+    assert tail == hist[-len(tail):] and tail[0]["role"] == "user"
+    assert messages_tokens(tail) - 2 <= share + message_tokens(tail[0])  # at most one message to keep the turn whole
+    assert messages_tokens(hist[-len(tail) - 2:]) - 2 > share  # and one more turn would not have fitted
+
+
+def test_the_tail_never_falls_below_protect_last_min_messages(clock) -> None:
+    settings = WindowSettings(default_max_input_tokens=20_000, preserve_recent_pairs=0, protect_last_min_messages=6)
+    d = WindowDefense(settings, Summarizer(clock, max_tokens=100))
+    hist = _history(20, size=4000)  # each message far over the tail's token budget
+    w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"}, budget=20_000)
+    assert w.stage in (1, 3) and hist[-6:] == w.messages[-7:-1]
 
 
 def test_stage1_model_summary_is_bounded_and_cached_for_30_minutes(clock, model_server) -> None:

@@ -20,7 +20,9 @@ def _services(tmp_path: Path, clock: ManualClock, memory: dict, **top) -> Servic
     tmp_path.mkdir(parents=True, exist_ok=True)
     cfg = tmp_path / "cfg.yaml"
     cfg.write_text(yaml.safe_dump({"timezone": "Europe/Berlin", **top, "mate": {"memory": memory}}))
-    return Services(load_settings(cfg, tmp_path / "ws"), clock)
+    services = Services(load_settings(cfg, tmp_path / "ws"), clock)
+    services.store.ensure_agent("default")  # as the daemon's first start does
+    return services
 
 
 def _remember(svc: Services, n: int, *, owner: str | None = None, text_len: int = 20) -> None:

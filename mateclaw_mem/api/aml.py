@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Request, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+from mateclaw_mem.conversations.aml import MAX_TIMESTAMP_MS, AmlMessage, AmlService, check_iso
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 
 
@@ -19,11 +19,46 @@ class _Body(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore")
 
 
+class ImageUrl(_Body):
+    url: str = Field(min_length=1, description="an http(s) link (kept, redacted) or a data: URL (only its hash kept)")
+    detail: Literal["auto", "low", "high"] | None = None
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ImagePart(_Body):
+    type: Literal["image_url"]
+    image_url: ImageUrl | str = Field(description="{url, detail}; a bare URL string is accepted too")
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+Parts = Annotated[list[ContentPart], Field(min_length=1, max_length=256)]
+_PARTS = (
+    " or a list of content parts (OpenAI chat format: {type: text, text} and {type: image_url, image_url: {url}});"
+    " text parts are joined by newlines"
+)
+
+
+EpochMs = Annotated[int, Field(ge=0, le=MAX_TIMESTAMP_MS)]
+IsoTime = Annotated[str, AfterValidator(check_iso)]
+
+
 class MessageIn(_Body):
     role: str = Field(min_length=1)
-    content: str = Field(min_length=1)
+    content: Annotated[str, Field(min_length=1)] | Parts = Field(
+        description="the message text" + _PARTS + " and indexed; images are kept as references and returned"
+        " with the message by Search"
+    )
     # Upper bound: the last millisecond of year 9999 (a larger int overflows SQLite: a 500, not a 422).
-    timestamp: int | None = Field(default=None, ge=0, le=253_402_300_799_999, description="unix milliseconds")
+    timestamp: EpochMs | IsoTime | None = Field(
+        default=None,
+        description="when it was said: unix epoch milliseconds (e.g. 1683554160000), or an ISO-8601 string"
+        " (e.g. 2023-05-08T13:56:00Z; without an offset it is read in the workspace timezone); default: the"
+        " time of the Add",
+    )
 
 
 class AddRequest(_Body):
@@ -41,10 +76,20 @@ class AddResponse(BaseModel):
 
 
 class SearchRequest(_Body):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS, description="a question or keywords")
+    query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)] | Parts = Field(
+        description="a question or keywords" + _PARTS + " into the query; image parts take no part in ranking"
+    )
     user_id: str = Field(min_length=1)
     top_k: int = Field(ge=1)
     options: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] | None = Field(None, max_length=16)
+
+
+class ImageRefOut(BaseModel):
+    url: str | None = Field(None, description="the link as sent (credentials in it redacted)")
+    sha256: str | None = Field(None, description="a data: URL's image: SHA-256 of its bytes (the data is not kept)")
+    media_type: str | None = None
+    bytes: int | None = Field(None, description="a data: URL's decoded size")
+    detail: str | None = None
 
 
 class SearchItem(BaseModel):
@@ -52,6 +97,7 @@ class SearchItem(BaseModel):
     content: str
     score: float
     created_at: str
+    images: list[ImageRefOut] | None = Field(None, description="the message's images; absent when it had none")
 
 
 class SearchResponse(BaseModel):
@@ -72,8 +118,12 @@ def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> dict[str, object]:
         body.request_id,
         body.user_id,
         body.session_id,
-        [AmlMessage(m.role, m.content, m.timestamp) for m in body.messages],
+        [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages],
     )
+
+
+def _parts(content: str | list[Any]) -> str | list[dict[str, Any]]:
+    return content if isinstance(content, str) else [p.model_dump(exclude_none=True) for p in content]
 
 
 # Plain `def` too: ranking is pure Python, and on the event loop three clients with long queries held
@@ -81,8 +131,12 @@ def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> dict[str, object]:
 # every few milliseconds (scripts/bench/event_loop.py measures it); the hand-off costs ~0.1 ms.
 @router.post("/search", response_model=SearchResponse)
 def search(body: SearchRequest, aml: AmlService = Depends(_aml)) -> Response:
-    items = aml.search(body.query, body.user_id, body.top_k, body.options)
+    items = aml.search(_parts(body.query), body.user_id, body.top_k, body.options)
     # Rendered directly (the shape is `SearchResponse`, which documents it): validating up to
     # top_k items through pydantic again on the way out cost more than the search itself.
-    data = [{"id": i.id, "content": i.content, "score": i.score, "created_at": i.created_at} for i in items]
+    data = [
+        {"id": i.id, "content": i.content, "score": i.score, "created_at": i.created_at,
+         **({"images": list(i.images)} if i.images else {})}
+        for i in items
+    ]
     return Response(json.dumps({"data": data}, ensure_ascii=False), media_type="application/json")

@@ -2,23 +2,20 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mateclaw_mem import __version__
-from mateclaw_mem.api import aml, health, memory, workspace
+from mateclaw_mem.api import agents, aml, clawdiators, health, memory, workspace
 from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import structured as structured_api
-from mateclaw_mem.api.auth import RequireApiKey
-from mateclaw_mem.api.deps import AGENT_PATTERN
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
+from mateclaw_mem.api.mcp_http import McpHttp
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 
@@ -75,22 +72,22 @@ class BodyLimit:
         await self.app(scope, replay, send)
 
 
-_AGENT_RE = re.compile(AGENT_PATTERN)
 # Room for a query and options at the cap even if every character is sent as a \uXXXX escape.
 SEARCH_BODY_BYTES = 64 * 1024
 
 
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None) -> FastAPI:
-    """The HTTP face. `mcp` mounts the MCP server (streamable HTTP) at `/mcp`; `host` is the bind
-    address, which decides whether MCP's DNS-rebinding protection (loopback only) applies."""
-    mcp_app = _McpHttp(services, host or services.settings.server.host) if mcp else None
+    """The HTTP face. `mcp` mounts MCP (streamable HTTP) at `/agents/<agent>/mcp` and `/mcp` (the
+    default agent); `host` is the bind address, which decides whether MCP's DNS-rebinding protection
+    (loopback only) applies."""
+    mcp_app = McpHttp(services, host or services.settings.server.host) if mcp else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if mcp_app is None:
             yield
             return
-        async with mcp_app.session_manager.run():  # the MCP transport's task group lives here
+        async with mcp_app.run():  # the MCP servers' task group lives here
             yield
 
     # /docs and /redoc are ours (install_docs): FastAPI's own pages load their assets from CDNs.
@@ -103,9 +100,11 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     install_docs(app)
 
     app.include_router(health.router)
+    app.include_router(agents.router)
     app.include_router(aml.router)
     app.include_router(memory.router)
     app.include_router(workspace.router)
+    app.include_router(clawdiators.router)  # before learning_api: /api/v1/agents/me is not an agent 'me'
     app.include_router(learning_api.router)
     app.include_router(structured_api.router)
     _ = services.lineage  # built now: it records harness versions from the first write on
@@ -123,50 +122,3 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)
     return app
-
-
-class _McpHttp:
-    """The MCP server's streamable-HTTP routes, guarded by the same API key as the REST routes."""
-
-    def __init__(self, services: Services, host: str) -> None:
-        from starlette.routing import Route
-
-        from mateclaw_mem.mcp.server import build_server
-
-        server = build_server(services)
-        # Stateless + JSON: no per-client session state or SSE streams to keep alive in an idle daemon.
-        starlette_app = server.streamable_http_app(
-            streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
-        )
-        self.session_manager = server.session_manager
-        self.routes: list[Any] = []
-        for r in starlette_app.routes:
-            if not isinstance(r, Route):
-                self.routes.append(r)
-                continue
-            self.routes.append(Route(r.path, endpoint=RequireApiKey(r.endpoint, services.api_key), methods=r.methods))
-            # The same endpoint for any agent: `/mcp/agents/<agent>`; the tools read the agent from
-            # the request (one server, one session manager, however many agents there are).
-            scoped = RequireApiKey(_AgentScoped(r.endpoint), services.api_key)
-            self.routes.append(Route(r.path + "/agents/{agent}", endpoint=scoped, methods=r.methods))
-
-
-class _AgentScoped:
-    """Runs the MCP endpoint with `REQUEST_AGENT` set from the path; a bad agent name is a 404."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        from mateclaw_mem.mcp.server import REQUEST_AGENT
-
-        agent = scope.get("path_params", {}).get("agent", "")
-        if not _AGENT_RE.fullmatch(agent):
-            await error_response(404, f"no agent {agent!r}: agent names are letters, digits, '.', '_' and '-'")(
-                scope, receive, send)
-            return
-        token = REQUEST_AGENT.set(agent)
-        try:
-            await self.app(scope, receive, send)
-        finally:
-            REQUEST_AGENT.reset(token)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import Query, Request
+from fastapi import Depends, Path, Query, Request
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem.runtime.services import Services
@@ -26,3 +26,11 @@ OwnerQuery = Annotated[
 async def get_services(request: Request) -> Services:
     # async: FastAPI runs a plain-def dependency in its thread pool, a hop per request for a lookup.
     return request.app.state.services
+
+
+async def known_agent(
+    agent: str = Path(alias="agentId", pattern=AGENT_PATTERN), services: Services = Depends(get_services)
+) -> str:
+    """Router dependency: an agent that was never created is a 404 naming it and how to create it,
+    before any route records, dreams or writes anything for it (a bad name stays the route's 422)."""
+    return services.store.require_agent(agent)

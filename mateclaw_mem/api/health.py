@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import Any
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Depends
 
 from mateclaw_mem import __version__
 from mateclaw_mem.api.deps import get_services
-from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.runtime.services import START_ORDER, Services
 
 router = APIRouter(tags=["health"])
 
@@ -22,8 +23,22 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "version": __version__,
         "mode": services.mode,
         "auth": bool(services.api_key),
+        "pid": os.getpid(),  # `status` checks it against the daemon's pid file
+        "background": _background(services),
         "index": _index(services),
     }
+
+
+def _background(services: Services) -> dict[str, Any]:
+    """The daemon's own parts (what `status` shows): each running or stopped, the next scheduled runs."""
+    running = set(services.running_parts())
+    parts: dict[str, Any] = {label: "running" if label in running else "stopped" for label in START_ORDER}
+    if services.built("aml") and services.aml.facts is None:
+        parts["AML fact worker"] = "off (rules mode)"
+    if services.built("watcher"):
+        parts["file watcher"] = services.watcher.status()["state"]
+    parts["next_runs"] = services.scheduler.next_runs() if services.built("scheduler") else {}
+    return parts
 
 
 def _index(services: Services) -> dict[str, Any] | None:

@@ -6,13 +6,14 @@ Parse, call `services.learning` / `services.lineage`, render. Writes are machine
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
+from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
@@ -130,6 +131,8 @@ class ModeStatsOut(BaseModel):
 
 
 class AnalyticsOut(BaseModel):
+    """Over every agent of the workspace that ran the task; `own` is the asking agent's share."""
+
     runs: int
     completed: int
     completion_rate: Number | None
@@ -138,6 +141,8 @@ class AnalyticsOut(BaseModel):
     open_runs: int
     with_memory: ModeStatsOut
     memoryless: ModeStatsOut
+    agents: int = Field(description="agents with at least one result on the task")
+    own: ModeStatsOut = Field(description="the asking agent's own runs")
 
 
 class EnterOut(BaseModel):
@@ -185,11 +190,12 @@ class TaskPatch(_Body):
 
 
 class ResultIn(_Body):
-    score: float
-    breakdown: dict[str, float] | None = None
+    score: float = Field(ge=MIN_SCORE, le=MAX_SCORE, description="0-1000, the seed's scale")
+    breakdown: dict[str, Annotated[float, Field(ge=MIN_SCORE, le=MAX_SCORE)]] | None = None
     completed: bool = True
     memoryless: bool | None = Field(None, description="default: as the run was entered (false without run_id)")
-    run_id: str | None = Field(None, min_length=1, max_length=64, description="from enter")
+    run_id: str | None = Field(None, min_length=1, max_length=64,
+                               description="from enter; default: the task's one open run, else a new run")
 
 
 class ReflectIn(_Body):

@@ -14,11 +14,12 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.runtime.services import Services
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
+                   dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ConversationId = Path(alias="conversationId", min_length=1, max_length=200)

@@ -13,11 +13,11 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
-                   dependencies=[Depends(require_api_key)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 EntryType = Literal["user", "feedback", "project", "reference"]

@@ -1,6 +1,6 @@
 """`/api/v1/agents/{agentId}/workspace/memory/...`: the seed's workspace memory tools over HTTP.
 
-List, read, write, edit, enable/disable, keyword search, history and undo. Parse, call
+List, read, write, edit, `write_memory` merges, enable/disable, keyword search, history and undo. Parse, call
 `services.tools` / `services.store` / `services.search`, render. Writes are machine writes
 (`actor="api"`) unless the caller says a person typed the text (`by_person: true`, e.g. an editor
 in a desktop UI) — then ceilings never cut it, exactly as for a hand edit.
@@ -14,15 +14,15 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.workspace.store import FileInfo, WriteResult
+from mateclaw_mem.workspace import tools
 
 router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["workspace"],
-    dependencies=[Depends(require_api_key)],
+    dependencies=[Depends(require_api_key), Depends(known_agent)],
 )
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
@@ -35,39 +35,59 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+_SAME = "the same as `{}` (kept for clients written before the seed's names)"
+
+
+# camelCase where the seed spells a field that way (agentId, fileSize): its clients read those names.
 class FileOut(BaseModel):
-    path: str
-    enabled: bool
+    filename: str = Field(description="path inside the agent, e.g. MEMORY.md or memory/2026-01-31.md")
+    fileSize: int = Field(description="bytes on disk")
+    enabled: bool = Field(description="in the always-on prompt")
     sort_order: int
-    chars: int
-    size: int
-    ceiling: int
+    chars: int = Field(description="body characters (what a prompt would carry)")
+    ceiling: int = Field(description="the file's character budget (0: none)")
     over_budget: bool
     frontmatter_error: str | None = None
+    path: str = Field(description=_SAME.format("filename"))
+    size: int = Field(description=_SAME.format("fileSize"))
 
 
 class FileList(BaseModel):
-    agent: str
+    agentId: str
+    count: int = Field(description="number of files listed")
     files: list[FileOut]
+    agent: str = Field(description=_SAME.format("agentId"))
 
 
 class FileContent(BaseModel):
-    path: str
+    agentId: str
+    filename: str
     content: str
-    sha: str
+    enabled: bool = Field(description="in the always-on prompt")
+    sort_order: int
+    fileSize: int
+    sha: str = Field(description="content hash of this version (pass it back as expected_sha)")
+    path: str = Field(description=_SAME.format("filename"))
+    size: int = Field(description=_SAME.format("fileSize"))
 
 
 class WriteOut(BaseModel):
-    path: str
+    agentId: str
+    filename: str
     sha: str
     previous_sha: str
     changed: bool
     archived: list[str] = Field(description="archive files that received text cut by a ceiling")
     version: int | None = Field(None, description="history version holding the previous content")
+    path: str = Field(description=_SAME.format("filename"))
 
 
 class EditOut(WriteOut):
-    replacements: int
+    replacements: int = Field(description="occurrences replaced")
+
+
+class WriteMemoryOut(WriteOut):
+    strategy: str
 
 
 class WriteIn(_Body):
@@ -85,6 +105,20 @@ class EditIn(_Body):
     replace_all: bool = False
     owner: OwnerField = None
     by_person: bool = False
+
+
+class WriteMemoryIn(_Body):
+    path: str = Field(min_length=1, max_length=255, pattern=MD)
+    strategy: Literal["append", "replace_section", "upsert_kv", "overwrite"] = Field(
+        description="append: add at the end (of `section` if given); replace_section: replace the `## section`"
+        " (or add it); upsert_kv: set `key: value` lines in place (in `section` if given); overwrite: replace"
+        " the body (the frontmatter stays)"
+    )
+    content: str = Field(description="the text; for upsert_kv `key: value` lines, or the value when `key` is set")
+    section: str | None = Field(None, min_length=1, description="`##` section title")
+    key: str | None = Field(None, min_length=1, description="upsert_kv only: set this one key to `content`")
+    owner: OwnerField = None
+    by_person: bool = Field(False, description="a person typed this: never cut by ceilings")
 
 
 class PathIn(_Body):
@@ -135,16 +169,6 @@ class SearchOut(BaseModel):
     hits: list[SearchHit]
 
 
-def _file(f: FileInfo) -> FileOut:
-    return FileOut(
-        path=f.rel, enabled=f.enabled, sort_order=f.sort_order, chars=f.chars, size=f.size, ceiling=f.ceiling,
-        over_budget=f.over_budget, frontmatter_error=f.meta_error,
-    )
-
-
-def _write(r: WriteResult) -> dict[str, Any]:
-    return {"path": r.rel, "sha": r.sha, "previous_sha": r.previous_sha, "changed": r.changed,
-            "archived": list(r.archived), "version": r.version}
 
 
 def _actor(by_person: bool) -> str:
@@ -157,40 +181,49 @@ def list_files(
     prefix: str = Query("", max_length=255, description="only paths starting with this, e.g. memory/"),
     owner: OwnerQuery = None,
     services: Services = Depends(get_services),
-) -> FileList:
-    return FileList(agent=agent, files=[_file(f) for f in services.tools.list(agent, prefix=prefix, owner=owner)])
+) -> dict[str, Any]:
+    return {**tools.listing(agent, services.tools.list(agent, prefix=prefix, owner=owner)), "agent": agent}
 
 
 @router.get("/file", response_model=FileContent, summary="read a memory file")
 def read_file(
     agent: str = AgentId, path: str = FilePath, owner: OwnerQuery = None, services: Services = Depends(get_services)
-) -> FileContent:
+) -> dict[str, Any]:
     snap = services.tools.read(agent, path, owner=owner)
-    return FileContent(path=snap.rel, content=snap.text, sha=snap.sha)
+    return tools.file_read(agent, snap, services.tools.describe(agent, snap.rel, owner=owner))
 
 
 @router.put("/file", response_model=WriteOut, summary="replace (or create) a memory file")
 def write_file(body: WriteIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
     r = services.tools.write(agent, body.path, body.content, actor=_actor(body.by_person), owner=body.owner,
                              expected_sha=body.expected_sha)
-    return _write(r)
+    return tools.write_answer(agent, r)
 
 
 @router.post("/file/edit", response_model=EditOut, summary="find and replace text in a memory file")
 def edit_file(body: EditIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
     r = services.tools.edit(agent, body.path, body.old, body.new, actor=_actor(body.by_person), owner=body.owner,
                             replace_all=body.replace_all)
-    return {**_write(r.write), "replacements": r.replacements}
+    return tools.write_answer(agent, r.write, replacements=r.replacements)
+
+
+@router.post("/write-memory", response_model=WriteMemoryOut, summary="merge text into a memory file (write_memory)")
+def write_memory(
+    body: WriteMemoryIn, agent: str = AgentId, services: Services = Depends(get_services)
+) -> dict[str, Any]:
+    r = services.tools.write_memory(agent, body.path, body.content, strategy=body.strategy, section=body.section,
+                                    key=body.key, actor=_actor(body.by_person), owner=body.owner)
+    return tools.write_answer(agent, r, strategy=body.strategy)
 
 
 @router.post("/file/enable", response_model=WriteOut, summary="include a file in the always-on prompt")
 def enable_file(body: PathIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return _write(services.tools.set_enabled(agent, body.path, True, actor="api", owner=body.owner))
+    return tools.write_answer(agent, services.tools.set_enabled(agent, body.path, True, actor="api", owner=body.owner))
 
 
 @router.post("/file/disable", response_model=WriteOut, summary="exclude a file from the always-on prompt")
 def disable_file(body: PathIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return _write(services.tools.set_enabled(agent, body.path, False, actor="api", owner=body.owner))
+    return tools.write_answer(agent, services.tools.set_enabled(agent, body.path, False, actor="api", owner=body.owner))
 
 
 @router.get("/history", response_model=HistoryOut, summary="kept versions of a file")
@@ -210,7 +243,7 @@ def history(
 
 @router.post("/undo", response_model=WriteOut, summary="restore a kept version (itself undoable)")
 def undo(body: UndoIn, agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return _write(services.store.undo(agent, body.path, owner=body.owner, version=body.version))
+    return tools.write_answer(agent, services.store.undo(agent, body.path, owner=body.owner, version=body.version))
 
 
 @router.get("/search", response_model=SearchOut, summary="keyword search over the agent's memory")
@@ -219,7 +252,8 @@ def search(
     q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS, description="keywords (Latin or CJK)"),
     limit: int = Query(10, ge=1, le=50),
     scope: Literal["all", "memory", "profile", "persona", "conversations", "files"] = Query(
-        "files", description="files (default): every memory file; all: files and conversations; ..."
+        "all", description="all (default): every memory file and the conversation log; files: every memory file; "
+        "memory, profile, persona, conversations: one kind (see the README's Search)"
     ),
     owner: OwnerQuery = None,
     services: Services = Depends(get_services),

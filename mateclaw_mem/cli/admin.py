@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("init", parents=[common], help="create the workspace and seed an agent's files")
     p.add_argument("agent", nargs="?", help="agent (default: default)")
-    p.set_defaults(func=cmd_init)
+    p.set_defaults(func=cmd_init, creates_agent=True, creates_workspace=True)
 
     p = sub.add_parser("status", parents=[common], help="agents, files against budgets, last writes, runs")
     p.add_argument("agent", nargs="?", help="only this agent")
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
     p.add_argument("--port", type=_port, help="port 0-65535 (default from config: 8765; 0 = any free port)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
-    p.set_defaults(func=cmd_serve)
+    p.set_defaults(func=cmd_serve, creates_workspace=True)
 
 
 def _port(text: str) -> int:
@@ -38,7 +38,7 @@ def _port(text: str) -> int:
 
 
 def cmd_init(ctx: CliContext) -> int:
-    agent = ctx.agent()
+    agent = ctx.args.agent or ctx.settings.default_agent  # not ctx.agent(): this is what creates it
     created = ctx.services.store.ensure_agent(agent)
     where = ctx.services.store.agent_dir(agent).resolve()
     ctx.emit(
@@ -53,7 +53,9 @@ def cmd_status(ctx: CliContext) -> int:
 
     data = collect(ctx.services, [ctx.args.agent] if ctx.args.agent else None)
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
-             f"workspace: {data['workspace']}"]
+             f"workspace: {data['workspace']}  (from {data['workspace_source']})",
+             f"config: {data['config']}  ({data['config_source']})" if data["config"] else "config: built-in defaults",
+             *_daemon_lines(data["daemon"])]
     budgets = data.get("prompt_budget") if isinstance(data.get("prompt_budget"), dict) else {}
     for agent, info in data["agents"].items():
         lines.append(f"\nagent {agent}  (always-on prompt: chars/budget, ~tokens)")
@@ -67,24 +69,55 @@ def cmd_status(ctx: CliContext) -> int:
             flags = "  OVER BUDGET (a person's edit is never cut; trim it by hand)" if f["over_budget"] else ""
             flags += f"  ({f['frontmatter_error']})" if f["frontmatter_error"] else ""
             tok = f"~{tokens[f['file']]}" if f["file"] in tokens else ""
-            lines.append(f"  {budget:>11} {tok:>7}  {f['file']}{flags}")
+            lines.append(_row(budget, tok, f["file"] + flags))
         block = (budgets.get(agent) or {}).get("structured_block")
         if block:
             omitted = sum(block.get("omitted", {}).values())
             note = f", {omitted} entries left out" if omitted else ""
-            lines.append(f"  {block['chars']:>6}/{block['budget_chars']} ~{block['tokens']:>5}  structured block{note}")
+            lines.append(_row(f"{block['chars']}/{block['budget_chars']}", f"~{block['tokens']}",
+                              f"structured block{note}"))
         lines.append(f"  {others} more file(s) not in the prompt (daily notes, archives, structured, tasks)")
-        for w in info["last_writes"]:
-            lines.append(f"  last write {w['at']} {w['actor']}: {w['file']} ({w['reason']})")
+        writes = info["last_writes"]
+        if writes:
+            lines.append("  last writes:")
+            actor_width = max(len(w["actor"]) for w in writes)
+            file_width = max(len(w["file"]) for w in writes)
+            lines += [f"    {w['at']}  {w['actor']:<{actor_width}}  {w['file']:<{file_width}}  ({w['reason']})"
+                      for w in writes]
     import yaml
 
+    shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
+             "agents", "prompt_budget")
     for key, value in data.items():
-        if key not in ("mode", "model", "workspace", "config", "owner_isolation", "agents", "prompt_budget"):
+        if key not in shown:
             # Nested reports read best as indented YAML; --json gives the same data for scripts.
             block = yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True, default_flow_style=False)
             lines.append("\n" + block.rstrip())
     ctx.emit(data, "\n".join(lines))
     return 0
+
+
+def _row(budget: str, tokens: str, name: str) -> str:
+    # One layout for files and the structured block, so the columns line up.
+    return f"  {budget:>11} {tokens:>7}  {name}"
+
+
+def _daemon_lines(daemon: dict) -> list[str]:
+    if not daemon["running"]:
+        stale = daemon.get("stale_pid_file")
+        return ["daemon: not running" + (f" (stale pid file of pid {stale['pid']} ignored)" if stale else "")]
+    head = f"daemon: running (pid {daemon['pid']}" + (f", {daemon['url']}" if daemon["url"] else "")
+    head += f", since {daemon['started_at']})"
+    if "health_error" in daemon:
+        return [head, f"  not answering: {daemon['health_error']}"]
+    background = dict((daemon.get("health") or {}).get("background") or {})
+    next_runs = background.pop("next_runs", {}) or {}
+    out = [head]
+    if background:
+        out.append("  " + " · ".join(f"{part}: {state}" for part, state in background.items()))
+    if next_runs:
+        out.append("  next runs: " + ", ".join(f"{job} {when or 'never'}" for job, when in next_runs.items()))
+    return out
 
 
 def cmd_serve(ctx: CliContext) -> int:

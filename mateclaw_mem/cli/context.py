@@ -23,10 +23,28 @@ class CliContext:
 
     @cached_property
     def services(self) -> Services:
+        self.require_workspace()
         return Services(self.settings)
 
+    def require_workspace(self) -> None:
+        """Only `init` and `serve` create a workspace: any other command on a folder that is not one
+        says so and touches nothing (a typo in --workspace must not grow a second, empty memory)."""
+        if getattr(self.args, "creates_workspace", False):
+            return
+        from mateclaw_mem.errors import NotFoundError
+        from mateclaw_mem.locations import is_workspace
+
+        ws = self.settings.workspace
+        if not is_workspace(ws):
+            what = "no workspace" if not ws.exists() else "not a mateclaw-mem workspace"
+            raise NotFoundError(
+                f"{what} at {ws} (from {self.settings.workspace_source or 'the settings'}); create it with "
+                "`mateclaw-mem init`, or name another with --workspace DIR / MATECLAW_WORKSPACE"
+            )
+
     def agent(self) -> str:
-        return getattr(self.args, "agent", None) or self.settings.default_agent
+        """The agent the command names, else the default one; either must exist (exit 3 if not)."""
+        return self.services.store.require_agent(getattr(self.args, "agent", None) or self.settings.default_agent)
 
     def emit(self, data: Any, human: str | None = None) -> None:
         """JSON for scripts (`--json`), text for people."""

@@ -1,4 +1,4 @@
-"""File commands: ls, cat, write, edit, enable, disable, sort, history, undo."""
+"""File commands: ls, cat, write, write-memory, edit, enable, disable, sort, history, undo."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
+# The merge strategies (markdown.merge.STRATEGIES), spelled here so that building the parser imports nothing.
+STRATEGIES = ("append", "replace_section", "upsert_kv", "overwrite")
 PERSON = "person"  # a human at the command line: their writes are never cut by ceilings
 
 
@@ -32,6 +34,19 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--expect", metavar="SHA", help="refuse unless the file still has this hash (from cat --json)")
     p.add_argument("--owner")
     p.set_defaults(func=cmd_write)
+
+    p = sub.add_parser("write-memory", parents=[common],
+                       help="merge text into a memory file (append, replace_section, upsert_kv, overwrite)")
+    p.add_argument("agent")
+    p.add_argument("file")
+    p.add_argument("--strategy", required=True, choices=STRATEGIES,
+                   help="append: add at the end (of --section); replace_section: replace or add the ## section;"
+                        " upsert_kv: set 'key: value' lines in place; overwrite: replace the body (frontmatter kept)")
+    p.add_argument("--section", help="the ## section title to write in")
+    p.add_argument("--key", help="upsert_kv only: set this one key to --text")
+    p.add_argument("--text", help="the text (default: read stdin)")
+    p.add_argument("--owner")
+    p.set_defaults(func=cmd_write_memory)
 
     p = sub.add_parser("edit", parents=[common], help="find and replace text in a memory file")
     p.add_argument("agent")
@@ -92,7 +107,8 @@ def cmd_ls(ctx: CliContext) -> int:
         flag = "  OVER BUDGET" if f.over_budget else ""
         warn = f"  ({f.meta_error})" if f.meta_error else ""
         lines.append(f"{'on ' if f.enabled else 'off'}  {f.sort_order:>4}  {budget:>11} chars  {f.rel}{flag}{warn}")
-    ctx.emit(rows, "\n".join(lines) if lines else "no memory files (run `mateclaw-mem init`)")
+    empty = f"no files under {a.prefix}" if a.prefix else "no memory files (run `mateclaw-mem init`)"
+    ctx.emit(rows, "\n".join(lines) if lines else empty)
     return 0
 
 
@@ -111,6 +127,16 @@ def cmd_write(ctx: CliContext) -> int:
     content = a.text if a.text is not None else sys.stdin.read()
     result = ctx.services.tools.write(a.agent, a.file, content, actor=PERSON, owner=a.owner, expected_sha=a.expect)
     ctx.emit(_result(result), f"wrote {result.rel}" if result.changed else f"{result.rel} unchanged")
+    return 0
+
+
+def cmd_write_memory(ctx: CliContext) -> int:
+    a = ctx.args
+    content = a.text if a.text is not None else sys.stdin.read()
+    result = ctx.services.tools.write_memory(a.agent, a.file, content, strategy=a.strategy, section=a.section,
+                                             key=a.key, actor=PERSON, owner=a.owner)
+    done = f"{a.strategy} into {result.rel}" + (f" (## {a.section})" if a.section else "")
+    ctx.emit({**_result(result), "strategy": a.strategy}, done if result.changed else f"{result.rel} unchanged")
     return 0
 
 

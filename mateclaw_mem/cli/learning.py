@@ -5,8 +5,9 @@
     learn strategy AGENT add TEXT | rm N|TEXT [--task SLUG]
     learn task AGENT [SLUG] [--notes T] [--runs]       list tasks, show one, set its notes, its runs
     learn result AGENT SLUG SCORE [--part NAME=N ...] [--failed] [--memoryless] [--run ID]
+                                                       score 0-1000; without --run: the one open run
     learn reflect AGENT SLUG LESSON [--run ID]
-    learn enter AGENT SLUG [--memoryless]              print the TASK.md context (run id on stderr)
+    learn enter AGENT SLUG [--memoryless]              print `run ID`, a blank line, the TASK.md context
     learn lineage AGENT [--label TEXT [--hash H]]      harness versions; label one
 """
 
@@ -55,11 +56,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p = lsub.add_parser("result", parents=[common], help="record a run's score")
     p.add_argument("agent")
     p.add_argument("slug")
-    p.add_argument("score", type=float)
+    p.add_argument("score", type=float, help="0-1000 (the seed's scale)")
     p.add_argument("--part", action="append", default=[], metavar="NAME=N", help="a breakdown entry; repeatable")
     p.add_argument("--failed", action="store_true", help="the run did not complete")
     p.add_argument("--memoryless", action="store_true", default=None, help="a memoryless run")
-    p.add_argument("--run", metavar="ID", help="the run id `learn enter` printed")
+    p.add_argument("--run", metavar="ID", help="the run id `learn enter` printed (default: the task's one open run)")
     p.set_defaults(func=cmd_result)
 
     p = lsub.add_parser("reflect", parents=[common], help="store a lesson after a task")
@@ -184,8 +185,8 @@ def cmd_result(ctx: CliContext) -> int:
         human = f"recorded memoryless run {out.run.run_id} (score {_num(out.run.score)}); task memory unchanged"
     else:
         t = out.task
-        human = (f"recorded: {t.attempt_count} attempts, best {_num(t.best_score)}, avg {_num(t.avg_score)}, "
-                 f"trend {t.score_trend}")
+        human = (f"recorded run {out.run.run_id}: {t.attempt_count} attempts, best {_num(t.best_score)}, "
+                 f"avg {_num(t.avg_score)}, trend {t.score_trend}")
     ctx.emit(out.to_dict(), human)
     return 0
 
@@ -204,8 +205,12 @@ def cmd_enter(ctx: CliContext) -> int:
     if ctx.json:
         ctx.emit(out.to_dict())
     else:
-        print(f"run {out.run_id}" + (" (memoryless)" if out.memoryless else ""), file=sys.stderr)
-        sys.stdout.write(out.text)
+        # The run id is the command's result (stdout, first line: `RUN=$(… | head -1 | cut -d' ' -f2)`);
+        # stderr only says what to do with it.
+        sys.stdout.write(f"run {out.run_id}\n\n{out.text}")
+        kind = " (memoryless)" if out.memoryless else ""
+        print(f"run {out.run_id} started{kind}; record its score with "
+              f"`mateclaw-mem learn result {a.agent} {a.slug} SCORE --run {out.run_id}`", file=sys.stderr)
     return 0
 
 

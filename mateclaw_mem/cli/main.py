@@ -11,6 +11,10 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mateclaw_mem.cli.context import CliContext
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -38,9 +42,11 @@ COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "lear
 def _common() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--workspace", default=argparse.SUPPRESS, metavar="DIR",
-                        help="workspace root (env MATECLAW_WORKSPACE; default ./workspace)")
+                        help="workspace root (env MATECLAW_WORKSPACE; else the config's workspace:, relative to "
+                        "the config file; else ~/.local/share/mateclaw-mem/workspace)")
     common.add_argument("--config", default=argparse.SUPPRESS, metavar="PATH",
-                        help="settings file (env MATECLAW_CONFIG; default ./config/mateclaw.yaml)")
+                        help="settings file (env MATECLAW_CONFIG; else ~/.config/mateclaw-mem/mateclaw.yaml, else "
+                        "the source checkout's config/mateclaw.yaml, else built-in defaults)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     return common
 
@@ -63,6 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _require_agent(ctx: CliContext) -> None:
+    """A command that names an agent answers one that was never created the same way as every other
+    face (exit 3, naming it and how to create it), before it reads, records or writes anything; only
+    `init` creates agents. An omitted agent that means the default is checked by `ctx.agent()`."""
+    agent = getattr(ctx.args, "agent", None)
+    if isinstance(agent, str) and agent and not getattr(ctx.args, "creates_agent", False):
+        ctx.services.store.require_agent(agent)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -76,6 +91,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ctx = CliContext(args)
     try:
+        _require_agent(ctx)
         return int(args.func(ctx) or 0)
     except MateclawError as exc:
         ctx.fail(exc.message, code=exc.code)

@@ -1,4 +1,5 @@
-"""`mateclaw-mem mcp`: serve one agent's memory to an MCP client over stdio."""
+"""`mateclaw-mem mcp [--agent NAME]`: serve one agent's memory to an MCP client over stdio (the
+server's name and instructions name the agent; over HTTP the same is `/agents/NAME/mcp`)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,5 @@ def cmd_mcp(ctx: CliContext) -> int:
     # stdout carries the protocol: every log line goes to stderr.
     logging.basicConfig(level=ctx.args.log_level, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    agent = ctx.agent()
-    ctx.services.store.ensure_agent(agent)
-    run_stdio(ctx.services, agent)
+    run_stdio(ctx.services, ctx.agent())  # an agent never created is exit 3 before the protocol starts
     return 0

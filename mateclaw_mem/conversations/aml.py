@@ -5,6 +5,11 @@ everything), every AML message lives under one agent (`AML_AGENT` unless configu
 `session_id` is the conversation id. Add is idempotent per `request_id`; Search returns stored
 messages only, each prefixed with its date and speaker so an answer model can reason about time.
 
+A message's `content` is a string or a list of content parts (OpenAI chat format, see `parts`): text
+parts are stored and indexed, image parts kept as references and returned with the message. A
+`timestamp` is unix milliseconds or an ISO-8601 string; one without an offset is read in the
+workspace timezone (the clock's).
+
 No web framework here: faces validate shapes with pydantic and call `add` / `search`; the rules
 below (non-empty ids, limits, idempotency) hold for any face.
 """
@@ -13,12 +18,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
+from mateclaw_mem.conversations import parts
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
@@ -33,6 +40,7 @@ MAX_MESSAGES = 1000  # the platform sends at most 20; refuse only the absurd
 MAX_CONTENT_CHARS = 2_000_000
 MAX_ID_CHARS = 1024
 MAX_TOP_K = 1000
+MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of year 9999 (larger overflows SQLite)
 _WEEKDAY_ABBR = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
@@ -42,11 +50,16 @@ class TooLargeError(InvalidInputError):
     code = "too_large"
 
 
+# A content part as a face hands it over: {"type": "text", "text": ...} or {"type": "image_url",
+# "image_url": {"url": ..., "detail": ...}} (a bare URL string for "image_url" is accepted too).
+Part = Mapping[str, Any]
+
+
 @dataclass(frozen=True)
 class AmlMessage:
     role: str
-    content: str
-    timestamp: int | None = None  # unix ms
+    content: str | Sequence[Part]
+    timestamp: int | str | None = None  # unix ms, or ISO-8601 (no offset: the workspace timezone)
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,15 @@ class AmlItem:
     content: str
     score: float
     created_at: str
+    images: tuple[dict[str, Any], ...] = ()  # references (`parts.ImageRef.as_dict`) of the message's images
+
+
+@dataclass(frozen=True)
+class _Normalised:
+    role: str
+    text: str
+    ts_ms: int | None
+    images: tuple[parts.ImageRef, ...]
 
 
 def _require_id(name: str, value: str) -> None:
@@ -64,19 +86,88 @@ def _require_id(name: str, value: str) -> None:
         raise InvalidInputError(f"{name} is longer than {MAX_ID_CHARS} characters")
 
 
-def _body_hash(user_id: str, session_id: str, messages: list[AmlMessage]) -> str:
+def _body_hash(user_id: str, session_id: str, messages: list[_Normalised]) -> str:
     # Canonical JSON of the parsed body: a retry that re-serialises differently (key order,
-    # whitespace) is still the same request; any change in ids, text, role or time is not.
+    # whitespace, ISO time instead of ms, one text part instead of a string) is still the same
+    # request; any change in ids, text, role, time or images is not. A message without images
+    # hashes as before content parts existed, so retries of older requests still replay.
     canon = json.dumps(
         {
             "user_id": user_id,
             "session_id": session_id,
-            "messages": [[m.role, m.content, m.timestamp] for m in messages],
+            "messages": [
+                [m.role, m.text, m.ts_ms, *([[i.as_dict() for i in m.images]] if m.images else [])]
+                for m in messages
+            ],
         },
         ensure_ascii=False,
         separators=(",", ":"),
     )
     return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def parse_iso(value: str) -> datetime:
+    """An ISO-8601 date-time (`2023-05-08T13:56:00Z`, `2023-05-08 13:56+02:00`, `2023-05-08`); naive
+    when it has no offset. ValueError (for faces' validators) when it is not one."""
+    try:
+        return datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"{value[:40]!r} is not an ISO-8601 date-time (e.g. 2023-05-08T13:56:00Z) nor unix milliseconds"
+        ) from None
+
+
+def check_iso(value: str) -> str:
+    parse_iso(value)
+    return value
+
+
+def timestamp_ms(value: int | str, tz: tzinfo, where: str = "timestamp") -> int:
+    """Unix milliseconds from an int (already ms) or an ISO-8601 string; a naive string is in `tz`."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise InvalidInputError(f"{where} must be unix milliseconds or an ISO-8601 string")
+    if isinstance(value, str):
+        try:
+            when = parse_iso(value)
+        except ValueError as exc:
+            raise InvalidInputError(f"{where}: {exc}") from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=tz)
+        value = round(when.timestamp() * 1000)
+    if not 0 <= value <= MAX_TIMESTAMP_MS:
+        raise InvalidInputError(f"{where} must be between 1970-01-01 and 9999-12-31 (unix milliseconds >= 0)")
+    return value
+
+
+def content_text(content: str | Sequence[Part], where: str) -> tuple[str, tuple[parts.ImageRef, ...]]:
+    """(text to store and index, image references) of a string or a list of content parts; the text
+    is "" for parts without text."""
+    if isinstance(content, str):
+        return content, ()
+    if isinstance(content, Mapping) or not isinstance(content, Sequence) or not content:
+        raise InvalidInputError(f"{where} must be a non-empty string or a non-empty list of content parts")
+    texts: list[str] = []
+    images: list[parts.ImageRef] = []
+    for i, part in enumerate(content):
+        at = f"{where}[{i}]"
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        if kind == "text":
+            text = part.get("text")
+            if not isinstance(text, str):
+                raise InvalidInputError(f"{at}.text must be a string")
+            texts.append(text)
+        elif kind == "image_url":
+            image = part.get("image_url")
+            if isinstance(image, str):
+                image = {"url": image}
+            if not isinstance(image, Mapping) or not isinstance(image.get("url"), str):
+                raise InvalidInputError(f"{at}.image_url must be an object with a url")
+            if len(images) >= parts.MAX_IMAGES:
+                raise InvalidInputError(f"{where} holds more than {parts.MAX_IMAGES} images")
+            images.append(parts.image_ref(image["url"], image.get("detail"), where=f"{at}.image_url"))
+        else:
+            raise InvalidInputError(f"{at}.type must be 'text' or 'image_url', not {kind!r}")
+    return parts.joined_text(texts), tuple(images)
 
 
 def render_content(hit: Hit) -> str:
@@ -129,6 +220,7 @@ class AmlService:
         self.index.sync(self.log)
         if facts is not None:
             self.index.sync_facts(facts.store)
+        self._images = log.has_attachments(agent)  # see `search`
 
     def start(self) -> None:
         """Start the fact worker (model mode); jobs queued before a restart run first."""
@@ -155,14 +247,18 @@ class AmlService:
         if len(messages) > MAX_MESSAGES:
             raise TooLargeError(f"messages holds {len(messages)} items; the limit is {MAX_MESSAGES}")
         total = 0
+        normalised: list[_Normalised] = []
         for i, m in enumerate(messages):
             if not m.role.strip():
                 raise InvalidInputError(f"messages[{i}].role must be a non-empty string")
-            if not m.content.strip():
-                raise InvalidInputError(f"messages[{i}].content must be a non-empty string")
-            if m.timestamp is not None and m.timestamp < 0:
-                raise InvalidInputError(f"messages[{i}].timestamp must be unix milliseconds >= 0")
-            total += len(m.content)
+            text, images = content_text(m.content, f"messages[{i}].content")
+            if not text.strip() and images:
+                text = parts.placeholder(len(images))
+            if not text.strip():
+                raise InvalidInputError(f"messages[{i}].content must be a non-empty string or hold a non-blank part")
+            ts = None if m.timestamp is None else timestamp_ms(m.timestamp, self.clock.tz, f"messages[{i}].timestamp")
+            normalised.append(_Normalised(m.role, text, ts, images))
+            total += len(text)
         if total > MAX_CONTENT_CHARS:
             raise TooLargeError(f"messages hold {total} characters; the limit is {MAX_CONTENT_CHARS}")
 
@@ -175,15 +271,20 @@ class AmlService:
         now_ms = int(self.clock.now().timestamp() * 1000)
         result = self.log.append_once(
             request_id,
-            _body_hash(user_id, session_id, messages),
+            _body_hash(user_id, session_id, normalised),
             json.dumps(response, ensure_ascii=False),
             self.agent,
             session_id,
-            [NewMessage(m.role, m.content, m.timestamp) for m in messages],
+            [
+                NewMessage(m.role, m.text, m.ts_ms, tuple({"type": "image", **i.as_dict()} for i in m.images))
+                for m in normalised
+            ],
             owner=user_id,
             trigger_source="aml",
             now_ms=now_ms,
         )
+        if any(m.images for m in normalised):
+            self._images = True
         # Index before answering, also on a replay: the first delivery may have died between
         # the log commit and indexing, and the contract says "searchable once acknowledged".
         self.index.sync(self.log)
@@ -195,9 +296,15 @@ class AmlService:
         return json.loads(result.response)
 
     def search(
-        self, query: str, user_id: str, top_k: int, options: list[str] | None = None
+        self, query: str | Sequence[Part], user_id: str, top_k: int, options: list[str] | None = None
     ) -> list[AmlItem]:
-        """Stored messages of exactly `user_id`, best first, at most `top_k` (capped)."""
+        """Stored messages of exactly `user_id`, best first, at most `top_k` (capped).
+
+        A query of content parts searches by its text parts; its images take no part in ranking."""
+        if not isinstance(query, str):
+            query, images = content_text(query, "query")
+            if images and not query.strip():
+                raise InvalidInputError("query holds images only; searching needs a text part")
         if not query.strip():
             raise InvalidInputError("query must be a non-empty string")
         if len(query) > MAX_QUERY_CHARS or sum(map(len, options or ())) > MAX_QUERY_CHARS:
@@ -208,12 +315,21 @@ class AmlService:
         hits = self.index.search(
             self.agent, user_id, query, limit=min(top_k, MAX_TOP_K), options=options or ()
         )
+        # Only looked up once some message has images: a text-only log answers exactly as before.
+        kept = self.log.attachments([h.id for h in hits if h.id < FACT_BASE]) if self._images else {}
         return [
             AmlItem(
                 id=f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}",
                 content=render_content(h),
                 score=h.score,
                 created_at=_iso(h.ts_ms),
+                images=_images(kept.get(h.id, ())),
             )
             for h in hits
         ]
+
+
+def _images(attachments: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:
+    return tuple(
+        parts.ImageRef.from_dict(a).as_dict() for a in attachments if a.get("type") == "image"
+    )

@@ -19,9 +19,12 @@ NOT NULL key part): `owner_column` converts on the way in, `normalise_owner` on 
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mateclaw_mem.db import SharedConnection, migrated, run_once
 from mateclaw_mem.errors import ConflictError
@@ -46,7 +49,8 @@ CREATE TABLE IF NOT EXISTS messages (
     finish_reason TEXT,
     memoryless INTEGER NOT NULL DEFAULT 0,
     request_id TEXT,
-    created_ms INTEGER NOT NULL
+    created_ms INTEGER NOT NULL,
+    attachments TEXT
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation
     ON messages (agent, owner, conversation_id, id);
@@ -72,6 +76,11 @@ DROP TABLE idempotency;
 """
 
 
+# Non-text parts of a message (AML content parts: image references, `conversations.parts`), as a JSON
+# list, NULL for a message of text only. Added after the first release: older logs gain the column.
+_ADD_ATTACHMENTS = "ALTER TABLE messages ADD COLUMN attachments TEXT"
+
+
 def owner_column(owner: str | None) -> str:
     """The `owner` column's value: "" for no owner (None, or "" from a caller not yet converted)."""
     return owner or ""
@@ -82,6 +91,8 @@ class NewMessage:
     role: str
     content: str
     ts_ms: int | None = None  # None: the time of the append
+    # Non-text parts, each a JSON object with a "type" (already redacted and bounded by the caller).
+    attachments: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -97,6 +108,7 @@ class StoredMessage:
     finish_reason: str | None
     memoryless: bool
     request_id: str | None
+    attachments: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +133,7 @@ def _row_to_message(row: sqlite3.Row) -> StoredMessage:
         finish_reason=row["finish_reason"],
         memoryless=bool(row["memoryless"]),
         request_id=row["request_id"],
+        attachments=tuple(json.loads(row["attachments"])) if row["attachments"] else (),
     )
 
 
@@ -138,6 +151,11 @@ class ConversationLog(SharedConnection):
             if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'idempotency'").fetchone():
                 for statement in filter(str.strip, _MIGRATE_REQUESTS.split(";")):
                     conn.execute(statement)
+            if "attachments" not in {r["name"] for r in conn.execute("PRAGMA table_info(messages)")}:
+                conn.execute(_ADD_ATTACHMENTS)
+            # Partial, so it costs nothing for text: `has_attachments` at start-up reads it, not the table.
+            conn.execute("CREATE INDEX IF NOT EXISTS messages_with_attachments ON messages (agent)"
+                         " WHERE attachments IS NOT NULL")
         run_once(self._conn, self._lock, REDACTED + "log.db", _redact_stored)
 
     def redacted_on_migration(self) -> dict[str, int]:
@@ -163,8 +181,8 @@ class ConversationLog(SharedConnection):
         for m in messages:
             cur = conn.execute(
                 "INSERT INTO messages (agent, owner, conversation_id, role, content, ts_ms,"
-                " trigger_source, finish_reason, memoryless, request_id, created_ms)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " trigger_source, finish_reason, memoryless, request_id, created_ms, attachments)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     agent,
                     owner_column(owner),
@@ -177,6 +195,7 @@ class ConversationLog(SharedConnection):
                     int(memoryless),
                     request_id,
                     now_ms,
+                    json.dumps(list(m.attachments), ensure_ascii=False) if m.attachments else None,
                 ),
             )
             assert cur.lastrowid is not None
@@ -297,6 +316,23 @@ class ConversationLog(SharedConnection):
                 f"SELECT * FROM messages WHERE id IN ({','.join('?' * len(ids))}) ORDER BY id", ids
             ).fetchall()
         return [_row_to_message(r) for r in rows]
+
+    def attachments(self, ids: list[int]) -> dict[int, tuple[dict[str, Any], ...]]:
+        """The non-text parts of those of these messages that have any, by id."""
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT id, attachments FROM messages WHERE id IN ({','.join('?' * len(ids))})"
+                " AND attachments IS NOT NULL", ids
+            ).fetchall()
+        return {r["id"]: tuple(json.loads(r["attachments"])) for r in rows}
+
+    def has_attachments(self, agent: str) -> bool:
+        with self._lock:
+            return self._conn.execute(
+                "SELECT 1 FROM messages WHERE agent = ? AND attachments IS NOT NULL LIMIT 1", (agent,)
+            ).fetchone() is not None
 
     def before(
         self, agent: str, conversation_id: str, before_id: int, *, owner: str | None = None, limit: int

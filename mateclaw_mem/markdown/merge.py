@@ -7,6 +7,7 @@ locks, compare-and-swap, ceilings and history around them.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from mateclaw_mem.errors import InvalidInputError
@@ -74,14 +75,23 @@ def upsert_kv(body: str, content: str, section: str | None = None) -> str:
     preamble, sections = split_sections(body)
     scope_index = find(sections, section) if section else None
     if section and scope_index is None:
-        sections.append(Section(section, f"## {section}\n"))
+        preamble = _add_section(preamble, sections, Section(section, f"## {section}\n"))
         scope_index = len(sections) - 1
     if scope_index is not None:
-        scoped = sections[scope_index].text
-        updated = _upsert_lines(scoped, pairs)
-        sections[scope_index] = Section(sections[scope_index].title, updated)
+        scoped = sections[scope_index]
+        sections[scope_index] = Section(scoped.title, _inside(scoped.text, lambda t: _upsert_lines(t, pairs)))
         return join(preamble, sections)
     return _upsert_lines(body, pairs)
+
+
+def _inside(text: str, change: Callable[[str], str]) -> str:
+    """Apply `change` to a section's text without its trailing blank lines, then put them back: new
+    lines land under the section's last line, and the blank line before the next `##` stays."""
+    core = text.rstrip("\n")
+    changed = change(core + "\n" if core else "")
+    if text.endswith("\n\n"):
+        changed = changed.rstrip("\n") + text[len(core):]
+    return changed
 
 
 def _upsert_lines(text: str, pairs: list[tuple[str, str]]) -> str:
@@ -115,7 +125,7 @@ def apply(strategy: str, body: str, content: str, section: str | None = None) ->
             at = find(sections, section)
             if at is None:
                 return replace_section(body, content, section)
-            sections[at] = Section(sections[at].title, append(sections[at].text, content))
+            sections[at] = Section(sections[at].title, _inside(sections[at].text, lambda t: append(t, content)))
             return join(preamble, sections)
         return append(body, content)
     if strategy == "replace_section":

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import Field
 
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, SET, call
+from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -173,13 +174,15 @@ def register(server: Any, services: Services, agent: Callable[[], str]) -> None:
 
     def record_task_result(
         task: Task,
-        score: float,
-        breakdown: Annotated[dict[str, float] | None, Field(description="score parts, name -> number")] = None,
+        score: Annotated[float, Field(ge=MIN_SCORE, le=MAX_SCORE, description="0-1000, the seed's scale")],
+        breakdown: Annotated[dict[str, float] | None,
+                             Field(description="score parts, name -> number (each 0-1000)")] = None,
         completed: bool = True,
         memoryless: bool | None = None,
-        run_id: Annotated[str | None, Field(description="the run_id enter_task returned")] = None,
+        run_id: Annotated[str | None, Field(description="the run_id enter_task returned; default: the "
+                                                        "task's one open run, else a new run")] = None,
     ) -> dict[str, Any]:
-        """Record a run's score. Updates the task memory unless the run is memoryless."""
+        """Record a run's score (0-1000). Updates the task memory unless the run is memoryless."""
         return run("record_task_result", task=task, score=score, breakdown=breakdown, completed=completed,
                    memoryless=memoryless, run_id=run_id)
 

@@ -1,5 +1,6 @@
-"""The MCP face: one agent's memory as MCP tools, over stdio (`mateclaw-mem mcp`) or streamable
-HTTP (mounted at `/mcp` in the daemon).
+"""The MCP face: one agent's memory as MCP tools, over stdio (`mateclaw-mem mcp --agent NAME`) or
+streamable HTTP (`/agents/<agent>/mcp` in the daemon, `/mcp` for the default agent; api/mcp_http.py).
+One server serves one agent, and its name and instructions say which.
 
 Tools are thin: parse arguments (the SDK validates them against the signatures), call a service,
 render. A `MateclawError` becomes a tool error whose text is the service's message, so the model
@@ -13,7 +14,6 @@ a tool is idempotent when repeating the same call leaves the same files.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -23,13 +23,10 @@ from mateclaw_mem import __version__
 from mateclaw_mem.mcp import learning_tools
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.workspace import tools as workspace_tools
 from mateclaw_mem.workspace.walk import normalise_owner
 
 ACTOR = "mcp"
-
-# The agent an HTTP request chose by its path (`/mcp/agents/<agent>`), set by the HTTP face around the
-# request; unset (stdio, or plain `/mcp`), tools act for the agent the server was built for.
-REQUEST_AGENT: ContextVar[str | None] = ContextVar("mateclaw_mcp_agent", default=None)
 
 INSTRUCTIONS = """\
 Memory of agent {agent!r}, kept as Markdown files a person can read and edit.
@@ -46,33 +43,35 @@ Owner = Annotated[str | None, Field(description="owner key for personal memory (
 EntryType = Literal["user", "feedback", "project", "reference"]
 
 
+def server_name(agent: str) -> str:
+    """What a client shows for the server: the agent is in it, so two agents never look alike."""
+    return f"mateclaw-mem ({agent})"
+
+
 def build_server(services: Services, agent: str | None = None) -> MCPServer:
-    """An MCP server bound to one agent (default: the configured default agent)."""
+    """An MCP server bound to one agent (default: the configured default agent), named after it."""
     bound = agent or services.settings.default_agent
-    server = MCPServer("mateclaw-mem", version=__version__, instructions=INSTRUCTIONS.format(agent=bound))
+    server = MCPServer(server_name(bound), version=__version__, instructions=INSTRUCTIONS.format(agent=bound))
     tools = services.tools
 
     def current() -> str:
-        return REQUEST_AGENT.get() or bound
+        return bound
 
     # -- the seed's workspace memory tools ----------------------------------------------------------
 
     def list_workspace_memory_files(
         prefix: Annotated[str, Field(description="only paths starting with this, e.g. memory/")] = "",
         owner: Owner = None,
-    ) -> list[dict[str, Any]]:
-        """List the agent's memory files with enabled flag, sort order and size."""
-        files = call(lambda: tools.list(current(), prefix=prefix, owner=owner))
-        return [
-            {"path": f.rel, "enabled": f.enabled, "sort_order": f.sort_order, "chars": f.chars,
-             "ceiling": f.ceiling, "over_budget": f.over_budget}
-            for f in files
-        ]
+    ) -> dict[str, Any]:
+        """List the agent's memory files (filename, fileSize, enabled, sort order) and their count."""
+        agent = current()
+        return workspace_tools.listing(agent, call(lambda: tools.list(agent, prefix=prefix, owner=owner)))
 
-    def read_workspace_memory_file(path: Path_, owner: Owner = None) -> dict[str, str]:
+    def read_workspace_memory_file(path: Path_, owner: Owner = None) -> dict[str, Any]:
         """Read a memory file. `sha` identifies this version (pass it back as expected_sha to write safely)."""
-        snap = call(lambda: tools.read(current(), path, owner=owner))
-        return {"path": snap.rel, "content": snap.text, "sha": snap.sha}
+        agent = current()
+        snap = call(lambda: tools.read(agent, path, owner=owner))
+        return workspace_tools.file_read(agent, snap, tools.describe(agent, snap.rel, owner=owner))
 
     def write_workspace_memory_file(
         path: Path_,
@@ -81,8 +80,9 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         owner: Owner = None,
     ) -> dict[str, Any]:
         """Replace (or create) a memory file. New files start disabled (not in the always-on prompt)."""
-        r = call(lambda: tools.write(current(), path, content, actor=ACTOR, owner=owner, expected_sha=expected_sha))
-        return {"path": r.rel, "sha": r.sha, "changed": r.changed, "archived": list(r.archived)}
+        agent = current()
+        r = call(lambda: tools.write(agent, path, content, actor=ACTOR, owner=owner, expected_sha=expected_sha))
+        return workspace_tools.write_answer(agent, r)
 
     def edit_workspace_memory_file(
         path: Path_,
@@ -92,14 +92,36 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         owner: Owner = None,
     ) -> dict[str, Any]:
         """Find and replace text in a memory file (the text must be unique unless replace_all)."""
-        r = call(lambda: tools.edit(current(), path, old_text, new_text, actor=ACTOR, owner=owner,
+        agent = current()
+        r = call(lambda: tools.edit(agent, path, old_text, new_text, actor=ACTOR, owner=owner,
                                     replace_all=replace_all))
-        return {"path": r.write.rel, "sha": r.write.sha, "changed": r.write.changed, "replacements": r.replacements}
+        return workspace_tools.write_answer(agent, r.write, replacements=r.replacements)
+
+    def write_memory(
+        path: Path_,
+        strategy: Annotated[
+            Literal["append", "replace_section", "upsert_kv", "overwrite"],
+            Field(description="append: add at the end (of `section` if given); replace_section: replace the"
+                  " `## section` or add it; upsert_kv: set `key: value` lines in place; overwrite: replace the body"),
+        ],
+        content: Annotated[str, Field(description="the text; upsert_kv: `key: value` lines (or the value of `key`)")],
+        section: Annotated[str | None, Field(description="`##` section title to write in", min_length=1)] = None,
+        key: Annotated[str | None, Field(description="upsert_kv only: set this one key to `content`",
+                                         min_length=1)] = None,
+        owner: Owner = None,
+    ) -> dict[str, Any]:
+        """Merge text into a memory file without rewriting it: append, replace a section, set key: value lines."""
+        agent = current()
+        r = call(lambda: tools.write_memory(agent, path, content, strategy=strategy, section=section, key=key,
+                                            actor=ACTOR, owner=owner))
+        return workspace_tools.write_answer(agent, r, strategy=strategy)
 
     server.add_tool(list_workspace_memory_files, annotations=READ)
     server.add_tool(read_workspace_memory_file, annotations=READ)
     server.add_tool(write_workspace_memory_file, annotations=REPLACE)
     server.add_tool(edit_workspace_memory_file, annotations=CHANGE)
+    # overwrite and replace_section replace text; append adds again on every repeat: not idempotent.
+    server.add_tool(write_memory, annotations=CHANGE)
 
     # -- keyword search ------------------------------------------------------------------------------
 

@@ -1,9 +1,11 @@
 """The long-running process: one per workspace, started by `mateclaw-mem serve`.
 
-It seeds the workspace, takes the daemon lock (a second daemon on the same workspace refuses to
-start), builds every service (`Services.start`), starts the extraction workers, the file watcher,
-the scheduler and then the HTTP API (uvicorn, with MCP mounted at `/mcp`), and stops them cleanly,
-in reverse order, on SIGTERM / Ctrl-C: running extractions finish, queued ones are kept.
+It binds its port (a busy port stops it before the workspace is touched), takes the daemon lock (a
+second daemon on the same workspace refuses to start), seeds the workspace, builds every service
+(`Services.start`), starts the extraction workers, the file watcher, the scheduler and then the
+HTTP API (uvicorn, with MCP mounted at `/mcp`), writes `.mateclaw/daemon.json` (pid and URL, for
+`status`), and stops them cleanly, in reverse order, on SIGTERM / Ctrl-C: running extractions
+finish, queued ones are kept.
 
 Nothing here polls: the main thread sleeps on an Event that the signal handler sets, the watcher
 sleeps on OS file events, the scheduler on its next fire time, the workers on their queue.
@@ -12,6 +14,7 @@ sleeps on OS file events, the scheduler on its next fire time, the workers on th
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -22,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
+from mateclaw_mem.runtime import pidfile
 from mateclaw_mem.runtime.net import bind, is_loopback
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.store import clean_temp_files
@@ -60,14 +64,42 @@ class Daemon:
         self._stoppers: list[tuple[str, Callable[[], None]]] = []
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
+        self._sock: socket.socket | None = None
 
     @property
     def lock_path(self) -> Path:
         return self.services.settings.state_dir / "daemon.lock"
 
     def start(self) -> None:
-        settings = self.services.settings
         self._check_auth()
+        # The port first: "address in use" must stop us before anything touches the workspace.
+        self._sock = self._bind() if self.http else None
+        try:
+            self._take_lock()
+        except BaseException:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            raise
+        try:
+            self._start_parts()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _bind(self) -> socket.socket:
+        try:
+            return bind(self.host, self.port)
+        except ConfigError:
+            # Most often this workspace's own daemon holds the port: say that, as the lock would.
+            record, _ = pidfile.live_record(self.services.settings.state_dir)
+            if record is not None:
+                raise BusyError(f"another mateclaw-mem daemon (pid {record.pid}) is already running on workspace "
+                                f"{self.services.settings.workspace} at {record.url}") from None
+            raise
+
+    def _take_lock(self) -> None:
+        settings = self.services.settings
         self.lock_path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.lock_path))
         try:
@@ -77,11 +109,6 @@ class Daemon:
             raise BusyError(
                 f"another mateclaw-mem daemon is already running on workspace {settings.workspace.resolve()}"
             ) from None
-        try:
-            self._start_parts()
-        except BaseException:
-            self.stop()
-            raise
 
     def _check_auth(self) -> None:
         if self.http and not is_loopback(self.host) and not self.services.api_key:
@@ -97,9 +124,9 @@ class Daemon:
         removed = clean_temp_files(settings.workspace)
         if removed:
             log.info("removed %d temp file(s) left by an interrupted write", removed)
-        created = self.services.store.ensure_agent(settings.default_agent)
-        if created:
-            log.info("seeded agent %r: %s", settings.default_agent, ", ".join(created))
+        for agent, created in self.services.seed_agents().items():
+            if created:
+                log.info("seeded agent %r: %s", agent, ", ".join(created))
         log.info("workspace %s", settings.workspace.resolve())
         log.info("config %s", settings.config_path or "(built-in defaults)")
         if self.services.mode == "rules":
@@ -107,8 +134,7 @@ class Daemon:
         else:
             log.info("mode: model %s at %s", settings.model.model, settings.model.base_url)
 
-        # The port first: "address in use" should stop us before anything else has started.
-        sock = bind(self.host, self.port) if self.http else None
+        sock, self._sock = self._sock, None  # bound in start(), before the workspace was touched
         # Then every service, built in one order on this thread while no worker exists (an index
         # left by another tokenizer version is rebuilt here, not inside the first request), then
         # the background work: workers (they resume persisted work), then the sources of new work
@@ -120,6 +146,24 @@ class Daemon:
         # The API last: no request can reach a service before it is built and its workers run.
         if sock is not None:
             self._start_http(sock)
+        self._write_pidfile()
+
+    def _write_pidfile(self) -> None:
+        from mateclaw_mem import __version__
+
+        state_dir = self.services.settings.state_dir
+        pid = os.getpid()
+        started = self.services.clock.now().isoformat(timespec="seconds")
+        pidfile.write(state_dir, pidfile.DaemonRecord(pid, self._connect_url() or None, started, __version__))
+        self.add_stopper("pid file", lambda: pidfile.remove(state_dir, pid))
+
+    def _connect_url(self) -> str:
+        """Where a client on this machine reaches us: a wildcard bind is reached on loopback."""
+        if not self.url:
+            return ""
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        host = f"[{host}]" if ":" in host else host
+        return f"http://{host}:{self.url.rsplit(':', 1)[1]}"
 
     def _start_http(self, sock: socket.socket) -> None:
         import uvicorn
@@ -127,6 +171,9 @@ class Daemon:
         assert self.app_factory is not None
         bound_port = sock.getsockname()[1]
         app = self.app_factory(self.services, self.host)
+        # Our MCP endpoint is stateless: the SDK's "Terminating session: None" (INFO) would be one line per call.
+        for name in ("mcp.server.streamable_http", "mcp.server.streamable_http_manager"):
+            logging.getLogger(name).setLevel(logging.WARNING)
         config = uvicorn.Config(
             app,
             log_config=None,  # keep our logging set-up
@@ -178,6 +225,9 @@ class Daemon:
                 log.info("%s stopped", label)
             except Exception:
                 log.exception("error while stopping the %s", label)
+        if self._sock is not None:  # bound, never handed to uvicorn
+            self._sock.close()
+            self._sock = None
         self.services.close()
         if self._lock is not None:
             self._lock.release()

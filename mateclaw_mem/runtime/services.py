@@ -347,6 +347,13 @@ class Services:
             getattr(self, name)
         self._sealed = True
 
+    def seed_agents(self) -> dict[str, list[str]]:
+        """Create the agents the daemon itself serves: the default agent (the MCP `/mcp` endpoint, the
+        CLI's default) and the AML agent (every `/v1/aml/add` writes there). Every other agent is
+        created only by `init` or `POST /api/v1/agents`. Returns the files seeded, per agent."""
+        agents = dict.fromkeys((self.settings.default_agent, self.settings.aml_agent))
+        return {agent: self.store.ensure_agent(agent) for agent in agents}
+
     def _background(self) -> list[tuple[str, Any]]:
         parts = {"extraction workers": self.extraction, "file watcher": self.watcher, "scheduler": self.scheduler}
         if self.aml.facts is not None:  # model mode only
@@ -374,6 +381,10 @@ class Services:
                 logger.info("%s stopped", label)
             except Exception:
                 logger.exception("error while stopping the %s", label)
+
+    def running_parts(self) -> list[str]:
+        """Labels (START_ORDER) of the background parts `start()` started and `stop()` has not stopped."""
+        return [label for label, _ in self._running]
 
     def status_reporters(self) -> list[tuple[str, Any]]:
         """(name, callable) pairs for `status`; services add theirs with `add_status`."""

@@ -3,10 +3,15 @@ services report through `Services.status_reporters` (extraction, dreaming, index
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.runtime import pidfile
 
 if TYPE_CHECKING:
     from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.workspace.listing import FileInfo
+    from mateclaw_mem.workspace.store import WorkspaceStore
 
 
 def collect(services: Services, agents: list[str] | None = None) -> dict[str, Any]:
@@ -16,7 +21,10 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
         "mode": services.mode,
         "model": settings.model.model or None,
         "workspace": str(settings.workspace.resolve()),
+        "workspace_source": settings.workspace_source or None,
         "config": str(settings.config_path) if settings.config_path else None,
+        "config_source": settings.config_source or None,
+        "daemon": pidfile.probe(settings.state_dir),
         "owner_isolation": settings.owner_isolation,
         "agents": {},
     }
@@ -24,8 +32,12 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
         files = store.list_files(agent)
         recent = []
         for f in files:
-            for v in store.history(agent, f.rel)[-3:]:
+            versions = store.history(agent, f.rel)
+            for v in versions[-3:]:
                 recent.append({"file": f.rel, "at": v.at, "actor": v.actor, "reason": v.reason})
+            hand = _hand_edit(store, agent, f, versions[-1].replaced_by if versions else None, services)
+            if hand is not None:
+                recent.append(hand)
         recent.sort(key=lambda r: r["at"], reverse=True)
         out["agents"][agent] = {
             "files": [
@@ -46,4 +58,36 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
             out[name] = reporter()
         except Exception as exc:  # status must always render; say what failed instead
             out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    _watcher_from_daemon(out, services)
     return out
+
+
+def _watcher_from_daemon(out: dict[str, Any], services: Services) -> None:
+    """The watcher runs in the daemon, not in this process: report the daemon's, or that there is none."""
+    index = out.get("index")
+    if not isinstance(index, dict) or "watcher" not in index or services.built("watcher"):
+        return
+    daemon = out["daemon"]
+    background = (daemon.get("health") or {}).get("background") or {}
+    if "file watcher" in background:
+        index["watcher"] = {"state": f"{background['file watcher']} (in the daemon, pid {daemon['pid']})"}
+    elif not daemon["running"]:
+        index["watcher"] = {"state": "off: the daemon is not running (`mateclaw-mem serve` starts it)"}
+
+
+def _hand_edit(store: WorkspaceStore, agent: str, f: FileInfo, last_sha: str | None,
+               services: Services) -> dict[str, Any] | None:
+    """A save nobody recorded: the file differs from what the store last wrote. History keeps what
+    machines replaced, so a person's save shows only here, dated by the file's mtime."""
+    if last_sha is None:
+        return None  # never written by the store: dropped in by hand, but when is unknown
+    from mateclaw_mem.workspace.records import sha256
+
+    try:
+        data = store.path(agent, f.rel).read_bytes()
+    except OSError:
+        return None
+    if sha256(data) == last_sha:
+        return None
+    at = datetime.fromtimestamp(f.mtime, services.clock.tz).isoformat(timespec="seconds")
+    return {"file": f.rel, "at": at, "actor": "you", "reason": "hand edit"}

@@ -28,7 +28,7 @@ from mateclaw_mem.workspace import ceilings, daily, reading, seeding, undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
-from mateclaw_mem.workspace.listing import ALWAYS_ON, FileInfo, FileLister
+from mateclaw_mem.workspace.listing import FileInfo, FileLister
 from mateclaw_mem.workspace.machine_rules import changed_keys
 from mateclaw_mem.workspace.paths import (
     agent_folder,
@@ -99,8 +99,13 @@ class WorkspaceStore:
         return agent
 
     def agent_dir(self, agent: str, owner: str | None = None) -> Path:
-        """The agent's (or owner's) folder; InvalidPathError when a link takes it out of the root."""
-        return agent_folder(self.root, self.agent_key(agent, owner))
+        """The agent's (or owner's) folder; NotFoundError for an agent never created (so no write
+        makes one), InvalidPathError when a link takes it out of the root."""
+        return agent_folder(self.root, self.agent_key(self.require_agent(agent), owner))
+
+    def require_agent(self, agent: str) -> str:
+        """The one check that `agent` exists, for every face and writer (`seeding.require_agent`)."""
+        return seeding.require_agent(self.root, agent)
 
     def path(self, agent: str, rel: str, owner: str | None = None) -> Path:
         base = self.agent_dir(agent, owner)
@@ -122,11 +127,11 @@ class WorkspaceStore:
 
     def owners(self, agent: str) -> list[str]:
         """Owner keys with personal memory under this agent (empty unless owner isolation is on)."""
-        return walk.owner_names(self.root / check_agent(agent), owner_isolation=self.owner_isolation)
+        return walk.owner_names(self.root / self.require_agent(agent), owner_isolation=self.owner_isolation)
 
     def walk_files(self, agent: str | None = None) -> Iterator[walk.DiskFile]:
         """Every memory file on disk (of one agent, or all), stat only; owner None = shared files."""
-        agents = [check_agent(agent)] if agent else self.agents()
+        agents = [self.require_agent(agent)] if agent else self.agents()
         return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation)
 
     def locate(self, path: Path) -> tuple[str, str | None, str] | None:
@@ -402,7 +407,7 @@ class WorkspaceStore:
     # -- agents and listings ---------------------------------------------------------------------
 
     def ensure_agent(self, agent: str, owner: str | None = None) -> list[str]:
-        """Create the always-on files from the seeds where missing. Returns the files created."""
+        """Create the agent (the only way one is made) and its missing always-on files."""
         return seeding.ensure_agent(self, agent, owner)
 
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:

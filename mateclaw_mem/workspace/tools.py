@@ -2,11 +2,17 @@
 
 One implementation for every face: CLI, HTTP, MCP and the agent's own tool calls all come here.
 Files a tool creates start `enabled: false` so nothing new is injected into prompts by surprise.
+
+The answers' shape is shared too (`listing`, `file_read`, `write_answer`): the seed's field names
+(`agentId`, `count`, `filename`, `fileSize`, `enabled`, `replacements`) plus ours (`sha`, `chars`,
+`ceiling`, ...). The older `path` / `size` stay beside `filename` / `fileSize` so existing clients
+keep working.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter, merge
@@ -32,6 +38,10 @@ class WorkspaceTools:
         if not snap.exists:
             raise NotFoundError(f"{rel} does not exist in agent {agent!r}")
         return snap
+
+    def describe(self, agent: str, rel: str, *, owner: str | None = None) -> FileInfo | None:
+        """One file as `list` shows it (enabled, sort_order, size): the listing's own rules and cache."""
+        return next((f for f in self.store.list_files(agent, owner=owner, prefix=rel) if f.rel == rel), None)
 
     def write(
         self,
@@ -135,11 +145,20 @@ class WorkspaceTools:
         strategy: str,
         actor: str,
         section: str | None = None,
+        key: str | None = None,
         owner: str | None = None,
     ) -> WriteResult:
-        """Programmatic write with a merge strategy: append, replace_section, upsert_kv, overwrite."""
+        """Programmatic write with a merge strategy: append, replace_section, upsert_kv, overwrite.
+
+        `key` (upsert_kv only) sets one `key: content` line, so a caller need not format it."""
         if strategy not in merge.STRATEGIES:
             raise InvalidInputError(f"unknown merge strategy {strategy!r}; use one of {', '.join(merge.STRATEGIES)}")
+        if section is not None and not section.strip():
+            raise InvalidInputError("section must be a non-empty title (or left out)")
+        if section is not None and strategy == "overwrite":
+            raise InvalidInputError("overwrite replaces the whole file; a section does not apply (use replace_section)")
+        if key is not None:
+            content = _kv_line(strategy, key, content)
 
         def apply(current: str) -> str:
             block, body = frontmatter.split(current)
@@ -150,3 +169,47 @@ class WorkspaceTools:
         result = self.store.update(agent, rel, apply, actor=actor, owner=owner, reason=f"write_memory {strategy}")
         assert result is not None
         return result
+
+
+def _kv_line(strategy: str, key: str, value: str) -> str:
+    if strategy != "upsert_kv":
+        raise InvalidInputError(f"a key applies to upsert_kv only, not to {strategy}")
+    key = key.strip()
+    if not key or key.startswith("#") or any(c in key for c in ":：\n"):
+        raise InvalidInputError(f"key {key!r} must be non-empty, on one line, without ':' and not start with '#'")
+    if "\n" in value.strip():
+        raise InvalidInputError(f"the value for key {key!r} must be one line")
+    return f"{key}: {value.strip()}"
+
+
+# -- the answers every face gives (HTTP, MCP): the seed's names first --------------------------------------
+
+
+def file_entry(f: FileInfo) -> dict[str, Any]:
+    return {
+        "filename": f.rel, "fileSize": f.size, "enabled": f.enabled, "sort_order": f.sort_order,
+        "chars": f.chars, "ceiling": f.ceiling, "over_budget": f.over_budget, "frontmatter_error": f.meta_error,
+        "path": f.rel, "size": f.size,
+    }
+
+
+def listing(agent: str, files: list[FileInfo]) -> dict[str, Any]:
+    return {"agentId": agent, "count": len(files), "files": [file_entry(f) for f in files]}
+
+
+def file_read(agent: str, snap: Snapshot, info: FileInfo | None) -> dict[str, Any]:
+    size = info.size if info is not None else len(snap.text.encode("utf-8"))
+    return {
+        "agentId": agent, "filename": snap.rel, "content": snap.text,
+        # A file the listing skips (it cannot be listed, so it is never injected) reads as disabled.
+        "enabled": info.enabled if info is not None else False,
+        "sort_order": info.sort_order if info is not None else DEFAULT_SORT_ORDER,
+        "fileSize": size, "sha": snap.sha, "path": snap.rel, "size": size,
+    }
+
+
+def write_answer(agent: str, r: WriteResult, **extra: Any) -> dict[str, Any]:
+    return {
+        "agentId": agent, "filename": r.rel, "sha": r.sha, "previous_sha": r.previous_sha, "changed": r.changed,
+        "archived": list(r.archived), "version": r.version, "path": r.rel, **extra,
+    }

@@ -55,14 +55,19 @@ def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> lis
     for v in versions:
         first_by_file.setdefault((v.key, v.rel), v)
         last_by_file[(v.key, v.rel)] = v
+    undo_id = f"undo-{batch}"
     plans = []
     for file_key, first in first_by_file.items():
         agent, owner = _split_key(file_key[0])
         current = store._snapshot(first.rel, store.root / file_key[0] / first.rel)
         if current.sha != last_by_file[file_key].replaced_by:
+            undone = store.history_store.batch(undo_id)
+            if undone:
+                # The usual reason the files moved on: this very undo, run before.
+                raise ConflictError(f"run {batch} was already undone (run {undo_id} at {undone[-1].at}); "
+                                    f"`mateclaw-mem undo AGENT --run {undo_id}` redoes it")
             raise ConflictError(f"{first.rel} changed after run {batch}; undo it file by file instead")
         plans.append((agent, owner, first, current.sha))
-    undo_id = f"undo-{batch}"
     return [
         _restore(store, agent, owner, first, actor=actor, reason=f"undo run {batch}", expected_sha=sha,
                  batch=undo_id)

@@ -2,7 +2,9 @@
 
 For quick iteration on ranking; confirm with scripts/bench/aml_locomo.sh (the real HTTP bench).
 
-    python scripts/bench/aml_inprocess.py [--data PATH] [--set question_penalty=0.8 ...] [--misses N]
+    python scripts/bench/aml_inprocess.py --data LOCOMO_DEV.json --bench aml_bench.py [--set question_penalty=0.8 ...]
+
+Neither file ships with this repo: pass their paths (or set AML_DATA / AML_BENCH).
 
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
 a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 import time
@@ -29,8 +32,6 @@ from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
 from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
 from mateclaw_mem.index.messages.ranking import Ranking  # noqa: E402
-
-SHARED_BENCH = REPO.parent / "shared" / "bench"
 
 
 def load_bench(path: Path):  # returns the aml_bench module
@@ -55,8 +56,8 @@ def ranking_with(overrides: list[str]) -> Ranking:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(SHARED_BENCH / "locomo" / "locomo_dev.json"))
-    ap.add_argument("--bench", default=str(SHARED_BENCH / "aml_bench.py"))
+    ap.add_argument("--data", default=os.environ.get("AML_DATA"), help="the LoCoMo dev split (env AML_DATA)")
+    ap.add_argument("--bench", default=os.environ.get("AML_BENCH"), help="aml_bench.py (env AML_BENCH)")
     ap.add_argument("--categories", default="all")
     ap.add_argument("--top-k", type=int, default=100)
     ap.add_argument("--set", action="append", default=[], help="Ranking field=JSON value")
@@ -69,6 +70,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="also report these sample_ids and the rest apart (tune / confirm halves); '' = off")
     ap.add_argument("--no-stem", action="store_true", help="experiment: tokenizer without stemming")
     args = ap.parse_args(argv)
+    for name in ("data", "bench"):
+        value = getattr(args, name)
+        if not value or not Path(value).is_file():
+            ap.error(f"--{name}: {'give the path' if not value else f'no such file: {value}'} "
+                     "(the LoCoMo data and aml_bench.py are not part of this repo)")
     if args.no_stem:
         import mateclaw_mem.index.tokenizer as tokenizer
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -44,9 +45,13 @@ def turns(data: list[dict]) -> list[tuple[str, str, int]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(REPO.parent / "shared" / "bench" / "locomo" / "locomo_dev.json"))
+    ap.add_argument("--data", default=os.environ.get("AML_DATA"),
+                    help="the LoCoMo dev split (env AML_DATA; not part of this repo)")
     ap.add_argument("--sizes", default="3000,10000,30000")
     args = ap.parse_args()
+    if not args.data or not Path(args.data).is_file():
+        ap.error(f"--data: {'give the path' if not args.data else f'no such file: {args.data}'} "
+                 "(the LoCoMo data is not part of this repo)")
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
     base = turns(data)
     questions = [q["question"] for conv in data for q in conv["qa"]][::5][:200]

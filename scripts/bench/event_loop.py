@@ -34,7 +34,8 @@ from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS  # noqa: E402
 from scripts.bench._text import sentence  # noqa: E402
 
 BOUND_P95_MS = 250.0  # the bound stated in the README: /health p95 under three max-size searchers
-LOCOMO = REPO.parent / "shared" / "bench" / "locomo" / "locomo_dev.json"
+# Real chat turns when AML_DATA names the LoCoMo dev split (not part of this repo); generated ones otherwise.
+LOCOMO = Path(os.environ.get("AML_DATA") or "/nonexistent")
 
 
 def free_port() -> int:

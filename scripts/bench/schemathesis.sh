@@ -11,20 +11,12 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-py="${PYTHON:-}"
-if [ -z "$py" ]; then
-  if [ -x "$repo/.venv/bin/python" ]; then py="$repo/.venv/bin/python"; else py=python3; fi
-fi
+. "$here/lib.sh"
+py="$(bench_python)"
 st="$(dirname "$py")/st"
 [ -x "$st" ] || { echo "schemathesis not installed: $py -m pip install -e '.[dev]'" >&2; exit 2; }
 
-work="$(mktemp -d "${TMPDIR:-/tmp}/schemathesis.XXXXXX")"
-server_pid=""
-cleanup() {
-  if [ -n "$server_pid" ]; then kill -TERM "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+bench_workdir schemathesis
 
 # Port 0: the daemon picks a free port and logs it.
 (cd "$work" && env -u MATECLAW_CONFIG -u MATECLAW_API_KEY "$py" -m mateclaw_mem.cli.main serve \

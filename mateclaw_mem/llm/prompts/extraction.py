@@ -3,11 +3,13 @@
 The model sees the current PROFILE.md and MEMORY.md bodies, the tail of today's daily note, and a
 transcript in which messages an earlier run already examined are marked as context. It returns
 `ExtractionResult`; `memory_update` / `profile_update` are the FULL new bodies (frontmatter is
-kept by the writer) or "" for unchanged.
+kept by the writer) or "" for unchanged. `daily_entry` is asked for as `{title, body}`; the seed's
+plain string is accepted too (the body, titled by its first line).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,6 +19,7 @@ from mateclaw_mem.llm.prompts import block
 from mateclaw_mem.redaction import redact
 
 TITLE_MAX = 30
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 BODY_MAX = 4000
 REASON_MAX = 500
 MEMORY_MAX = 40_000  # far above the MEMORY.md ceiling; anything bigger is a runaway answer
@@ -40,8 +43,29 @@ class DailyEntry(BaseModel):
         # Redacted before the cut: a cut must never leave half a key that no pattern recognises.
         if len(value) <= TITLE_MAX:
             return value
-        value = redact(value)
-        return value if len(value) <= TITLE_MAX else value[: TITLE_MAX - 1].rstrip() + "…"
+        return shorten_title(redact(value), TITLE_MAX)
+
+
+def shorten_title(value: str, limit: int) -> str:
+    """`value` in at most `limit` characters, cut at a word boundary with "…" ("I take my tea…", never
+    "I take my tea wit…"). Between CJK characters every position is a boundary; a single word
+    longer than half the room is cut where the room ends."""
+    if len(value) <= limit:
+        return value
+    room = limit - 1
+    cut = room
+    if not (_CJK.match(value[room - 1]) or _CJK.match(value[room])):
+        at = max(value.rfind(" ", 0, room + 1), *(value.rfind(p, 0, room) + 1 for p in "，。、：；"))
+        if at >= room // 2:
+            cut = at
+    return value[:cut].rstrip(" ,.;:-—–→，。、：；") + "…"
+
+
+def title_from(text: str) -> str:
+    """A daily entry's title from its text: the first line without list or heading marks (DailyEntry
+    cuts it to TITLE_MAX)."""
+    first = next(line for line in text.splitlines() if line.strip())
+    return first.strip().lstrip("-*+#>•· \t").strip() or first.strip()
 
 
 class StructuredItem(BaseModel):
@@ -68,6 +92,17 @@ class ExtractionResult(BaseModel):
     @classmethod
     def _short_reason(cls, value: str) -> str:
         return redact(value)[:REASON_MAX] if len(value) > REASON_MAX else value  # redacted before the cut
+
+    @field_validator("daily_entry", mode="before")
+    @classmethod
+    def _seed_string_entry(cls, value: Any) -> Any:
+        # The seed's schema has `daily_entry` as a plain string; a model answering that way is right,
+        # not in need of a repair round trip. The string is the body; its first line names the entry.
+        if not isinstance(value, str):
+            return value
+        if not value.strip():
+            return None
+        return {"title": title_from(value), "body": value.strip()}
 
     @field_validator("memory_update", "profile_update", mode="before")
     @classmethod

@@ -4,9 +4,12 @@ model's input budget without losing its thread.
 Stage 1 — past `compact-trigger-ratio` (75%) of the budget, the earlier turns are summarised (by the
   model, at most `summary-max-tokens`; deterministically in rules mode) and replaced by the summary as
   a USER message — never system, because a summary quotes the person and must not gain the authority
-  of instructions. The recent tail stays verbatim: at least `preserve-recent-pairs` pairs and at
-  least 10 messages. Summaries are cached for 30 minutes by content hash, so a long chat does not pay
-  for the same summary every turn.
+  of instructions. The recent tail stays verbatim and is sized by tokens, as the seed sizes it: as
+  many recent messages as fit TAIL_SHARE (20%) of the compaction threshold, never fewer than
+  `protect-last-min-messages` (10) or 2 × `preserve-recent-pairs`, whichever is larger — a chat of
+  short turns keeps more of them verbatim, one of long pastes is not left with only the floor's worth
+  of budget for everything else. Summaries are cached for 30 minutes by content hash, so a long chat
+  does not pay for the same summary every turn.
 Stage 2 — the model still answers "context too large": stop calling it for summaries, keep the last
   2 turns (a turn = a user message and the replies after it) and retry once.
 Stage 3 — drop messages from the front until the estimate fits, always keeping the last 2 messages.
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 Message = dict[str, Any]
 
-MIN_TAIL_MESSAGES = 10
+TAIL_SHARE = 0.2  # of the compaction threshold: the verbatim tail's token budget above its floor
 KEEP_LAST_MESSAGES = 2
 EMERGENCY_TURNS = 2
 SUMMARY_TTL = timedelta(minutes=30)
@@ -132,7 +135,7 @@ class WindowDefense:
         if tokens <= self.settings.compact_trigger_ratio * budget:
             return window
         body = history
-        start = self._tail_start(history)
+        start = self._tail_start(history, int(TAIL_SHARE * self.settings.compact_trigger_ratio * budget))
         if start > 0:
             earlier, tail = history[:start], history[start:]
             try:
@@ -150,12 +153,19 @@ class WindowDefense:
             self._hard_trim(window, prefix, body, tail_msgs, budget)
         return window
 
-    def _tail_start(self, history: list[Message]) -> int:
-        """Where the verbatim tail begins: ≥ preserve-recent-pairs pairs and ≥ 10 messages, moved back
-        to a user message so that no turn is cut in half."""
-        keep = max(2 * self.settings.preserve_recent_pairs, MIN_TAIL_MESSAGES)
-        start = max(0, len(history) - keep)
-        while start > 0 and history[start].get("role") != "user":
+    def _tail_start(self, history: list[Message], tail_budget: int) -> int:
+        """Where the verbatim tail begins: the newest messages that fit `tail_budget` tokens, at least
+        max(protect-last-min-messages, 2 × preserve-recent-pairs) of them, moved back to a user
+        message so that no turn is cut in half."""
+        floor = max(self.settings.protect_last_min_messages, 2 * self.settings.preserve_recent_pairs)
+        start, used = len(history), 0
+        while start > 0:
+            cost = message_tokens(history[start - 1])
+            if len(history) - start >= floor and used + cost > tail_budget:
+                break
+            used += cost
+            start -= 1
+        while 0 < start < len(history) and history[start].get("role") != "user":
             start -= 1
         return start
 

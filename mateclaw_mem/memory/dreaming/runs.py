@@ -71,3 +71,15 @@ class DreamRunLog(SharedConnection):
                 (agent, owner or ""),
             ).fetchone()
         return dict(row) if row else None
+
+
+def log_line(out: DreamOutcome, ms: float, files: list[str]) -> str:
+    """The daemon log's line for a run: `dream default: done MEMORY.md, DREAMS.md in 120 ms (rules)`."""
+    who = out.agent + (f" (owner {out.owner})" if out.owner else "")
+    what = ", ".join(files) + ("" if out.status == "done" else f" ({short_reason(out.reason)})")
+    return f"dream {who}: {out.status} {what.strip()} in {ms:.0f} ms ({out.mode})"
+
+
+def short_reason(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"

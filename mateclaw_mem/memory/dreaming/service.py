@@ -42,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
@@ -67,7 +68,7 @@ from mateclaw_mem.memory.dreaming import gates
 from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.rules import DreamPlan, kept_facts, plan_rules
-from mateclaw_mem.memory.dreaming.runs import DreamRunLog
+from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, short_reason
 from mateclaw_mem.memory.dreaming.shingles import containment, shingles
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
@@ -195,7 +196,7 @@ class DreamingService:
             raise InvalidInputError(
                 "focused dreaming is off (mate.memory.dream.focused-enabled: false); run without --topic"
             )
-        now = self.clock.now()
+        now, t0 = self.clock.now(), time.monotonic()
         out = DreamOutcome(
             run_id=self.runs.run_id(agent, owner, now, unique=not preview), agent=agent, owner=owner, topic=topic,
             status="skipped", reason="", mode=self.mode, trigger=trigger,
@@ -208,7 +209,7 @@ class DreamingService:
             return out
         if not self.mem.emergence_enabled:
             out.reason = "dreaming is off (mate.memory.emergence-enabled: false)"
-            return self._finish(out)
+            return self._finish(out, t0)
         try:
             with self.lock(agent, owner=owner):
                 try:
@@ -220,10 +221,10 @@ class DreamingService:
                 except Exception as exc:  # a bug must still leave a diary entry and a clean lock
                     log.exception("dream run %s failed", out.run_id)
                     out.status, out.reason, out.error_code = "failed", f"{type(exc).__name__}: {exc}", "error"
-                return self._finish(out)
+                return self._finish(out, t0)
         except BusyError as exc:
             out.status, out.reason = "skipped", exc.message
-            self._finish(out)
+            self._finish(out, t0)
             raise
 
     def _run(self, out: DreamOutcome, now: datetime) -> None:
@@ -297,7 +298,7 @@ class DreamingService:
             out.archived.append(gates.archive_dropped(self.store, agent, owner, dropped, now, out.run_id))
         result = self.store.write(
             agent, MEMORY_REL, plan.new_text, expected_sha=snap.sha, actor=ACTOR, owner=owner,
-            reason=f"dream: {_short(plan.reason)}", batch=out.run_id,
+            reason=f"dream: {short_reason(plan.reason)}", batch=out.run_id,
         )
         for rel in result.archived:
             if rel not in out.archived:
@@ -361,7 +362,7 @@ class DreamingService:
 
     # -- records ---------------------------------------------------------------------------------
 
-    def _finish(self, out: DreamOutcome) -> DreamOutcome:
+    def _finish(self, out: DreamOutcome, t0: float) -> DreamOutcome:
         out.finished_at = self.clock.now().isoformat(timespec="seconds")
         out.reason = redact(out.reason)  # into the run log and DREAMS.md; a model error may quote its answer
         entry = DiaryEntry(
@@ -372,12 +373,14 @@ class DreamingService:
             candidates=out.candidates, promoted=out.promoted, kept=out.kept,
             added=out.lines_added, removed=out.lines_removed, archived=out.archived,
         )
+        files = [MEMORY_REL] * (out.status == "done") + out.archived
         try:
-            self.diary.append(out.agent, entry, owner=out.owner)
+            files += [self.diary.append(out.agent, entry, owner=out.owner).rel]
         except MateclawError as exc:  # the run itself is done; say the diary failed instead of hiding it
             log.error("could not write the DREAMS.md entry for %s: %s", out.run_id, exc.message)
             out.reason += f" (diary entry not written: {exc.message})"
         self.runs.record(out)
+        log.info("%s", log_line(out, (time.monotonic() - t0) * 1000, files))
         return out
 
     def last_run(self, agent: str, *, owner: str | None = None) -> dict[str, Any] | None:
@@ -442,9 +445,5 @@ class DreamingService:
     def close(self) -> None:
         self.runs.close()  # the model client is shared: its owner (Services) closes it
 
-
-def _short(text: str, limit: int = 120) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 

@@ -2,9 +2,11 @@
 the bounds below and redacted, plus the triage that decides whether they are worth a model call.
 
 Bounds: at most `max-transcript-messages` new messages per run (a larger backlog is worked off in
-later runs, oldest first); the person's messages cut at 2000 characters, the assistant's at 600
-(context, not a source of facts), already-seen context at 300; in model mode the 2 messages before
-the watermark go along as context; 1500 characters of today's daily note.
+later runs, oldest first); every new message cut at `transcript-message-max-chars` (2000, the seed's
+cut, for the person's and the assistant's messages alike), already-seen context at 300; in model
+mode the 2 messages before the watermark go along as context; the last DAILY_TAIL_CHARS (1500)
+characters of today's daily note -- the part the new entry follows, and what keeps a long day's note
+from crowding the transcript out of the prompt.
 """
 
 from __future__ import annotations
@@ -18,8 +20,7 @@ from mateclaw_mem.memory.extraction import rules, triage
 from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
 from mateclaw_mem.redaction import redact
 
-MESSAGE_CHARS = 2000
-ASSISTANT_CHARS = 600  # facts come from the person; the assistant's answer is context
+MESSAGE_CHARS = 2000  # the default of mate.memory.transcript-message-max-chars
 SEEN_CHARS = 300  # already-examined context messages
 DAILY_TAIL_CHARS = 1500
 CONTEXT_MESSAGES = 2  # already-seen messages sent before the new ones (model mode)
@@ -41,9 +42,10 @@ class Batch:
 
 def collect(
     log: ConversationLog, state: ExtractionState, bucket: Bucket, convs: list[str], *, cap: int,
-    with_context: bool, tz: tzinfo,
+    with_context: bool, tz: tzinfo, message_chars: int = MESSAGE_CHARS,
 ) -> Batch:
-    """New messages of `convs` (in that order) up to `cap`; `with_context` adds already-seen ones."""
+    """New messages of `convs` (in that order) up to `cap`, each cut at `message_chars`;
+    `with_context` adds already-seen ones."""
     agent, owner = bucket[0], bucket[1] or ""  # the log's spelling of no owner
     batch = Batch([], [], {}, set(), set(), False, 0)
     remaining = cap
@@ -66,11 +68,11 @@ def collect(
         remaining -= len(take)
         seen = [m for m in msgs if m.id <= wm][-CONTEXT_MESSAGES:] if with_context else []
         for m in seen:
-            batch.transcript.append(transcript_message(m, new=False, tz=tz))
+            batch.transcript.append(transcript_message(m, new=False, tz=tz, limit=message_chars))
         for m in take:
-            batch.transcript.append(transcript_message(m, new=True, tz=tz))
+            batch.transcript.append(transcript_message(m, new=True, tz=tz, limit=message_chars))
             if m.role == "user":
-                text = redact(m.content[:MESSAGE_CHARS])
+                text = redact(m.content[:message_chars])
                 batch.new_user_texts.append(text)
                 batch.explicit = batch.explicit or rules.is_explicit_remember(text)
         batch.watermarks[conv] = take[-1].id
@@ -78,9 +80,8 @@ def collect(
     return batch
 
 
-def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo) -> TranscriptMessage:
+def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo, limit: int = MESSAGE_CHARS) -> TranscriptMessage:
     when = datetime.fromtimestamp(m.ts_ms / 1000, tz=tz).strftime("%H:%M")
-    limit = MESSAGE_CHARS if m.role == "user" else ASSISTANT_CHARS
     if not new:
         limit = min(limit, SEEN_CHARS)
     content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"

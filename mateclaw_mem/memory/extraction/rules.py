@@ -12,13 +12,16 @@ and holds `extract()`, which returns the same `ExtractionResult` the model retur
   the old one, it is never kept twice;
 - decisions: "we decided …", "let's go with …", "我们决定…".
 
-Questions and hypotheticals ("if …", "what if …", "如果…", "…吗？") are never read as facts.
+Questions and hypotheticals ("if …", "what if …", "如果…", "…吗？") are never read as facts. Time phrases
+are not part of a value ("moved to Berlin last year" → Berlin; memory/extraction/time_phrases.py).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from mateclaw_mem.memory.extraction.time_phrases import drop_zh_time, strip_time
 
 # -- facts ---------------------------------------------------------------------------------------
 
@@ -34,6 +37,7 @@ class Fact:
     old: str = ""  # replace: the corrected text
     zh: bool = False
     source: str = ""
+    corrects: bool = False  # said as a correction ("actually …", "X, not Y"): replaces whatever is there
 
 
 # -- text helpers --------------------------------------------------------------------------------
@@ -98,7 +102,7 @@ def _clean_value(value: str, *, zh: bool) -> str:
         v = re.split(r"[，,；;！!？?。]|因为|但是|所以|而且|不过", v, maxsplit=1)[0]
         v = re.sub(r"(?:了|啦|哦|呀|的)$", "", v)
     v = v.strip(" \t\"'“”‘’`.,。、")
-    return v
+    return strip_time(v, zh=zh).strip(" \t\"'“”‘’`.,。、")
 
 
 _PRONOUN_OBJECT = re.compile(
@@ -152,6 +156,7 @@ _CORRECTION_PREFIX_ZH = re.compile(r"^(?:其实|更正一下|纠正一下|更正
 _NOT_BUT_EN = re.compile(r"\bnot\s+(?P<old>[^,]+?),?\s+but\s+(?:rather\s+)?(?P<new>[^,.;!?]+)", re.IGNORECASE)
 _Y_NOT_X_EN = re.compile(r"^(?P<stmt>.+?\b(?P<new>[\w .+#/-]+?)),\s*not\s+(?P<old>[^,.;!?]+)[.!]*$", re.IGNORECASE)
 _NOT_BUT_ZH = re.compile(r"不是(?P<old>[^，,。而]+?)[，,]?\s*(?:而)?是(?P<new>[^，,。！!]+)")
+_Y_NOT_X_ZH = re.compile(r"^(?P<stmt>.+?)[，,]\s*(?:而)?不是(?P<old>[^，,。！!；;]+)[。！!]*$")
 
 _I = r"(?:i|i'm|i am|i've|i have)"
 
@@ -176,9 +181,10 @@ _EN_PROFILE: list[tuple[str, str, re.Pattern[str]]] = [
     ("employer", "set", re.compile(r"^(?i:i'm|i am) (?i:an? |the )[\w\s-]{2,40}? at (?P<v>[A-Z][^,.;]*)")),
     ("role", "set", re.compile(r"\bi work (?:at|for) [^,.;]+? as (?:an? |the )?(?P<v>[^,.;]+)", re.IGNORECASE)),
     ("employer", "set", re.compile(r"\bmy (?:company|employer) is (?P<v>[^,.;]+)", re.IGNORECASE)),
-    ("location", "set", re.compile(rf"\b{_I} (?:live|living|based|located|reside|residing|moved)\s+(?:in|to) "
+    ("location", "set", re.compile(rf"\b{_I} (?:live|lived|living|based|located|reside|residing|moved)\s+(?:in|to) "
                                    r"(?P<v>[^,.;]+)", re.IGNORECASE)),
-    ("location", "set", re.compile(r"\b(?:i|i've|i have) (?:live|moved) (?:in|to) (?P<v>[^,.;]+)", re.IGNORECASE)),
+    ("location", "set", re.compile(r"\b(?:i|i've|i have) (?:live|lived|moved) (?:in|to) (?P<v>[^,.;]+)",
+                                   re.IGNORECASE)),
     ("hometown", "set", re.compile(r"^(?:i'm|i am|i come) (?:originally )?from (?P<v>[^,.;]+)", re.IGNORECASE)),
     ("timezone", "set", re.compile(r"\bmy time ?zone is (?P<v>[\w/+:-]+(?:\s+time)?)", re.IGNORECASE)),
     ("timezone", "set", re.compile(r"\b(?:i'm|i am) (?:in|on) (?:the )?(?P<v>(?:UTC|GMT)\s?[+-]\s?\d{1,2}(?::\d\d)?|"
@@ -323,6 +329,9 @@ def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
             old, new_value = _clean_value(m.group("old"), zh=True), _clean_value(m.group("new"), zh=True)
             corrected = True
             s = s[: m.start()] + m.group("new") + s[m.end():]
+        elif m2 := _Y_NOT_X_ZH.match(s):  # "我叫张三丰，不是张三"
+            # No word-level replace from this form: which part of the statement is new is unknown.
+            old, corrected, s = _clean_value(m2.group("old"), zh=True), True, m2.group("stmt")
     else:
         stripped = _CORRECTION_PREFIX_EN.sub("", s)
         corrected = stripped != s
@@ -351,12 +360,12 @@ def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
             return facts
     patterns = _ZH_PROFILE if zh else _EN_PROFILE
     seen_keys: set[str] = set()
-    clauses = _zh_clauses(s) if zh else _en_clauses(s)
+    clauses = [drop_zh_time(c) for c in _zh_clauses(s)] if zh else _en_clauses(s)
     for key, _op, rx in patterns:
         for clause in clauses:
             if key in seen_keys and key not in LIST_KEYS:
                 break
-            facts.extend(_profile_match(key, rx, clause, zh=zh, old=old, seen_keys=seen_keys))
+            facts.extend(_profile_match(key, rx, clause, zh=zh, old=old, corrects=corrected, seen_keys=seen_keys))
     if not facts and corrected and old and new_value:
         # "it's not Tuesday but Wednesday": replace the old text wherever memory has it.
         facts.append(Fact("replace", old=old, value=new_value, zh=zh, source=s))
@@ -383,7 +392,7 @@ def _zh_clauses(s: str) -> list[str]:
 
 
 def _profile_match(
-    key: str, rx: re.Pattern[str], s: str, *, zh: bool, old: str, seen_keys: set[str]
+    key: str, rx: re.Pattern[str], s: str, *, zh: bool, old: str, corrects: bool, seen_keys: set[str]
 ) -> list[Fact]:
     facts: list[Fact] = []
     pm = rx.search(s)
@@ -412,5 +421,5 @@ def _profile_match(
             for item in _split_items(value, zh=zh):
                 facts.append(Fact("profile", key="dislikes", value=item, op="remove", zh=zh, source=s))
     else:
-        facts.append(Fact("profile", key=key, value=value, op="set", zh=zh, source=s))
+        facts.append(Fact("profile", key=key, value=value, op="set", old=old, zh=zh, source=s, corrects=corrects))
     return facts

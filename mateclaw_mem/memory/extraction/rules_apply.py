@@ -2,20 +2,27 @@
 `extract(profile=..., memory=..., messages=[...], today=...)`, which returns the same
 `ExtractionResult` the model returns.
 
-Profile facts become `- key: value` lines under `## Profile` in PROFILE.md; remembered notes and
-decisions become bullets under `## Remembered` / `## Decisions` in MEMORY.md (Chinese labels when
-the person writes Chinese; an existing label in either language is reused). A corrected value
-replaces the old one, it is never kept twice.
+Profile facts become `- key: value` lines in PROFILE.md: a key already there is changed in place,
+under whatever heading holds it; a new one goes under `## Profile` (or beside the file's other
+profile lines). Remembered notes and decisions become bullets under `## Remembered` / `## Decisions`
+in MEMORY.md (Chinese labels when the person writes Chinese; an existing label in either language is
+reused). A corrected value replaces the old one, it is never kept twice; a value that only says less
+than the one there ("Alex" for "Alex Kim") changes nothing; a fact holding a secret or a redaction
+placeholder is never written.
 """
 
 from __future__ import annotations
 
 import re
 
-from mateclaw_mem.llm.prompts.extraction import TITLE_MAX, DailyEntry, ExtractionResult
+from mateclaw_mem.llm.prompts.extraction import TITLE_MAX, DailyEntry, ExtractionResult, shorten_title
 from mateclaw_mem.markdown.merge import parse_kv
 from mateclaw_mem.markdown.sections import Section, find, join, split_sections
 from mateclaw_mem.memory.extraction.rules import Fact, facts_from_text, is_zh
+from mateclaw_mem.redaction import find_secrets
+
+# What mateclaw_mem/redaction.py leaves where a secret was: `[REDACTED:api_key]` (and a bare `[REDACTED]`).
+_PLACEHOLDER = re.compile(r"\[REDACTED(?::[\w-]*)?\]", re.IGNORECASE)
 
 _LABELS: dict[str, tuple[str, str]] = {  # canonical -> (English, Chinese)
     "name": ("name", "姓名"),
@@ -81,11 +88,11 @@ def _ensure_section(body: str, canon: str, zh: bool) -> tuple[str, list[Section]
     return preamble, sections, at
 
 
-def _kv_lines(section_text: str) -> list[tuple[int, str, str]]:
+def _kv_lines(lines: list[str], heading: bool = True) -> list[tuple[int, str, str]]:
     out = []
-    for i, line in enumerate(section_text.splitlines()):
-        if i == 0:
-            continue  # heading
+    for i, line in enumerate(lines):
+        if i == 0 and heading:
+            continue
         kv = parse_kv(line)
         if kv and line.lstrip().startswith(("-", "*", "+")):
             out.append((i, kv[0], kv[1]))
@@ -97,55 +104,107 @@ def _items(value: str) -> list[str]:
 
 
 def apply_profile_facts(body: str, facts: list[Fact]) -> tuple[str, list[str]]:
-    """Upsert profile facts into `## Profile`. Returns (new body, human-readable changes)."""
+    """Upsert profile facts into PROFILE.md. Returns (new body, human-readable changes).
+
+    A key is found wherever the file holds it (under any heading, or none) and changed in place; a
+    new key goes under `## Profile`, or where the file already keeps its profile lines. A value that
+    says less than the one there ("Alex" against "Alex Kim") does not replace it unless it was said
+    as a correction."""
     facts = [f for f in facts if f.kind == "profile"]
     if not facts:
         return body, []
     zh_default = sum(f.zh for f in facts) * 2 > len(facts)
-    preamble, sections, at = _ensure_section(body, "profile", zh_default)
-    lines = sections[at].text.splitlines()
-    trailing_blank = sections[at].text.endswith("\n\n")
+    preamble, sections = split_sections(body)
+    titles: list[str | None] = [None, *(s.title for s in sections)]  # region 0 is the preamble
+    regions = [preamble.splitlines(), *(s.text.splitlines() for s in sections)]
+    blank = [preamble.endswith("\n\n"), *(s.text.endswith("\n\n") for s in sections)]
+    dirty: set[int] = set()
     changes: list[str] = []
+
+    def place() -> int:  # the region new keys go to, made when the file has none
+        at = _profile_region(sections, regions)
+        if at is None:
+            last = len(regions) - 1
+            if last or "".join(regions[0]).strip():
+                blank[last] = True
+                dirty.add(last)
+            _, title = _section_label("profile", [], zh_default)
+            titles.append(title)
+            regions.append([f"## {title}"])
+            blank.append(False)
+            at = len(regions) - 1
+        dirty.add(at)
+        return at
+
     for fact in facts:
-        existing = [(i, k, v) for i, k, v in _kv_lines("\n".join(lines)) if _ALIASES.get(k.casefold(), k) == fact.key]
-        label = existing[0][1] if existing else _LABELS[fact.key][1 if fact.zh else 0]
+        existing = [(r, i, k, v) for r, lines in enumerate(regions) for i, k, v in _kv_lines(lines, r > 0)
+                    if _ALIASES.get(k.casefold(), k) == fact.key]
+        label = existing[0][2] if existing else _LABELS[fact.key][1 if fact.zh else 0]
         sep = "、" if is_zh(label) else ", "
         if fact.op == "set":
-            if existing and existing[0][2].casefold() == fact.value.casefold():
-                continue
             new_line = f"- {label}: {fact.value}"
             if existing:
-                i = existing[0][0]
-                changes.append(f"{label}: {existing[0][2]} → {fact.value}")
-                lines[i] = _keep_marker(lines[i], new_line)
-                for j, _, _ in reversed(existing[1:]):  # a duplicate key left by a hand edit
-                    del lines[j]
+                r, i, _, value = existing[0]
+                if value.casefold() == fact.value.casefold() or (
+                        not fact.corrects and _says_less(fact.value, value)):
+                    continue
+                changes.append(f"{label}: {value} → {fact.value}")
+                regions[r][i] = _keep_marker(regions[r][i], new_line)
+                for r2, j, _, _ in reversed(existing[1:]):  # a duplicate key left by a hand edit
+                    if r2 == r:
+                        del regions[r][j]
+                dirty.add(r)
             else:
                 changes.append(f"{label}: {fact.value}")
-                _append_line(lines, new_line)
-        else:
-            items = _items(existing[0][2]) if existing else []
-            folded = [x.casefold() for x in items]
-            if fact.op == "add":
-                if fact.value.casefold() in folded:
-                    continue
-                items.append(fact.value)
-                changes.append(f"{label} + {fact.value}")
-            else:  # remove
-                if fact.value.casefold() not in folded:
-                    continue
-                items = [x for x in items if x.casefold() != fact.value.casefold()]
-                changes.append(f"{label} − {fact.value}")
-            if existing:
-                i = existing[0][0]
-                if items:
-                    lines[i] = _keep_marker(lines[i], f"- {label}: {sep.join(items)}")
-                else:
-                    del lines[i]
-            elif items:
-                _append_line(lines, f"- {label}: {sep.join(items)}")
-    sections[at] = Section(sections[at].title, _section_text(lines, trailing_blank))
-    return join(preamble, sections), changes
+                r = place()
+                _append_line(regions[r], new_line, floor=int(titles[r] is not None))
+            continue
+        items = _items(existing[0][3]) if existing else []
+        folded = [x.casefold() for x in items]
+        if fact.op == "add":
+            if fact.value.casefold() in folded:
+                continue
+            items.append(fact.value)
+            changes.append(f"{label} + {fact.value}")
+        else:  # remove
+            if fact.value.casefold() not in folded:
+                continue
+            items = [x for x in items if x.casefold() != fact.value.casefold()]
+            changes.append(f"{label} − {fact.value}")
+        if existing:
+            r, i = existing[0][:2]
+            if items:
+                regions[r][i] = _keep_marker(regions[r][i], f"- {label}: {sep.join(items)}")
+            else:
+                del regions[r][i]
+            dirty.add(r)
+        elif items:
+            r = place()
+            _append_line(regions[r], f"- {label}: {sep.join(items)}", floor=int(titles[r] is not None))
+    texts = [preamble, *(s.text for s in sections)] + [""] * (len(regions) - 1 - len(sections))
+    for r in dirty:
+        texts[r] = _section_text(regions[r], blank[r]) if regions[r] else ""
+    return join(texts[0], [Section(t or "", x) for t, x in zip(titles[1:], texts[1:], strict=True)]), changes
+
+
+def _profile_region(sections: list[Section], regions: list[list[str]]) -> int | None:
+    """`## Profile` (or an alias); else the region already holding profile lines ("## About me")."""
+    at, _ = _section_label("profile", sections, False)
+    if at is not None:
+        return at + 1
+    for r, lines in enumerate(regions):
+        if any(k.casefold() in _ALIASES for _, k, _ in _kv_lines(lines, r > 0)):
+            return r
+    return None
+
+
+def _says_less(new: str, old: str) -> bool:
+    """"Alex" against "Alex Kim", "北京" against "北京市朝阳区": the new reading is a part of the value
+    already there, so replacing it would lose what the person wrote, not correct it."""
+    if is_zh(new) or is_zh(old):
+        return new.casefold() in old.casefold()
+    words, have = re.findall(r"\w+", new.casefold()), re.findall(r"\w+", old.casefold())
+    return bool(words) and len(words) < len(have) and all(w in have for w in words)
 
 
 def _section_text(lines: list[str], trailing_blank: bool) -> str:
@@ -158,10 +217,10 @@ def _keep_marker(old_line: str, new_line: str) -> str:
     return indent + (marker if marker in "-*+" else "-") + new_line[1:]
 
 
-def _append_line(lines: list[str], line: str) -> None:
-    # Insert after the last non-blank line of the section.
+def _append_line(lines: list[str], line: str, floor: int = 1) -> None:
+    # Insert after the last non-blank line of the section (`floor`: 1 keeps it below the heading).
     at = len(lines)
-    while at > 1 and not lines[at - 1].strip():
+    while at > floor and not lines[at - 1].strip():
         at -= 1
     lines.insert(at, line)
 
@@ -210,16 +269,24 @@ def _replace_word(body: str, old: str, new: str) -> tuple[str, bool]:
 # -- the extractor -------------------------------------------------------------------------------
 
 
+def _holds_secret(fact: Fact) -> bool:
+    """A placeholder is not a memory: "my API key [REDACTED:api_key]" in MEMORY.md is noise in every
+    prompt and says nothing the person can use, and a raw secret must never reach a file at all."""
+    return any(_PLACEHOLDER.search(text) or find_secrets(text) for text in (fact.value, fact.old) if text)
+
+
 def extract(*, profile: str, memory: str, messages: list[str], today: str) -> ExtractionResult:
     """Rules-mode extraction over the person's new messages. `profile`/`memory` are file bodies
     (no frontmatter); updates are full new bodies, "" when unchanged."""
     facts: list[Fact] = []
     for text in messages:
         facts.extend(facts_from_text(text))
-    if not facts:
-        return ExtractionResult(
-            should_update=False, reason="rules: no facts, requests or decisions in the new messages"
-        )
+    kept = [f for f in facts if not _holds_secret(f)]
+    if not kept:
+        reason = ("rules: nothing kept - secrets are never written to memory" if facts else
+                  "rules: no facts, requests or decisions in the new messages")
+        return ExtractionResult(should_update=False, reason=reason)
+    facts = kept
     new_profile, p_changes = apply_profile_facts(profile, facts)
     replace_facts = [f for f in facts if f.kind == "replace"]
     if replace_facts:
@@ -239,9 +306,7 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
     else:
         title = "个人资料更新" if zh else "Profile update"
     first = (m_changes or p_changes)[0]
-    title = f"{title}: {first}" if not zh else f"{title}：{first}"
-    if len(title) > TITLE_MAX:
-        title = title[: TITLE_MAX - 1].rstrip() + "…"
+    title = shorten_title(f"{title}: {first}" if not zh else f"{title}：{first}", TITLE_MAX)
     body = "\n".join(f"- {c}" for c in [*p_changes, *m_changes])
     reason = f"rules: {len(p_changes)} profile change(s), {len(m_changes)} memory change(s)"
     return ExtractionResult(

@@ -63,6 +63,12 @@ class RunOutcome:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def log_line(self, ms: float) -> str:
+        """The daemon log's line for this run: `extraction default/c1: updated PROFILE.md in 84 ms (rules)`."""
+        who = f"{self.agent}/{','.join(self.conversations) or '-'}" + (f" (owner {self.owner})" if self.owner else "")
+        what = ", ".join(self.files_changed) or f"({self.reason or 'no files changed'})"
+        return f"extraction {who}: {self.outcome} {what} in {ms:.0f} ms ({self.mode})"
+
 
 def new_run_id() -> str:
     return "ext-" + uuid.uuid4().hex[:12]

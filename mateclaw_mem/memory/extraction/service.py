@@ -26,9 +26,9 @@ Behaviour:
   or a gate skip does not. Turns that arrive during the cooldown are examined when it ends (a
   trailing run, started by a timer or `run_due()`).
 - Each conversation has a watermark (last message id examined): a run sends only what is new, plus
-  a little already-seen context in model mode, at most `max-transcript-messages` messages, the
-  person's cut at 2000 characters, the assistant's at 600 (context, not a source of facts), seen
-  context at 300. A backlog larger than that is worked off in later runs, oldest first.
+  a little context in model mode, at most `max-transcript-messages` messages, each cut at
+  `transcript-message-max-chars` (2000, both roles, as the seed), seen context at 300; answer budget
+  `summary-max-tokens`. A backlog larger than that is worked off in later runs, oldest first.
 - Triage (model mode, `triage=True`): when the new messages hold no first-person statement, no
   request and no decision ("How do I…?", "thanks"), the watermark advances without a model call; the
   run is recorded as skipped and starts no cooldown. Manual runs (`extract`, `summarize`) skip triage.
@@ -55,6 +55,7 @@ An owner is None when there is none; "" is only how the SQL columns spell it.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -76,7 +77,6 @@ from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.memory.extraction import rules
 from mateclaw_mem.memory.extraction.analyse import analyse
 from mateclaw_mem.memory.extraction.input import (
-    ASSISTANT_CHARS,
     CONTEXT_MESSAGES,
     DAILY_TAIL_CHARS,
     MESSAGE_CHARS,
@@ -104,7 +104,7 @@ if TYPE_CHECKING:
 
 # Re-exported: callers and benches import these from here.
 __all__ = [
-    "ACTOR", "ASSISTANT_CHARS", "CONFLICT_RETRIES", "CONTEXT_MESSAGES", "DAILY_TAIL_CHARS", "MESSAGE_CHARS",
+    "ACTOR", "CONFLICT_RETRIES", "CONTEXT_MESSAGES", "DAILY_TAIL_CHARS", "MESSAGE_CHARS",
     "NEVER_EXTRACT_SOURCES", "SEEN_CHARS", "SHRINK_GUARD_MIN_CHARS", "Bucket", "ExtractionService", "RunOutcome",
     "TriggerResult",
 ]
@@ -112,6 +112,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 ACTOR = "extraction"
+# Rules mode edits single lines, so it writes as a targeted writer: "Samuel, not Sam" may fix a person's line.
+RULES_ACTOR = "extraction-rules"
 CONFLICT_RETRIES = 2
 RETRY_NOTE = ("Note: a person edited the memory files while you were working; the versions above are the current "
               "ones. Keep their edits.")
@@ -294,14 +296,17 @@ class ExtractionService:
 
     def _attempt_run(self, bucket: Bucket, trigger: str, only: str | None) -> RunOutcome:
         """One run for the queue; a bug becomes an "internal" error outcome, never a dead worker."""
+        t0 = time.monotonic()
         try:
-            return self._execute(bucket, trigger, only=only)
+            out = self._execute(bucket, trigger, only=only)
         except Exception as exc:  # never kill the worker; say what happened
             log.exception("extraction run for %s failed", bucket)
-            return RunOutcome(
+            out = RunOutcome(
                 new_run_id(), bucket[0], bucket[1], trigger, self.mode, "error", "internal error",
                 error_kind="internal", error=f"{type(exc).__name__}: {exc}",
             )
+        log.info("%s", out.log_line((time.monotonic() - t0) * 1000))
+        return out
 
     # -- one run ---------------------------------------------------------------------------------
 
@@ -315,7 +320,8 @@ class ExtractionService:
             pending = [only]
         out.conversations = pending
         batch = collect(self.log, self._state, bucket, pending, cap=self.mem.max_transcript_messages,
-                        with_context=self.mode == "model", tz=self.clock.tz)
+                        with_context=self.mode == "model", tz=self.clock.tz,
+                        message_chars=self.mem.transcript_message_max_chars)
         for conv in batch.skipped_convs:
             self._state.drop_pending(bucket, conv)
         out.new_messages = batch.new_count
@@ -339,10 +345,10 @@ class ExtractionService:
             memory = self.store.read(agent, "MEMORY.md", owner=owner)
             daily = self.store.read(agent, self.store.daily_rel(), owner=owner)
             result = analyse(self.model, self.clock, agent, profile.body, memory.body, daily.body, batch,
-                             RETRY_NOTE if n else "", max_tokens=self.mem.summary_max_tokens * 4)
+                             RETRY_NOTE if n else "", max_tokens=self.mem.summary_max_tokens)
             result, out.redactions = sanitise(result)
-            changed = write_answer(self.store, agent, owner, run_id, result, profile, memory, actor=ACTOR,
-                                   remember=self._remember)
+            changed = write_answer(self.store, agent, owner, run_id, result, profile, memory,
+                                   actor=ACTOR if self.model is not None else RULES_ACTOR, remember=self._remember)
             return changed, result
 
         try:

@@ -7,6 +7,8 @@ memory/learning/global_memory.py):
 - task notes, category notes, the stats summary: 2,000 characters each; a reflection 1,000; a
   strategy 500 (one line). Headings of level 1-3 inside text become level 4 so they cannot split the
   file's structure.
+- scores (a result and each part of its breakdown) lie in 0-1,000, the seed's scale (its challenges
+  score out of `max_score: 1000`, and the "stable within 50 points" trend rule is measured on it).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ MAX_REFLECTION_CHARS = 1000
 MAX_STRATEGY_CHARS = 500
 MAX_CATEGORY_NAME = 64
 MAX_BREAKDOWN_KEYS = 50
+MIN_SCORE = 0
+MAX_SCORE = 1000
 
 LIMITS = {
     "reflections": MAX_REFLECTIONS,
@@ -40,6 +44,7 @@ LIMITS = {
     "category_chars": MAX_CATEGORY_CHARS,
     "reflection_chars": MAX_REFLECTION_CHARS,
     "strategy_chars": MAX_STRATEGY_CHARS,
+    "max_score": MAX_SCORE,
 }
 
 SLUG = re.compile(r"^[a-z0-9](?:[a-z0-9._-]{0,62}[a-z0-9])?$")
@@ -83,6 +88,8 @@ def score(value: Any, what: str = "score") -> float | int:
         raise InvalidInputError(f"{what} must be a number, not {type(value).__name__}")
     if not math.isfinite(value):
         raise InvalidInputError(f"{what} must be a finite number")
+    if not MIN_SCORE <= value <= MAX_SCORE:
+        raise InvalidInputError(f"{what} {value:g} is out of range: scores are {MIN_SCORE}-{MAX_SCORE}")
     return clean_number(value)
 
 

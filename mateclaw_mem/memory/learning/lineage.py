@@ -10,11 +10,16 @@ Versions come from three places, all idempotent (a hash is registered once, firs
 - hand edits: `on_file_changed`, which the file watcher calls;
 - `check`, run on every lineage read and by the learning service, so the answer is right even
   when the daemon (and its watcher) was not running while someone edited a file.
+Whichever of them sees it first, the harness the packaged seed files assemble to is recorded with
+source `seed`: the seeding often happens before lineage listens (`init`, or `serve` seeding the
+default agent), and the watcher or a later read would otherwise call the seed prompt a hand edit.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cache
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
 
 HARNESS_FILES = ("AGENTS.md", "SOUL.md")
 MAX_LABEL_CHARS = 200
+SEED_SOURCE = "seed"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS harness_versions (
@@ -49,7 +55,7 @@ class HarnessVersion:
     hash: str
     label: str | None
     registered_at: str
-    source: str  # the actor of the write that produced it, "hand-edit" (watcher) or "check"
+    source: str  # "seed", the actor of the write that produced it, "hand-edit" (watcher) or "check"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,6 +77,34 @@ def _order(meta: dict[str, Any], rel: str) -> int:
     return ALWAYS_ON.index(rel)
 
 
+def assemble_texts(texts: dict[str, str | None]) -> str | None:
+    """The harness from the files' texts (None: the file does not exist); None when neither does."""
+    blocks: list[tuple[int, str, str]] = []
+    seen = False
+    for rel in HARNESS_FILES:
+        text = texts.get(rel)
+        if text is None:
+            continue
+        seen = True
+        parsed = frontmatter.parse(text)
+        body = parsed.body.strip()
+        if _enabled(parsed.meta) and body:  # an empty file adds nothing to the prompt
+            blocks.append((_order(parsed.meta, rel), rel, body))
+    if not seen:
+        return None
+    # The same blocks, order and separators as the prompt (memory/context/assembly.py) builds them.
+    return "\n\n".join(f"--- {rel} ---\n{body}" for _, rel, body in sorted(blocks))
+
+
+@cache
+def seed_hash() -> str | None:
+    """The hash of the harness a freshly seeded agent has (the packaged seeds, as written)."""
+    seeds = resources.files("mateclaw_mem.workspace") / "seeds"
+    texts = {rel: (seeds / rel).read_text(encoding="utf-8") for rel in HARNESS_FILES if (seeds / rel).is_file()}
+    text = assemble_texts(texts)  # type: ignore[arg-type]
+    return None if text is None else sha256(text)
+
+
 class HarnessLineage(SharedConnection):
     def __init__(self, store: WorkspaceStore, db_path: Path, clock: Clock) -> None:
         self.store = store
@@ -81,21 +115,11 @@ class HarnessLineage(SharedConnection):
 
     def assemble(self, agent: str) -> str | None:
         """The harness text, or None when the agent has neither file."""
-        blocks: list[tuple[int, str, str]] = []
-        seen = False
+        texts = {}
         for rel in HARNESS_FILES:
             snap = self.store.read(agent, rel)
-            if not snap.exists:
-                continue
-            seen = True
-            parsed = frontmatter.parse(snap.text)
-            body = parsed.body.strip()
-            if _enabled(parsed.meta) and body:  # an empty file adds nothing to the prompt
-                blocks.append((_order(parsed.meta, rel), rel, body))
-        if not seen:
-            return None
-        # The same blocks, order and separators as the prompt (memory/context/assembly.py) builds them.
-        return "\n\n".join(f"--- {rel} ---\n{body}" for _, rel, body in sorted(blocks))
+            texts[rel] = snap.text if snap.exists else None
+        return assemble_texts(texts)
 
     def current_hash(self, agent: str) -> str | None:
         text = self.assemble(agent)
@@ -105,7 +129,7 @@ class HarnessLineage(SharedConnection):
         """Hash the current harness; register it if it is new. Returns the hash (None: no harness)."""
         digest = self.current_hash(agent)
         if digest is not None:
-            self._register(agent, digest, source)
+            self._register(agent, digest, SEED_SOURCE if digest == seed_hash() else source)
         return digest
 
     def _register(self, agent: str, digest: str, source: str) -> None:

@@ -186,6 +186,21 @@ class LearningService:
     def run_list(self, agent: str, slug: str | None = None, *, limit: int = 100) -> list[TaskRun]:
         return self.tasks.run_list(agent, slug, limit=limit)
 
+    def run(self, agent: str, run_id: str) -> TaskRun:
+        """One of the agent's runs; another agent's run is as unknown as a missing one."""
+        require_agent(self.store, agent)
+        run = self.runs.find(run_id)
+        if run is None or run.agent != agent:
+            raise NotFoundError(f"agent {agent!r} has no task run {run_id!r} (run ids come from `enter`)")
+        return run
+
+    def open_runs(self, agent: str, slug: str | None = None) -> list[TaskRun]:
+        """Entered runs without a result, newest first."""
+        require_agent(self.store, agent)
+        if slug is not None:
+            check_slug(slug)
+        return self.runs.open_runs(agent, slug)
+
     # -- entering a task (memory/learning/task_context.py) -------------------------------------------------
 
     def enter(self, agent: str, slug: str, memoryless: bool = False) -> TaskContext:

@@ -1,5 +1,5 @@
 """The TASK.md-style context `enter` puts in front of the agent: its global learning memory, this
-task's memory and the analytics over its runs (nothing at all for a memoryless run)."""
+task's memory and the analytics over every agent's runs of it (nothing at all for a memoryless run)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def _fmt(value: float | int | None) -> str:
 def render_context(
     run_id: str, slug: str, memory: LearningMemory, task: TaskMemory | None, analytics: Analytics
 ) -> str:
-    """TASK.md: global learning memory, this task's memory, analytics over the agent's runs."""
+    """TASK.md: global learning memory, this task's memory, analytics over every agent's runs of it."""
     out = [f"# TASK.md — {slug}", "",
            f"Run {run_id}. What you have learned so far; use it, and reflect on the run when you finish.", "",
            "## Your learning memory", ""]
@@ -80,15 +80,21 @@ def render_context(
             out += ["### Notes", "", task.notes, ""]
         if task.strategies:
             out += ["### Strategies", "", *[f"- {s}" for s in task.strategies], ""]
-    out += ["## Your runs of this task", ""]
+    out += ["## How agents have done on this task", ""]
     if analytics.runs:
         rate = analytics.completion_rate or 0
+        who = "agent" if analytics.agents == 1 else "agents"
         out += [
-            f"- Runs with a result: {analytics.runs}"
+            f"- Runs with a result: {analytics.runs} by {analytics.agents} {who}"
             + (f" ({analytics.memoryless_runs} memoryless)" if analytics.memoryless_runs else ""),
             f"- Completion rate: {rate:.0%} ({analytics.completed} of {analytics.runs})",
             f"- Median score: {_fmt(analytics.median_score)}",
         ]
+        own = analytics.own
+        if own.runs != analytics.runs:  # other agents ran it too: show this agent's share apart
+            own_rate = own.completion_rate or 0
+            out.append(f"- Yours: {own.runs} runs, completion rate {own_rate:.0%}, "
+                       f"median score {_fmt(own.median_score)}" if own.runs else "- Yours: no finished runs yet")
     else:
         out.append("No finished runs yet.")
     return "\n".join(out).rstrip("\n") + "\n"

@@ -1,8 +1,10 @@
 """The run log of task attempts, in `log.db` (a log: appended and completed, never derived).
 
 One row per run: opened by `enter` (or by a result recorded without one), completed by its result.
-It feeds the analytics a task context shows (median score, completion rate) and says which runs
-were memoryless — the task memory files hold the curated numbers a person reads and edits.
+It feeds the analytics a task context shows — median score and completion rate over the runs of
+*every* agent of the workspace on that task (the seed's "how other agents have performed"), with the
+asking agent's own share beside it — and says which runs were memoryless. The task memory files hold
+the curated numbers a person reads and edits.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ CREATE TABLE IF NOT EXISTS task_runs (
     seq INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS task_runs_by_task ON task_runs (agent, task, seq);
+CREATE INDEX IF NOT EXISTS task_runs_by_slug ON task_runs (task);
 """
 
 
@@ -62,7 +65,8 @@ class ModeStats:
 
 @dataclass(frozen=True)
 class Analytics:
-    """Over the runs of one task that have a result. Entered-but-unfinished runs are `open_runs`."""
+    """Over the runs of one task, by every agent of the workspace, that have a result.
+    Entered-but-unfinished runs are `open_runs`; `own` is the asking agent's share."""
 
     runs: int
     completed: int
@@ -72,6 +76,8 @@ class Analytics:
     open_runs: int
     with_memory: ModeStats = field(default_factory=ModeStats)
     memoryless: ModeStats = field(default_factory=ModeStats)
+    agents: int = 0  # agents with at least one result on the task
+    own: ModeStats = field(default_factory=ModeStats)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -200,9 +206,10 @@ class TaskRunLog(SharedConnection):
             return [_row(r) for r in self._conn.execute(sql, params).fetchall()]
 
     def analytics(self, agent: str, task: str) -> Analytics:
+        """Across all agents of the workspace on `task`; `own` is `agent`'s part of it."""
         with self._lock:
             rows = [_row(r) for r in self._conn.execute(
-                "SELECT * FROM task_runs WHERE agent = ? AND task = ?", (agent, task)).fetchall()]
+                "SELECT * FROM task_runs WHERE task = ?", (task,)).fetchall()]
         finished = [r for r in rows if r.recorded_at is not None]
         overall = _mode_stats(finished)
         return Analytics(
@@ -214,7 +221,19 @@ class TaskRunLog(SharedConnection):
             open_runs=len(rows) - len(finished),
             with_memory=_mode_stats([r for r in finished if not r.memoryless]),
             memoryless=_mode_stats([r for r in finished if r.memoryless]),
+            agents=len({r.agent for r in finished}),
+            own=_mode_stats([r for r in finished if r.agent == agent]),
         )
+
+    def open_runs(self, agent: str, task: str | None = None) -> list[TaskRun]:
+        """Runs `enter` opened that have no result yet, newest first."""
+        sql = "SELECT * FROM task_runs WHERE agent = ? AND recorded_at IS NULL"
+        params: list[Any] = [agent]
+        if task is not None:
+            sql += " AND task = ?"
+            params.append(task)
+        with self._lock:
+            return [_row(r) for r in self._conn.execute(sql + " ORDER BY seq DESC", params).fetchall()]
 
     def counts(self, agent: str) -> dict[str, tuple[int, int]]:
         """task -> (runs with a result, of which memoryless)."""

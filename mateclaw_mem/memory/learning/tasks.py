@@ -190,7 +190,9 @@ class TaskLearning:
         write under the file's lock, so concurrent results never lose an attempt.
 
         With `run_id` from `enter`, the run's memoryless flag applies (a contradicting `memoryless`
-        is refused) and the run can have only one result."""
+        is refused) and the run can have only one result. An unknown `run_id` is refused (it is a
+        typo, not a new run). Without one, the agent's one open run of the task is completed; with
+        several open, the caller is told which ids to choose from; with none, a new run is logged."""
         checks.require_agent(self.store, agent)
         rel = task_rel(slug)
         value = checks.score(score)
@@ -199,8 +201,8 @@ class TaskLearning:
             raise InvalidInputError("completed must be true or false")
         if memoryless is not None and not isinstance(memoryless, bool):
             raise InvalidInputError("memoryless must be true or false")
-        run_id = run_id or uuid.uuid4().hex
-        existing = self.runs.find(run_id)
+        existing = self._run_for_result(agent, slug, run_id, memoryless)
+        run_id = existing.run_id if existing is not None else uuid.uuid4().hex
         is_memoryless = existing.memoryless if existing is not None else bool(memoryless)
         harness = self._harness(agent)
         now = self._now()
@@ -248,6 +250,28 @@ class TaskLearning:
         result = self.store.update(agent, rel, apply, actor=actor, reason=f"result {value:g}")
         assert result is not None
         return ResultOutcome(run_box[0], self._view(agent, slug, result_text, result.sha))
+
+    def _run_for_result(self, agent: str, slug: str, run_id: str | None, memoryless: bool | None) -> TaskRun | None:
+        """The run a result completes: the one named, else the agent's only open run of the task
+        (of the same kind when `memoryless` is given), else None (log a new one)."""
+        if run_id is not None:
+            run = self.runs.find(run_id)
+            if run is None:
+                raise NotFoundError(
+                    f"no task run {run_id!r} for agent {agent!r} (run ids come from `enter`; "
+                    "leave the run id out to log a result without one)"
+                )
+            return run
+        open_runs = [r for r in self.runs.open_runs(agent, slug)
+                     if memoryless is None or r.memoryless == memoryless]
+        if len(open_runs) > 1:
+            ids = ", ".join(r.run_id for r in open_runs[:10])
+            more = f" and {len(open_runs) - 10} more" if len(open_runs) > 10 else ""
+            raise InvalidInputError(
+                f"agent {agent!r} has {len(open_runs)} open runs of task {slug!r} ({ids}{more}); "
+                "say which one this result is for with its run id"
+            )
+        return open_runs[0] if open_runs else None
 
     def run_list(self, agent: str, slug: str | None = None, *, limit: int = 100) -> list[TaskRun]:
         checks.require_agent(self.store, agent)

@@ -24,6 +24,8 @@ the newest entry of a group absorbs the others; a locked member absorbs them ins
 
 from __future__ import annotations
 
+import logging
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +49,8 @@ if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.workspace.store import WorkspaceStore
+
+log = logging.getLogger(__name__)
 
 ACTOR = "consolidation"
 CONFLICT_RETRIES = 0  # a conflicting bucket waits for the next run (its hash changed, so it is due)
@@ -100,6 +104,17 @@ class ConsolidationReport:
                 "entriesBefore": self.entries_before, "entriesAfter": self.entries_after,
                 "runId": self.run_id, "mode": self.mode, "buckets": [b.as_dict() for b in self.buckets]}
 
+    def log_line(self, agent: str | None, ms: float) -> str:
+        """`structured consolidation default: updated default/structured/user.md (9 → 6 entries) in 4 ms (rules)`."""
+        files = [f"{b.agent}/structured/{b.type}.md" + (f" (owner {b.owner})" if b.owner else "")
+                 for b in self.buckets if b.status == "updated"]
+        errors = sum(b.status in ("error", "conflict") for b in self.buckets)
+        outcome = "updated" if files else "error" if errors else "no_change"
+        what = f"{', '.join(files)} ({self.entries_before} → {self.entries_after} entries)" if files else (
+            f"({len(self.buckets)} bucket(s) looked at)")
+        return (f"structured consolidation {agent or 'all agents'}: {outcome} {what}"
+                f"{f', {errors} bucket(s) failed' if errors and files else ''} in {ms:.0f} ms ({self.mode})")
+
 
 class StructuredConsolidation:
     def __init__(
@@ -135,10 +150,13 @@ class StructuredConsolidation:
             self._run_lock.acquire(timeout=0)
         except Timeout:
             raise BusyError("a structured consolidation is already running; try again later") from None
+        t0 = time.monotonic()
         try:
-            return self._run(agent)
+            report = self._run(agent)
         finally:
             self._run_lock.release()
+        log.info("%s", report.log_line(agent, (time.monotonic() - t0) * 1000))
+        return report
 
     def _run(self, agent: str | None) -> ConsolidationReport:
         now = self.clock.now()
