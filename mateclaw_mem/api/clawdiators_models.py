@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 from mateclaw_mem.api.learning import AnalyticsOut, VersionOut
 from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 
 T = TypeVar("T")
-Number = int | float
+# Strict: a JSON `false` is not a score or a confidence (lax mode would read it as 0).
+Number = StrictInt | StrictFloat
 
 
 class Envelope(BaseModel, Generic[T]):
@@ -30,7 +31,9 @@ class SeedError(BaseModel):
 
 
 class _In(BaseModel):
-    model_config = ConfigDict(extra="ignore")  # the seed's clients send fields we have no use for
+    # The seed's clients send fields we have no use for; what we do read must have its JSON type
+    # (`"memoryless": 0` is refused, not read as false).
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class StrategyItem(BaseModel):
