@@ -191,3 +191,94 @@ def test_a_dead_inotify_reader_is_noticed_and_replaced(svc: Services) -> None:
         assert index["watcher_last_restart"]
     finally:
         w.stop()
+
+
+def test_events_for_one_file_coalesce_until_it_is_quiet_but_never_wait_past_the_cap() -> None:
+    from mateclaw_mem.runtime.watcher import Coalescer
+
+    q = Coalescer(quiet=0.05, max_wait=0.5)
+    for t in (0.0, 0.03, 0.06, 0.09):  # a save's truncate, writes and close, 30 ms apart
+        q.add("a.md", t)
+        assert q.pop_due(t) == []
+    assert q.pop_due(0.139) == []  # every event restarted the quiet window
+    assert q.next_due() == pytest.approx(0.14)
+    assert q.pop_due(0.14) == ["a.md"] and len(q) == 0 and q.pop_due(10.0) == []
+    # A file written without pause is still due once `max_wait` after its first event, and
+    # another file's events neither delay it nor are delayed by it.
+    t = 1.0
+    while t < 1.49:
+        q.add("log.md", t)
+        if t == 1.0:
+            q.add("b.md", t)
+        t += 0.02
+    assert q.pop_due(1.049) == []
+    assert q.pop_due(1.05) == ["b.md"]
+    assert q.pop_due(1.499) == []
+    assert q.pop_due(1.5) == ["log.md"]
+    q.add("log.md", 1.51)  # and its next event starts a new wait
+    assert q.pop_due(1.55) == [] and q.pop_due(1.56) == ["log.md"]
+
+
+def test_a_burst_of_saves_of_one_file_is_one_ingest_of_its_final_content(svc: Services) -> None:
+    # The watcher is not started: its queue is fed and drained by hand, so the rule is checked
+    # without any timing (the observer's events are what `_schedule` receives in the daemon).
+    w = Watcher(svc.file_index, svc.settings.workspace)
+    path = svc.settings.workspace / "default" / "memory" / "burst.md"
+    for word in ("alpaca", "bison", "caribou", "dromedary"):
+        path.write_text("", "utf-8")  # a truncating save: the file is empty for a moment ...
+        w._schedule(str(path))
+        path.write_text(f"# b\n\n## b\n\n{word}\n", "utf-8")  # ... then has the new text
+        w._schedule(str(path))
+    due = w._pending.pop_due(time.monotonic() + 1.0)
+    assert due == [str(path)]
+    w._process(due)
+    assert w.ingested == 1 and w.idle()
+    assert found(svc, "dromedary") == ["memory/burst.md"]
+    assert found(svc, "alpaca") == found(svc, "caribou") == []
+
+
+def test_a_folder_reconcile_waits_for_the_burst_of_file_events_to_end(svc: Services) -> None:
+    from mateclaw_mem.runtime.watcher import _RECONCILE, RECONCILE_QUIET
+
+    w = Watcher(svc.file_index, svc.settings.workspace)
+    note = str(svc.settings.workspace / "default" / "memory" / "x.md")
+    w._schedule(_RECONCILE)  # a new folder
+    first = w._pending.next_due()
+    time.sleep(0.01)  # so that the file's event is later than the folder's
+    w._schedule(note)  # a file in it
+    assert first is not None
+    assert w._pending.pop_due(first) == [note]  # the file is due; the reconcile moved later
+    assert _RECONCILE in w._pending
+    assert w._pending.pop_due(time.monotonic() + RECONCILE_QUIET) == [_RECONCILE]
+
+
+def test_a_hand_edit_rewrites_only_the_sections_it_changed(svc: Services) -> None:
+    def rows() -> dict[str, tuple[int, int]]:
+        db = sqlite3.connect(svc.settings.state_dir / "index.db")
+        try:
+            got = db.execute("SELECT title, id, line_start FROM chunks WHERE rel = 'memory/long.md'").fetchall()
+        finally:
+            db.close()
+        return {title: (cid, start) for title, cid, start in got}
+
+    path = svc.settings.workspace / "default" / "memory" / "long.md"
+    birds = ["heron", "crane", "stork", "pelican", "puffin"]
+    sections = [f"## Part {i}\n\nabout the {bird}\n" for i, bird in enumerate(birds)]
+    path.write_text("# Long\n\n" + "\n".join(sections), "utf-8")
+    assert svc.file_index.ingest("default", None, "memory/long.md").changed
+    before = rows()
+    # A new section on top (every later section moves down), one section edited, one removed.
+    sections[2] = "## Part 2\n\nabout the egret instead\n"
+    del sections[4]
+    path.write_text("# Long\n\n## Preface\n\nthe ibis\n\n" + "\n".join(sections), "utf-8")
+    assert svc.file_index.ingest("default", None, "memory/long.md").changed
+    after = rows()
+    assert set(after) == set(before) - {"Part 4"} | {"Preface"}
+    for kept in ("Part 0", "Part 1", "Part 3"):
+        # The same row (a full rewrite inserts in file order, the preface first: Part 0 gets another id)
+        assert after[kept][0] == before[kept][0]
+        assert after[kept][1] > before[kept][1]  # ... with its lines moved down by the preface
+    assert after["Part 2"][0] != before["Part 2"][0]
+    assert found(svc, "egret") == found(svc, "ibis") == ["memory/long.md"]
+    assert found(svc, "heron") == found(svc, "pelican") == ["memory/long.md"]
+    assert found(svc, "stork") == found(svc, "puffin") == []

@@ -112,14 +112,18 @@ router = APIRouter(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require
 
 
 # Plain `def`: the service does blocking SQLite work, so FastAPI runs these in its thread pool.
+# The answer is the JSON the log stored with the request (what a retry replays), sent as it is:
+# returning a dict made the service parse it and FastAPI validate it against `AddResponse` (in a
+# second pool thread) and encode it again, for four strings already encoded.
 @router.post("/add", response_model=AddResponse)
-def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> dict[str, object]:
-    return aml.add(
+def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> Response:
+    stored = aml.add_json(
         body.request_id,
         body.user_id,
         body.session_id,
         [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages],
     )
+    return Response(stored, media_type="application/json")
 
 
 def _parts(content: str | list[Any]) -> str | list[dict[str, Any]]:

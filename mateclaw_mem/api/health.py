@@ -49,6 +49,9 @@ def _index(services: Services) -> dict[str, Any] | None:
     synced = index.last_sync_ms
     status = services.watcher.status() if services.built("watcher") else None
     return {
+        # "catching up" until the watcher's start-up reconcile (whatever changed while no daemon was
+        # watching) is done: searches answer from what is indexed meanwhile, so say so.
+        "state": _catch_up_state(status),
         **index.counts(),
         "last_sync": datetime.fromtimestamp(synced / 1000, services.clock.tz).isoformat(timespec="seconds")
         if synced else None,
@@ -59,6 +62,12 @@ def _index(services: Services) -> dict[str, Any] | None:
         "watcher_last_restart": _iso(status["last_restart"], services) if status else None,
         "watcher_restart_reason": status["restart_reason"] if status else None,
     }
+
+
+def _catch_up_state(status: dict[str, Any] | None) -> str:
+    if status is None:
+        return "not watching"  # no watcher in this process: the index is as the last reconcile left it
+    return "ready" if status["last_reconcile"] is not None else "catching up"
 
 
 def _iso(unix: float | None, services: Services) -> str | None:

@@ -239,6 +239,11 @@ class AmlService:
         Raises InvalidInputError (bad field), TooLargeError, ConflictError (request_id reused
         with a different body).
         """
+        return json.loads(self.add_json(request_id, user_id, session_id, messages))
+
+    def add_json(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]) -> str:
+        """`add`, answering with the response body as the JSON text stored with the request (so a
+        replay is byte for byte the first answer, and a face sends it without re-encoding)."""
         _require_id("request_id", request_id)
         _require_id("user_id", user_id)
         _require_id("session_id", session_id)
@@ -293,7 +298,7 @@ class AmlService:
             # are a second path that must never slow down or fail the Add. A replay re-queues
             # nothing (one job per request id) but does queue a job the first delivery lost.
             self.facts.enqueue(request_id, self.agent, user_id, session_id, result.ids)
-        return json.loads(result.response)
+        return result.response
 
     def search(
         self, query: str | Sequence[Part], user_id: str, top_k: int, options: list[str] | None = None

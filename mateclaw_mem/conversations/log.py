@@ -245,6 +245,7 @@ class ConversationLog(SharedConnection):
     ) -> OnceResult:
         """Append unless `owner` already sent `request_id`: same body -> replay, other body ->
         ConflictError. Another owner's request with the same id is a request of its own.
+        `body_hash` must cover `conversation_id` (a replay looks its messages up there).
 
         The check and the insert share one IMMEDIATE transaction, so two concurrent deliveries
         of the same request cannot both append.
@@ -259,11 +260,14 @@ class ConversationLog(SharedConnection):
                     raise ConflictError(
                         "request_id was already used with a different body; use a new request_id"
                     )
+                # Same body hash, so same conversation: the conversation narrows the scan to the
+                # `messages_by_conversation` index instead of every message of the owner.
                 ids = [
                     r["id"]
                     for r in conn.execute(
-                        "SELECT id FROM messages WHERE agent = ? AND owner = ? AND request_id = ? ORDER BY id",
-                        (agent, key, request_id),
+                        "SELECT id FROM messages WHERE agent = ? AND owner = ? AND conversation_id = ?"
+                        " AND request_id = ? ORDER BY id",
+                        (agent, key, conversation_id, request_id),
                     )
                 ]
                 return OnceResult(ids=ids, response=row["response"], replayed=True)

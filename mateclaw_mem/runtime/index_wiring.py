@@ -32,13 +32,15 @@ def build_file_index(services: Services) -> FileIndex:
 
 
 def build_message_index(services: Services) -> MessageIndex:
-    from mateclaw_mem.conversations.facts import FactStore
     from mateclaw_mem.index.messages.index import MessageIndex
 
     index = MessageIndex(services.settings.messages_db)
     services.on_close(index)
 
     def rebuild() -> None:
+        # Here, not above: facts imports the model client (openai, ~0.4 s), which rules mode never needs.
+        from mateclaw_mem.conversations.facts import FactStore
+
         facts = FactStore(services.settings.log_db)
         try:
             index.rebuild(services.log, facts)

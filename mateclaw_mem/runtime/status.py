@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.runtime import pidfile
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from mateclaw_mem.runtime.services import Services
     from mateclaw_mem.workspace.listing import FileInfo
-    from mateclaw_mem.workspace.store import WorkspaceStore
 
 
 def collect(services: Services, agents: list[str] | None = None) -> dict[str, Any]:
@@ -30,12 +31,15 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
     }
     for agent in agents or store.agents():
         files = store.list_files(agent)
+        # The listing has already resolved the agent's folder and kept only files inside it: resolve
+        # it once, not once per file (`store.history`/`store.path` would, ~1 ms each on 1,000 notes).
+        folder, key = store.agent_dir(agent), store.agent_key(agent)
         recent = []
         for f in files:
-            versions = store.history(agent, f.rel)
+            versions = store.history_store.list(key, f.rel)
             for v in versions[-3:]:
                 recent.append({"file": f.rel, "at": v.at, "actor": v.actor, "reason": v.reason})
-            hand = _hand_edit(store, agent, f, versions[-1].replaced_by if versions else None, services)
+            hand = _hand_edit(folder / f.rel, f, versions[-1].replaced_by if versions else None, services)
             if hand is not None:
                 recent.append(hand)
         recent.sort(key=lambda r: r["at"], reverse=True)
@@ -75,8 +79,7 @@ def _watcher_from_daemon(out: dict[str, Any], services: Services) -> None:
         index["watcher"] = {"state": "off: the daemon is not running (`mateclaw-mem serve` starts it)"}
 
 
-def _hand_edit(store: WorkspaceStore, agent: str, f: FileInfo, last_sha: str | None,
-               services: Services) -> dict[str, Any] | None:
+def _hand_edit(path: Path, f: FileInfo, last_sha: str | None, services: Services) -> dict[str, Any] | None:
     """A save nobody recorded: the file differs from what the store last wrote. History keeps what
     machines replaced, so a person's save shows only here, dated by the file's mtime."""
     if last_sha is None:
@@ -84,7 +87,7 @@ def _hand_edit(store: WorkspaceStore, agent: str, f: FileInfo, last_sha: str | N
     from mateclaw_mem.workspace.records import sha256
 
     try:
-        data = store.path(agent, f.rel).read_bytes()
+        data = path.read_bytes()
     except OSError:
         return None
     if sha256(data) == last_sha:

@@ -1,15 +1,27 @@
 """Keeps the search index fresh while the daemon runs: hand edits, other processes, missed events.
 
 - A watchdog observer on the workspace. Changed, created, moved and deleted `.md` files are
-  re-indexed after a debounce (`debounce_seconds`, about 1 s: an editor's save is often several
-  events, and a burst of writes becomes one ingest per file).
+  re-indexed once their events stop (`Coalescer`): a file is due `quiet_seconds` (50 ms) after its
+  last event, a new event restarting the wait, but never later than `max_wait_seconds` (0.5 s)
+  after its first, so a file written without pause is still indexed twice a second. A save is a
+  few events (truncate, write, close; or an editor's temp file renamed into place): they become one
+  ingest of the final content. 50 ms is also the store's settling age: `WorkspaceStore.read`
+  re-reads a file changed in the last 50 ms until two reads agree (so a truncating save caught
+  half-way is never indexed as the final version), and a file quiet that long is read once,
+  without that wait - which is what keeps a burst at disk speed.
+- Bursts (a `git checkout` of 1,000 files): every file is one pending entry (a second event for it
+  only moves its deadline), and due files are ingested in batches of up to `BATCH` files per
+  transaction (`FileIndex.ingest_many`); the batch after it picks up whatever came due meanwhile.
+  A new folder asks for a reconcile (its first files may predate its watch), and that reconcile
+  waits until the burst is over (`RECONCILE_QUIET`, 0.3 s, without any event; at most
+  `RECONCILE_MAX_WAIT`, 3 s): mid-burst it would re-read, one by one, files whose events are queued.
 - The daemon's own writes arrive first through the store listener (`FileIndex.on_write`), so when
   their watchdog echo comes the file's mtime and size already match the index: nothing is read.
 - Ignored: editor swap and temp files (`.name.tmp` from atomic writes, `*.swp`, `*~`, vim's `4913`,
   emacs' `.#name`), anything in a hidden folder (`.mateclaw/`, `.git/`), anything not `.md`.
 - A periodic reconcile (`search.reconcile-interval-seconds`, stat only; a deep one at start) catches
-  whatever the observer missed. One worker thread sleeps on a condition until the next debounce
-  deadline, reconcile or health check: no polling loop.
+  whatever the observer missed. One worker thread sleeps on a condition until the next due file,
+  reconcile or health check: no polling loop, no CPU while nothing changes.
 - A dead observer (e.g. inotify limits) is restarted, logged as an error, counted in `status()`,
   and followed by a reconcile for what it missed - never silent. "Dead" includes the threads
   behind it: watchdog's emitters and its one shared inotify reader, which a folder swapped for a
@@ -38,6 +50,45 @@ log = logging.getLogger("mateclaw_mem.watcher")
 
 ChangeListener = Callable[[str, "str | None", str, bool], None]
 _RECONCILE = "<reconcile>"
+BATCH = 200  # files per ingest transaction in a burst: bounded memory, searches see progress
+RECONCILE_QUIET = 0.3
+RECONCILE_MAX_WAIT = 3.0
+
+
+class Coalescer:
+    """Pending paths and when each is due. Not thread-safe (the watcher holds its condition); time
+    is passed in, so the rules can be checked without waiting."""
+
+    def __init__(self, *, quiet: float, max_wait: float) -> None:
+        self.quiet = quiet
+        self.max_wait = max_wait
+        self._first: dict[str, float] = {}  # path -> when its first pending event came
+        self._due: dict[str, float] = {}
+
+    def __len__(self) -> int:
+        return len(self._due)
+
+    def __contains__(self, path: str) -> bool:
+        return path in self._due
+
+    def add(self, path: str, now: float, *, quiet: float | None = None, max_wait: float | None = None) -> None:
+        """An event for `path`: due `quiet` from now (restarting the wait), but never later than
+        `max_wait` after its first pending event (both default to the coalescer's)."""
+        first = self._first.setdefault(path, now)
+        wait = self.quiet if quiet is None else quiet
+        cap = self.max_wait if max_wait is None else max_wait
+        self._due[path] = min(now + wait, first + cap)
+
+    def next_due(self) -> float | None:
+        return min(self._due.values(), default=None)
+
+    def pop_due(self, now: float) -> list[str]:
+        """The paths due at `now`, in the order their first events came; they are no longer pending."""
+        due = [p for p, at in self._due.items() if at <= now]
+        for p in due:
+            del self._due[p]
+            del self._first[p]
+        return due
 
 
 def ignored(path: str) -> bool:
@@ -56,16 +107,16 @@ class _Handler(FileSystemEventHandler):
     def on_any_event(self, event: FileSystemEvent) -> None:
         if event.event_type in ("opened", "closed_no_write"):
             return
-        paths = [event.src_path]
-        dest = getattr(event, "dest_path", "")
-        if dest:
-            paths.append(dest)
         if event.is_directory:
             # A folder created, moved or deleted (a new agent, memory/ removed): files inside it may
             # have no events of their own (created before the folder was watched), so reconcile.
             if event.event_type in ("created", "moved", "deleted"):
                 self.watcher._schedule(_RECONCILE)
             return
+        paths = [event.src_path]
+        dest = getattr(event, "dest_path", "")
+        if dest:
+            paths.append(dest)
         for raw in paths:
             path = raw.decode() if isinstance(raw, bytes) else str(raw)
             if not ignored(self.watcher._relative(path)):
@@ -79,19 +130,19 @@ class Watcher:
         root: Path,
         *,
         reconcile_interval: float = 300.0,
-        debounce_seconds: float = 1.0,
+        quiet_seconds: float = 0.05,
+        max_wait_seconds: float = 0.5,
         health_interval: float = 5.0,
         on_reconcile: Callable[[], None] | None = None,
     ) -> None:
         self.index = index
         self.root = Path(root)
         self.reconcile_interval = reconcile_interval
-        self.debounce_seconds = debounce_seconds
         self.health_interval = health_interval
         self._on_reconcile = on_reconcile
         self._listeners: list[ChangeListener] = []
         self._cond = threading.Condition()
-        self._pending: dict[str, float] = {}  # path -> monotonic deadline
+        self._pending = Coalescer(quiet=quiet_seconds, max_wait=max_wait_seconds)
         self._observer: Any = None
         self._worker: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -208,9 +259,16 @@ class Watcher:
         except ValueError:
             return path
 
-    def _schedule(self, path: str, delay: float | None = None) -> None:
+    def _schedule(self, path: str, *, delay: float | None = None) -> None:
         with self._cond:
-            self._pending[path] = time.monotonic() + (self.debounce_seconds if delay is None else delay)
+            now = time.monotonic()
+            if path == _RECONCILE:
+                quiet = RECONCILE_QUIET if delay is None else delay
+                self._pending.add(path, now, quiet=quiet, max_wait=RECONCILE_MAX_WAIT)
+            else:
+                self._pending.add(path, now, quiet=delay)
+                if _RECONCILE in self._pending:  # still a burst: the reconcile waits for its end
+                    self._pending.add(_RECONCILE, now, quiet=RECONCILE_QUIET, max_wait=RECONCILE_MAX_WAIT)
             self.last_event_at = time.time()
             self._cond.notify_all()
 
@@ -226,20 +284,15 @@ class Watcher:
         while not self._stopping.is_set():
             with self._cond:
                 now = time.monotonic()
-                due = [p for p, deadline in self._pending.items() if deadline <= now]
+                due = self._pending.pop_due(now)
                 if not due and now < next_reconcile and now < next_health:
-                    wake = min([next_reconcile, next_health, *self._pending.values()])
+                    first = self._pending.next_due()
+                    wake = min(next_reconcile, next_health, first if first is not None else next_health)
                     self._cond.wait(timeout=max(0.0, wake - now))
                     continue
-                for p in due:
-                    del self._pending[p]
                 self._busy = True
             try:
-                if _RECONCILE in due:
-                    due.remove(_RECONCILE)
-                    self._do_reconcile(deep=False)
-                for path in due:
-                    self._ingest(path)
+                self._process(due)
                 now = time.monotonic()
                 if now >= next_health:
                     next_health = now + self.health_interval
@@ -254,15 +307,19 @@ class Watcher:
                 with self._cond:
                     self._busy = False
 
-    def _ingest(self, path: str) -> None:
-        where = self.index.locate(Path(path))
-        if where is None:
-            return
-        agent, owner, rel = where
-        result = self.index.ingest(agent, owner, rel)
-        if result.changed:
-            self.ingested += 1
-            self._notify(agent, owner, rel, result.deleted)
+    def _process(self, due: list[str]) -> None:
+        """Index what came due: the files in batches, then a reconcile for anything without events."""
+        reconcile_too = _RECONCILE in due
+        if reconcile_too:
+            due.remove(_RECONCILE)
+        keys = [where for where in map(self.index.locate, map(Path, due)) if where is not None]
+        for start in range(0, len(keys), BATCH):
+            for result in self.index.ingest_many(keys[start : start + BATCH]):
+                if result.changed:
+                    self.ingested += 1
+                    self._notify(result.agent, result.owner, result.rel, result.deleted)
+        if reconcile_too:
+            self._do_reconcile(deep=False)
 
     def _do_reconcile(self, *, deep: bool) -> None:
         try:

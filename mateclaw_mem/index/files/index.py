@@ -97,6 +97,10 @@ class FileIndex:
         `ingest.ingest` for `verify` and `force`."""
         return ingest.ingest(self._db, self.store, agent, owner, rel, verify=verify, force=force)
 
+    def ingest_many(self, keys: list[tuple[str, str | None, str]]) -> list[IngestResult]:
+        """`ingest` for several files, their rows written in one transaction (a burst of changes)."""
+        return ingest.ingest_many(self._db, self.store, keys)
+
     def delete(self, agent: str, owner: str | None, rel: str) -> IngestResult:
         return ingest.delete(self._db, self.store, agent, owner, rel)
 

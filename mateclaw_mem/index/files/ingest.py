@@ -54,6 +54,24 @@ def filed_owner(store: WorkspaceStore, owner: str | None) -> str | None:
     return owner if owner and store.owner_isolation else None
 
 
+FileKey = tuple[str, str | None, str]  # (agent, owner, rel)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What one file's ingest will write, decided outside the write transaction."""
+
+    result: IngestResult
+    write: bool = False  # replace the file's rows with `chunks`
+    remove: bool = False  # delete its rows (the result says whether there were any)
+    row_id: int | None = None  # touched but unchanged: only remember the new stat of this row
+    edit_id: int | None = None  # with `write`: rewrite only the changed sections of this row
+    mtime: float = 0.0
+    size: int = 0
+    sha: str = ""
+    chunks: list | None = None
+
+
 def ingest(
     db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str, *, verify: bool = False,
     force: bool = False,
@@ -63,40 +81,79 @@ def ingest(
     By default an unchanged mtime and size means "unchanged" without reading the file; `verify`
     reads it and compares the hash and the chunk count (what a deep reconcile does); `force`
     re-chunks it regardless."""
+    return ingest_many(db, store, [(agent, owner, rel)], verify=verify, force=force)[0]
+
+
+def ingest_many(
+    db: FileStorage, store: WorkspaceStore, keys: list[FileKey], *, verify: bool = False, force: bool = False,
+) -> list[IngestResult]:
+    """`ingest` for several files with one write transaction (a burst of changed files): every
+    file is read and chunked first, then the rows of all that changed are written at once."""
+    plans = [_plan(db, store, agent, owner, rel, verify=verify, force=force) for agent, owner, rel in keys]
+    if not any(p.write or p.remove or p.row_id is not None for p in plans):
+        return [p.result for p in plans]
+    results = []
+    with db.tx() as conn:
+        synced = False
+        for p in plans:
+            r = p.result
+            if p.row_id is not None:
+                conn.execute("UPDATE files SET mtime = ?, size = ? WHERE id = ?", (p.mtime, p.size, p.row_id))
+            elif p.remove:
+                removed = db.delete_file(conn, "", r.agent, r.owner, r.rel)
+                synced = synced or removed
+                r = IngestResult(r.agent, r.owner, r.rel, changed=removed, deleted=True)
+            elif p.write and p.edit_id is not None:
+                db.update_file(conn, p.edit_id, r.agent, r.owner, r.rel, p.mtime, p.size, p.sha, p.chunks or [])
+                synced = True
+            elif p.write:
+                db.delete_file(conn, "", r.agent, r.owner, r.rel)
+                db.insert_file(conn, "", r.agent, r.owner, r.rel, p.mtime, p.size, p.sha, p.chunks or [])
+                synced = True
+            results.append(r)
+        if synced:
+            db.mark_synced(conn)
+    return results
+
+
+def _plan(
+    db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str, *, verify: bool, force: bool,
+) -> _Plan:
     owner = filed_owner(store, owner)
+    gone = _Plan(IngestResult(agent, owner, rel, changed=False, deleted=True), remove=True)
     try:
         path = store.path(agent, rel, owner)
     except InvalidPathError:
-        return delete(db, store, agent, owner, rel)
+        return gone
     try:
         st = os.stat(path)  # before the read: a change after it shows up as a newer mtime later
     except OSError:
-        return delete(db, store, agent, owner, rel)
+        return gone
     row = db.file_row(agent, owner, rel)
     same_stat = row is not None and row["mtime"] == st.st_mtime and row["size"] == st.st_size
+    unchanged = _Plan(IngestResult(agent, owner, rel, changed=False))
     if same_stat and not (verify or force):
-        return IngestResult(agent, owner, rel, changed=False)
+        return unchanged
     try:
         snap = store.read(agent, rel, owner=owner)
     except (InvalidInputError, InvalidPathError) as exc:
         log.warning("not indexing %s/%s: %s", agent, rel, exc)
-        return delete(db, store, agent, owner, rel)
+        return gone
     if not snap.exists:
-        return delete(db, store, agent, owner, rel)
+        return gone
     chunks = chunk_file(rel, snap.text)
     if not force and row is not None and row["sha"] == snap.sha:
         intact = not verify or db.chunk_count(row["id"]) == len(chunks)
         if intact:
-            if not same_stat:
-                with db.tx() as conn:  # touched but unchanged: remember the new stat, skip the work
-                    conn.execute("UPDATE files SET mtime = ?, size = ? WHERE id = ?",
-                                 (st.st_mtime, st.st_size, row["id"]))
-            return IngestResult(agent, owner, rel, changed=False)
-    with db.tx() as conn:
-        db.delete_file(conn, "", agent, owner, rel)
-        db.insert_file(conn, "", agent, owner, rel, st.st_mtime, st.st_size, snap.sha, chunks)
-        db.mark_synced(conn)
-    return IngestResult(agent, owner, rel, changed=True, chunks=len(chunks))
+            if same_stat:
+                return unchanged
+            # Touched but unchanged: remember the new stat, skip the work.
+            return _Plan(unchanged.result, row_id=row["id"], mtime=st.st_mtime, size=st.st_size)
+    # An edit of an indexed file rewrites only its changed sections; `verify` and `force` (an index
+    # repaired or re-tokenized) rewrite every row of it.
+    edit_id = row["id"] if row is not None and not (verify or force) else None
+    return _Plan(IngestResult(agent, owner, rel, changed=True, chunks=len(chunks)), write=True, edit_id=edit_id,
+                 mtime=st.st_mtime, size=st.st_size, sha=snap.sha, chunks=chunks)
 
 
 def delete(db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str) -> IngestResult:

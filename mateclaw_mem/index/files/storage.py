@@ -283,13 +283,49 @@ class FileStorage:
         sha: str, chunks: list,
     ) -> None:
         kind = file_kind(rel)
-        day = daily_date(rel)
         cur = conn.execute(
             f"INSERT INTO files{s} (agent, owner, rel, kind, mtime, size, sha, indexed_ms)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             (agent, stored_owner(owner), rel, kind, mtime, size, sha, self.now_ms()),
         )
-        file_id = cur.lastrowid
+        self._insert_chunks(conn, s, cur.lastrowid, agent, owner, rel, chunks)
+
+    def update_file(
+        self, conn: sqlite3.Connection, file_id: int, agent: str, owner: str | None, rel: str, mtime: float,
+        size: int, sha: str, chunks: list,
+    ) -> int:
+        """Bring an indexed file's rows to `chunks` touching only the sections that changed: a hand
+        edit of one section of a long file tokenizes and writes that section, not the file. A
+        section kept as it was keeps its row (only its line numbers follow the edit). Returns how
+        many chunks were written."""
+        old: dict[str, list[sqlite3.Row]] = {}
+        for r in conn.execute("SELECT id, sha, line_start, line_end FROM chunks WHERE file_id = ? ORDER BY id",
+                              (file_id,)):
+            old.setdefault(r["sha"], []).append(r)
+        fresh = []
+        for ch in chunks:
+            kept = old.get(chunk_sha(ch.title, ch.text))
+            if not kept:
+                fresh.append(ch)
+                continue
+            r = kept.pop(0)
+            if (r["line_start"], r["line_end"]) != (ch.line_start, ch.line_end):
+                conn.execute("UPDATE chunks SET line_start = ?, line_end = ? WHERE id = ?",
+                             (ch.line_start, ch.line_end, r["id"]))
+        gone = [(r["id"],) for rows in old.values() for r in rows]
+        conn.executemany("DELETE FROM fts WHERE rowid = ?", gone)
+        conn.executemany("DELETE FROM chunks WHERE id = ?", gone)
+        conn.execute("UPDATE files SET mtime = ?, size = ?, sha = ?, indexed_ms = ? WHERE id = ?",
+                     (mtime, size, sha, self.now_ms(), file_id))
+        self._insert_chunks(conn, "", file_id, agent, owner, rel, fresh)
+        return len(fresh)
+
+    def _insert_chunks(
+        self, conn: sqlite3.Connection, s: str, file_id: int | None, agent: str, owner: str | None, rel: str,
+        chunks: list,
+    ) -> None:
+        kind = file_kind(rel)
+        day = daily_date(rel)
         file_tags = tags(agent, owner, kind)
         for ch in chunks:
             title_tokens, body_tokens = tokenize(ch.title), tokenize(ch.text)

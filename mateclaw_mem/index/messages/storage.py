@@ -51,7 +51,24 @@ CREATE TABLE IF NOT EXISTS docs{s} (
 );
 CREATE INDEX IF NOT EXISTS docs_by_owner{s} ON docs{s} (agent, owner, id);
 CREATE INDEX IF NOT EXISTS docs_by_conversation{s} ON docs{s} (agent, owner, conversation_id, id);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts{s} USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');
+CREATE TABLE IF NOT EXISTS fts{s} (
+    rowid INTEGER PRIMARY KEY,         -- the document's id (docs.id)
+    okey TEXT NOT NULL,                -- `bucket_of` its agent and owner
+    body TEXT NOT NULL, ctx TEXT NOT NULL, nb TEXT NOT NULL, dt TEXT NOT NULL  -- tokens, space-joined
+);
+"""
+
+
+# `fts` was an FTS5 table until its inverted index turned out to be read by nothing: search ranks
+# in-memory views (`view`), which only read the fields back. Maintaining the index (segment writes
+# and merges at every commit) was the largest single cost of an AML Add. Older files convert once,
+# in place (same name, same columns, same rows), so nothing has to be rebuilt from the log.
+_PLAIN_FTS = """
+CREATE TABLE fts_plain (rowid INTEGER PRIMARY KEY, okey TEXT NOT NULL, body TEXT NOT NULL, ctx TEXT NOT NULL,
+    nb TEXT NOT NULL, dt TEXT NOT NULL);
+INSERT INTO fts_plain (rowid, okey, body, ctx, nb, dt) SELECT rowid, okey, body, ctx, nb, dt FROM fts;
+DROP TABLE fts;
+ALTER TABLE fts_plain RENAME TO fts
 """
 
 
@@ -138,10 +155,30 @@ class MessageStorage:
         self._conn = connect(db_path)
         self.writes = 0  # commits through this connection (data_version only counts others')
         with self.lock:
+            self._plain_fts()
             self._conn.executescript(_SCHEMA)
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
                 self._set_tokenizer()
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
+
+    def _plain_fts(self) -> None:
+        """Convert an FTS5 `fts` (older versions) to the plain table, once (see `_PLAIN_FTS`)."""
+        def virtual() -> bool:
+            row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'fts'").fetchone()
+            return row is not None and row["sql"].lstrip().upper().startswith("CREATE VIRTUAL")
+
+        if not virtual():
+            return
+        # The FTS5 pages freed by the drop may hold text indexed before redaction existed: zero them.
+        previous = self._conn.execute("PRAGMA secure_delete").fetchone()[0]
+        self._conn.execute("PRAGMA secure_delete = ON")
+        try:
+            with immediate(self._conn, self.lock) as conn:
+                if virtual():  # again inside the write transaction: another process may have converted it
+                    for statement in _PLAIN_FTS.split(";"):
+                        conn.execute(statement)
+        finally:
+            self._conn.execute(f"PRAGMA secure_delete = {int(previous)}")
 
     def _redact_stored(self, conn: sqlite3.Connection) -> int:
         """Redact, in place, what an older version indexed raw (the log holds the same turns and is
@@ -166,9 +203,8 @@ class MessageStorage:
             conn.execute(f"DELETE FROM docs WHERE {where}", (*key, FACT_BASE))
             self._add_batch(turns)
         if dirty:
-            # Deleted tokens stay in FTS5's segments until they are merged: merge them now. A new
-            # generation makes other processes parse their cached views (old text) afresh.
-            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            # A new generation makes other processes parse their cached views (old text) afresh.
+            # (The old bytes do not linger: `run_once` runs this with secure_delete on.)
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
         return len(dirty)
 
@@ -329,7 +365,7 @@ class MessageStorage:
             key = (m.agent, stored_owner(m.owner), m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
-                    f"SELECT d.id, d.speaker, d.content, d.is_question, f.nb FROM docs{s} d JOIN fts{s} f"
+                    f"SELECT d.id, d.speaker, d.is_question, f.body, f.nb FROM docs{s} d JOIN fts{s} f"
                     " ON f.rowid = d.id"
                     " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
                     " ORDER BY d.id DESC LIMIT 1",
@@ -342,7 +378,7 @@ class MessageStorage:
                 prev_body, prev_speaker, prev_q = prev.body, prev.speaker, prev.is_question
                 prev.nb.extend(doc.body)
             elif prev is not None:
-                prev_body = tokenize(split_speaker(prev["content"])[1])
+                prev_body = prev["body"].split()  # its stored tokens: tokenizing its text again is the same
                 prev_speaker, prev_q = prev["speaker"], bool(prev["is_question"])
                 grown.setdefault(prev["id"], prev["nb"].split()).extend(doc.body)
             else:

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""AML Add and Search over HTTP, ours against the floor (scripts/bench/floor_server.py), interleaved.
+
+Starts `mateclaw-mem serve` on a temp workspace (port 0) and the floor server, then for each client
+count (1/4/16 threads, one keep-alive connection each) runs the same Adds against both, alternating
+which goes first, and prints one table: p50/p95 and throughput, with the ratio to the floor.
+
+    .venv/bin/python scripts/bench/aml_add.py [--adds 400] [--searches 200] [--clients 1,4,16]
+
+An Add is one LoCoMo-like chunk (--messages turns of ~25 words, two speakers, a session timestamp);
+the users are spread over --users owners. Searches run after the Adds, top_k 100, on the same users.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+REPO = Path(__file__).resolve().parents[2]
+_VOCABULARY = ("camping trip lake painting sunset adoption agency support group pottery class museum dinosaurs"
+               " guitar concert friends family beach kids school running marathon garden roses book club novel"
+               " counseling career transgender community pride parade violin sister brother puppy hiking")
+WORDS = tuple(_VOCABULARY.split())
+
+
+def start(cmd: list[str], log: Path, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str]:
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        m = re.search(r"listening on (http://\S+)", log.read_text(errors="replace"))
+        if m:
+            return proc, m.group(1)
+        time.sleep(0.05)
+    proc.kill()
+    sys.exit(f"{cmd[1:4]} did not start:\n{log.read_text(errors='replace')}")
+
+
+def sentence(rng: random.Random, n: int = 25) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(n))
+
+
+def add_body(tag: str, i: int, users: int, messages: int, rng: random.Random) -> dict:
+    user = f"bench:{tag}:user-{i % users}"
+    return {
+        "request_id": f"{tag}-{i}",
+        "user_id": user,
+        "session_id": f"{user}:session_{i // (users * 5)}",
+        "messages": [
+            {"role": "user", "timestamp": 1683554160000 + i * 1000 + k,
+             "content": f"{('Caroline', 'Melanie')[k % 2]}: {sentence(rng)}"}
+            for k in range(messages)
+        ],
+    }
+
+
+def run(url: str, path: str, bodies: list[dict], clients: int) -> tuple[list[float], float]:
+    """Post every body (split over `clients` threads, one connection each); (latencies ms, req/s)."""
+    parts = urlsplit(url)
+    lat: list[float] = []
+    lock = threading.Lock()
+    errors: list[str] = []
+
+    def worker(mine: list[dict]) -> None:
+        conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        out = []
+        for body in mine:
+            data = json.dumps(body).encode()
+            t0 = time.perf_counter()
+            conn.request("POST", path, data, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            payload = resp.read()
+            out.append((time.perf_counter() - t0) * 1000)
+            if resp.status != 200:
+                errors.append(f"{resp.status} {payload[:200]!r}")
+        conn.close()
+        with lock:
+            lat.extend(out)
+
+    threads = [threading.Thread(target=worker, args=(bodies[k::clients],)) for k in range(clients)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    if errors:
+        sys.exit(f"{url}{path}: {len(errors)} failed, e.g. {errors[0]}")
+    return lat, len(bodies) / wall
+
+
+def pct(values: list[float], p: float) -> float:
+    v = sorted(values)
+    return v[max(0, min(len(v) - 1, round(p / 100 * len(v) + 0.5) - 1))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--adds", type=int, default=400, help="Adds per server per client count")
+    parser.add_argument("--searches", type=int, default=200, help="Searches per server per client count")
+    parser.add_argument("--clients", default="1,4,16")
+    parser.add_argument("--users", type=int, default=10)
+    parser.add_argument("--messages", type=int, default=2, help="turns per Add")
+    args = parser.parse_args()
+    levels = [int(c) for c in args.clients.split(",")]
+    rows: list[tuple[str, str, float, float]] = []  # (figure, unit, ours, floor)
+    with tempfile.TemporaryDirectory() as name:
+        tmp = Path(name)
+        (tmp / "mateclaw.yaml").write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+        ours, ours_url = start([sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace",
+                                str(tmp / "ws"), "--config", str(tmp / "mateclaw.yaml"), "--port", "0"],
+                               tmp / "daemon.log")
+        floor, floor_url = start([sys.executable, str(REPO / "scripts" / "bench" / "floor_server.py"),
+                                  "--port", "0", "--db", str(tmp / "floor.db")], tmp / "floor.log")
+        servers = {"ours": ours_url, "floor": floor_url}
+        try:
+            rng = random.Random(7)
+            run(ours_url, "/v1/aml/add", [add_body("warm", i, 2, 1, rng) for i in range(20)], 1)  # warm-up
+            run(floor_url, "/v1/aml/add", [add_body("warm", i, 2, 1, rng) for i in range(20)], 1)
+            for round_no, clients in enumerate(levels):
+                order = list(servers) if round_no % 2 == 0 else list(reversed(servers))
+                add: dict[str, tuple[list[float], float]] = {}
+                for who in order:
+                    bodies = [add_body(f"c{clients}", i, args.users, args.messages, random.Random(i))
+                              for i in range(args.adds)]
+                    add[who] = run(servers[who], "/v1/aml/add", bodies, clients)
+                srch: dict[str, tuple[list[float], float]] = {}
+                for who in order:
+                    q = random.Random(clients)
+                    bodies = [{"query": sentence(q, 8), "user_id": f"bench:c{clients}:user-{i % args.users}",
+                               "top_k": 100} for i in range(args.searches)]
+                    srch[who] = run(servers[who], "/v1/aml/search", bodies, clients)
+                for kind, got in (("Add", add), ("Search", srch)):
+                    (lo, to), (lf, tf) = got["ours"], got["floor"]
+                    rows.append((f"{kind} p50, {clients} client(s)", "ms", pct(lo, 50), pct(lf, 50)))
+                    rows.append((f"{kind} p95, {clients} client(s)", "ms", pct(lo, 95), pct(lf, 95)))
+                    rows.append((f"{kind} throughput, {clients} client(s)", "req/s", to, tf))
+        finally:
+            for proc in (ours, floor):
+                proc.terminate()
+                proc.wait(timeout=30)
+    print(f"AML over HTTP: {args.adds} Adds ({args.messages} turns each) and {args.searches} Searches (top_k 100)"
+          f" per server per client count, {args.users} users")
+    print(f"| {'figure':<31} | {'mateclaw-mem':>12} | {'floor':>10} | {'ratio':>6} |")
+    print(f"|{'-' * 33}|{'-' * 14}|{'-' * 12}|{'-' * 8}|")
+    for figure, unit, o, f in sorted(rows, key=lambda r: (r[0].split()[0], r[0].split()[1] != "p50",
+                                                          r[0].split()[1] != "p95")):
+        u = "ms" if unit == "ms" else "/s"
+        print(f"| {figure:<31} | {o:>9.2f} {u} | {f:>7.2f} {u} | {o / f:>5.2f}× |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Daemon start to first healthy `/health`, `status` with and without a daemon, `--help` and a
+one-shot CLI `search`, on a workspace of daily notes (default 10,000 `##` sections); median of N runs, ms.
+
+    .venv/bin/python scripts/bench/daemon_start.py [--sections 10000] [--runs 5]
+
+The workspace is indexed once (one `serve` run) before timing, as a user's would be: the figures
+are the start of a daemon on a workspace it already knows, not a first full index. "healthy" is the
+first 200 from `/health`; its `index` field says whether catch-up was still running at that moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-m", "mateclaw_mem.cli.main"]
+WORDS = ("garden tomato river coffee meeting deadline python lisbon guitar marathon budget invoice "  # noqa: SIM905
+         "dentist birthday sister harbour climbing recipe novel train").split()
+
+
+def make_workspace(ws: Path, sections: int) -> None:
+    subprocess.run([*CLI, "--workspace", str(ws), "init"], check=True, capture_output=True, cwd=ROOT)
+    notes = ws / "default" / "memory"
+    notes.mkdir(parents=True, exist_ok=True)
+    per_note = 10
+    day = date(2020, 1, 1)
+    for n in range(0, sections, per_note):
+        body = [f"# {day:%Y-%m-%d}\n"]
+        for s in range(per_note):
+            i = n + s
+            w = [WORDS[(i * 7 + k * 3) % len(WORDS)] for k in range(12)]
+            body.append(f"\n## Note {i}\n\n{' '.join(w)} item{i}.\n")
+        (notes / f"{day:%Y-%m-%d}.md").write_text("".join(body), encoding="utf-8")
+        day += timedelta(days=1)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_daemon(ws: Path, log: Path) -> tuple[subprocess.Popen, int, float, dict]:
+    port = free_port()
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([*CLI, "--workspace", str(ws), "serve", "--port", str(port), "--log-level", "INFO"],
+                            cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
+                body = json.loads(r.read())
+            return proc, port, (time.perf_counter() - t0) * 1000, body
+        except OSError:
+            if proc.poll() is not None:
+                sys.exit(f"the daemon exited ({proc.returncode}); its log:\n{log.read_text()}")
+            time.sleep(0.005)
+
+
+def stop_daemon(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(30)
+
+
+def wait_caught_up(port: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
+            index = json.loads(r.read()).get("index") or {}
+        if index.get("state", "ready") == "ready":
+            return
+        time.sleep(0.05)
+
+
+def cli_ms(ws: Path, args: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([*CLI, "--workspace", str(ws), *args], cwd=ROOT, capture_output=True, check=True)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sections", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    opts = parser.parse_args()
+    os.environ.pop("MATECLAW_CONFIG", None)
+    with tempfile.TemporaryDirectory() as tmp:
+        ws, log = Path(tmp) / "ws", Path(tmp) / "serve.log"
+        make_workspace(ws, opts.sections)
+        proc, port, _, _ = start_daemon(ws, log)  # the first run indexes everything
+        wait_caught_up(port)
+        stop_daemon(proc)
+        starts, states = [], []
+        for _ in range(opts.runs):
+            proc, port, ms, body = start_daemon(ws, log)
+            starts.append(ms)
+            states.append((body.get("index") or {}).get("state", "-"))
+            wait_caught_up(port)
+            stop_daemon(proc)
+        rows = [("daemon start to healthy", statistics.median(starts), f"index at first 200: {states[0]}")]
+        rows.append(("status (no daemon)", cli_ms(ws, ["status"], opts.runs), ""))
+        rows.append(("search (one-shot, no daemon)", cli_ms(ws, ["search", "tomato river"], opts.runs), ""))
+        proc, port, _, _ = start_daemon(ws, log)
+        try:
+            wait_caught_up(port)
+            rows.append(("status (daemon running)", cli_ms(ws, ["status"], opts.runs), ""))
+        finally:
+            stop_daemon(proc)
+        rows.append(("--help", cli_ms(ws, ["--help"], opts.runs), ""))
+        print(f"{opts.sections} sections, median of {opts.runs}")
+        print(f"{'figure':<32}{'median ms':>10}  note")
+        for name, ms, note in rows:
+            print(f"{name:<32}{ms:>10.0f}  {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""An acknowledged AML Add survives kill -9 of the daemon (issue 22: Add made faster, the promise kept).
+
+What we promise: once `/v1/aml/add` has answered 200, the messages are committed to `log.db` (WAL,
+synchronous=NORMAL) and indexed, so a crash of the process - kill -9, an OOM kill, a panic - loses
+none of them; the restarted daemon finds them by Search and replays a retry without duplicates.
+(NORMAL does not fsync at each commit, so a power loss or OS crash may lose the last commits; that is
+SQLite's WAL+NORMAL guarantee and the floor server's too.)
+
+Also: a `messages.db` whose `fts` table is still the FTS5 table of older versions is converted in
+place, rows and ranking unchanged.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from mateclaw_mem.clock import ManualClock
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages.index import MessageIndex
+from tests.test_daemon_e2e import Daemon
+
+TS = 1683554160000
+USERS = 3
+ADDS = 6  # per user, in one session: later turns also rewrite the previous turn's neighbour field
+
+
+def _add(client: httpx.Client, user: int, n: int) -> httpx.Response:
+    return client.post("/v1/aml/add", json={
+        "request_id": f"r-{user}-{n}", "user_id": f"user-{user}", "session_id": f"user-{user}:s1",
+        "messages": [{"role": "user", "timestamp": TS + n, "content": f"Caroline: marker{user}x{n} zebra kite"}],
+    })
+
+
+def _found(client: httpx.Client, user: int, n: int) -> list[str]:
+    r = client.post("/v1/aml/search", json={"query": f"marker{user}x{n}", "user_id": f"user-{user}", "top_k": 5})
+    assert r.status_code == 200, r.text
+    return [item["content"] for item in r.json()["data"] if f"marker{user}x{n}" in item["content"]]
+
+
+def test_kill_9_right_after_the_200_loses_no_acknowledged_add(tmp_path: Path) -> None:
+    daemon = Daemon(tmp_path).start()
+    try:
+        with daemon.client() as client:
+            for n in range(ADDS):
+                for user in range(USERS):
+                    r = _add(client, user, n)
+                    assert r.status_code == 200, r.text
+        assert daemon.proc is not None
+        daemon.proc.kill()  # SIGKILL at once after the last acknowledgement: no shutdown, no flush
+        daemon.proc.wait()
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+
+    again = Daemon(tmp_path).start()
+    try:
+        with again.client() as client:
+            missing = [(u, n) for u in range(USERS) for n in range(ADDS) if len(_found(client, u, n)) != 1]
+            assert missing == [], f"acknowledged Adds lost (or duplicated) by kill -9: {missing}"
+            # A client that never saw the 200 retries: replayed, not appended a second time.
+            r = _add(client, USERS - 1, ADDS - 1)
+            assert r.status_code == 200, r.text
+            assert len(_found(client, USERS - 1, ADDS - 1)) == 1
+    finally:
+        again.stop()
+
+
+def _results(svc: AmlService) -> list[list[tuple[str, str, float]]]:
+    return [[(i.id, i.content, i.score) for i in svc.search(q, "u1", 10)]
+            for q in ("what did Melanie paint?", "camping by the lake", "sunset")]
+
+
+def test_an_fts5_messages_table_of_older_versions_converts_in_place(tmp_path: Path) -> None:
+    clock = ManualClock(datetime(2024, 1, 1, tzinfo=UTC))
+    log = ConversationLog(tmp_path / "log.db")
+    svc = AmlService(log, MessageIndex(tmp_path / "messages.db"), clock)
+    turns = ("Caroline: What did you paint last week?", "Melanie: A sunset over the lake.",
+             "Caroline: We went camping by the lake!", "Melanie: Did you see the sunset?")
+    for n, text in enumerate(turns):
+        svc.add(f"r{n}", "u1", "s1", [AmlMessage("user", text, TS + n)])
+    before = _results(svc)
+    svc.index.close()
+
+    db = sqlite3.connect(tmp_path / "messages.db")
+    with db:  # the table as older versions created it, holding the same rows
+        db.executescript(
+            "CREATE VIRTUAL TABLE old USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');"
+            "INSERT INTO old (rowid, okey, body, ctx, nb, dt) SELECT rowid, okey, body, ctx, nb, dt FROM fts;"
+            "DROP TABLE fts; ALTER TABLE old RENAME TO fts;")
+    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'fts'").fetchone()[0].startswith("CREATE VIRTUAL")
+    db.close()
+
+    index = MessageIndex(tmp_path / "messages.db")
+    try:
+        reopened = AmlService(log, index, clock)
+        assert _results(reopened) == before
+        db = sqlite3.connect(tmp_path / "messages.db")
+        sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'fts'").fetchone()[0]
+        db.close()
+        assert not sql.startswith("CREATE VIRTUAL"), sql
+        # Still indexed incrementally after the conversion.
+        reopened.add("r9", "u1", "s1", [AmlMessage("user", "Caroline: The pottery class was fun.", TS + 9)])
+        found = [i.content for i in reopened.search("pottery", "u1", 1)]
+        assert found and found[0].endswith("The pottery class was fun."), found
+    finally:
+        index.close()
+        log.close()
