@@ -17,7 +17,6 @@ import argparse
 import http.client
 import json
 import random
-import re
 import subprocess
 import sys
 import tempfile
@@ -25,6 +24,8 @@ import threading
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[2]
 _VOCABULARY = ("camping trip lake painting sunset adoption agency support group pottery class museum dinosaurs"
@@ -34,16 +35,11 @@ WORDS = tuple(_VOCABULARY.split())
 
 
 def start(cmd: list[str], log: Path, timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=log.parent, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        m = re.search(r"listening on (http://\S+)", log.read_text(errors="replace"))
-        if m:
-            return proc, m.group(1)
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"{cmd[1:4]} did not start:\n{log.read_text(errors='replace')}")
+    proc, url = start_daemon(cmd, log, timeout=timeout)
+    if url is None:
+        proc.kill()
+        sys.exit(f"{cmd[1:4]} did not start:\n{log.read_text(errors='replace')}")
+    return proc, url
 
 
 def sentence(rng: random.Random, n: int = 25) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import re
 import signal
 import statistics
 import string
@@ -33,6 +32,7 @@ import time
 from pathlib import Path
 
 import httpx
+from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
 
 SEARCH = "/api/v1/agents/default/workspace/memory/search"
 POLL = 0.005
@@ -102,18 +102,14 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
         cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(ws), "--config",
                str(config), "--port", "0"]
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL)
+        t0 = time.monotonic()
+        proc, url = start_daemon(cmd, log_path, env=env, cwd=Path(tmp))
         try:
-            t0 = time.monotonic()
-            while not (m := re.search(r"listening on (http://\S+)", log_path.read_text(errors="replace"))):
-                if proc.poll() is not None or time.monotonic() - t0 > 60:
-                    print(log_path.read_text(errors="replace"), file=sys.stderr)
-                    print("the daemon did not start", file=sys.stderr)
-                    return 1
-                time.sleep(0.05)
-            with httpx.Client(base_url=m.group(1), timeout=30) as client:
+            if url is None:
+                print(log_path.read_text(errors="replace"), file=sys.stderr)
+                print("the daemon did not start", file=sys.stderr)
+                return 1
+            with httpx.Client(base_url=url, timeout=30) as client:
                 while not found(client, "garden"):  # the start-up reconcile has indexed the corpus
                     if time.monotonic() - t0 > 60:
                         print("the corpus was never indexed", file=sys.stderr)

@@ -18,15 +18,15 @@ import argparse
 import json
 import os
 import platform
-import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
+
+from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
 
 MEM = "/api/v1/memory/default"
 OWNERS = 4
@@ -47,21 +47,11 @@ def _post(url: str, body: dict) -> int:
 
 
 def start(tmp: Path, n: int, timeout: float) -> tuple[subprocess.Popen[bytes], str | None]:
-    log = tmp / f"daemon-{n}.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(tmp / "ws"),
-             "--config", str(tmp / "mateclaw.yaml"), "--port", "0"],
-            cwd=tmp, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            # A hung start is sent SIGABRT: faulthandler then prints every thread's stack to the log.
-            env={**os.environ, "PYTHONFAULTHANDLER": "1"})
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
-        m = re.search(r"listening on (http://\S+)", log.read_text(errors="replace"))
-        if m:
-            return proc, m.group(1)
-        time.sleep(0.05)
-    return proc, None
+    cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(tmp / "ws"),
+           "--config", str(tmp / "mateclaw.yaml"), "--port", "0"]
+    # A hung start is sent SIGABRT: faulthandler then prints every thread's stack to the log.
+    return start_daemon(cmd, tmp / f"daemon-{n}.log", cwd=tmp, timeout=timeout,
+                        env={**os.environ, "PYTHONFAULTHANDLER": "1"})
 
 
 def pending(workspace: Path) -> int:
