@@ -16,6 +16,11 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 
+def owner_column(owner: str | None) -> str:
+    """The spelling of "no owner" in every `owner` column: "" (services say None; SQL keys need a value)."""
+    return owner or ""
+
+
 def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connection:
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None)

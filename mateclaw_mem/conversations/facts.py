@@ -20,8 +20,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mateclaw_mem.clock import Clock
-from mateclaw_mem.conversations.log import ConversationLog, StoredMessage, owner_column
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
+from mateclaw_mem.db import SharedConnection, owner_column
 from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.storage import split_speaker

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import SharedConnection, migrated, run_once
+from mateclaw_mem.db import SharedConnection, migrated, owner_column, run_once
 from mateclaw_mem.errors import ConflictError
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace.walk import normalise_owner
@@ -79,11 +79,6 @@ DROP TABLE idempotency;
 # Non-text parts of a message (AML content parts: image references, `conversations.parts`), as a JSON
 # list, NULL for a message of text only. Added after the first release: older logs gain the column.
 _ADD_ATTACHMENTS = "ALTER TABLE messages ADD COLUMN attachments TEXT"
-
-
-def owner_column(owner: str | None) -> str:
-    """The `owner` column's value: "" for no owner (None, or "" from a caller not yet converted)."""
-    return owner or ""
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,9 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.chunker import SCOPES
-from mateclaw_mem.index.files.storage import FileStorage, owner_of, stored_owner, tag
+from mateclaw_mem.index.files.storage import FileStorage, owner_of, tag
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def match(
 
     No column filter (`{title body} : ...`) on purpose: it makes FTS5 read every position list
     (5x slower at 10k chunks), and tag tokens are 17-character hashes no query word equals."""
-    stored = [stored_owner(o) for o in owners]
+    stored = [owner_column(o) for o in owners]
     if ranked:
         where = ["c.agent = ?", f"c.owner IN ({','.join('?' * len(stored))})"]
         params: list = [match, agent, *stored]
@@ -116,7 +117,7 @@ def scope_chunks(
     om, km = ",".join("?" * len(owners)), ",".join("?" * len(kinds))
     rows = db.read(
         f"SELECT id, sha, title, text FROM chunks WHERE agent = ? AND owner IN ({om}) AND kind IN ({km})",
-        [agent, *(stored_owner(o) for o in owners), *kinds],
+        [agent, *(owner_column(o) for o in owners), *kinds],
     )
     return [(r["id"], r["sha"], (r["title"] + "\n" + r["text"]).strip()) for r in rows]
 

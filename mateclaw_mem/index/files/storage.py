@@ -16,7 +16,7 @@ Tables:
 - `meta`: the conversation-log watermark, the tokenizer version, the last sync and rebuild times.
 
 Owners: `None` is "no owner" everywhere above this module; the `owner` columns store it as ""
-(`stored_owner` on the way in, `owner_of` on the way out).
+(`owner_column` on the way in, `owner_of` on the way out).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mateclaw_mem.db import connect, immediate, migrated, run_once
+from mateclaw_mem.db import connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.chunker import CONVERSATION, daily_date, file_kind, scopes_of
 from mateclaw_mem.index.sources import LoggedMessage
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
@@ -56,11 +56,6 @@ class IndexedFile:
     sha: str
 
 
-def stored_owner(owner: str | None) -> str:
-    """The `owner` columns' spelling: "" for no owner."""
-    return owner or ""
-
-
 def owner_of(column: str) -> str | None:
     return column or None
 
@@ -71,7 +66,7 @@ def tag(prefix: str, value: str) -> str:
 
 
 def tags(agent: str, owner: str | None, kind: str) -> str:
-    return " ".join([tag("a", agent), tag("o", stored_owner(owner)), *(tag("s", scope) for scope in scopes_of(kind))])
+    return " ".join([tag("a", agent), tag("o", owner_column(owner)), *(tag("s", scope) for scope in scopes_of(kind))])
 
 
 def chunk_sha(title: str, text: str) -> str:
@@ -255,7 +250,7 @@ class FileStorage:
     def file_row(self, agent: str, owner: str | None, rel: str) -> sqlite3.Row | None:
         return self.reader().execute(
             "SELECT id, mtime, size, sha FROM files WHERE agent = ? AND owner = ? AND rel = ?",
-            (agent, stored_owner(owner), rel),
+            (agent, owner_column(owner), rel),
         ).fetchone()
 
     def chunk_count(self, file_id: int) -> int:
@@ -269,7 +264,7 @@ class FileStorage:
     @staticmethod
     def delete_file(conn: sqlite3.Connection, s: str, agent: str, owner: str | None, rel: str) -> bool:
         row = conn.execute(
-            f"SELECT id FROM files{s} WHERE agent = ? AND owner = ? AND rel = ?", (agent, stored_owner(owner), rel)
+            f"SELECT id FROM files{s} WHERE agent = ? AND owner = ? AND rel = ?", (agent, owner_column(owner), rel)
         ).fetchone()
         if row is None:
             return False
@@ -286,7 +281,7 @@ class FileStorage:
         cur = conn.execute(
             f"INSERT INTO files{s} (agent, owner, rel, kind, mtime, size, sha, indexed_ms)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            (agent, stored_owner(owner), rel, kind, mtime, size, sha, self.now_ms()),
+            (agent, owner_column(owner), rel, kind, mtime, size, sha, self.now_ms()),
         )
         self._insert_chunks(conn, s, cur.lastrowid, agent, owner, rel, chunks)
 
@@ -332,7 +327,7 @@ class FileStorage:
             cur = conn.execute(
                 f"INSERT INTO chunks{s} (file_id, agent, owner, rel, kind, title, line_start, line_end, text, sha,"
                 " ntok, day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (file_id, agent, stored_owner(owner), rel, kind, ch.title, ch.line_start, ch.line_end, ch.text,
+                (file_id, agent, owner_column(owner), rel, kind, ch.title, ch.line_start, ch.line_end, ch.text,
                  chunk_sha(ch.title, ch.text), len(title_tokens) + len(body_tokens), day.isoformat() if day else None),
             )
             conn.execute(
@@ -354,7 +349,7 @@ class FileStorage:
                 f"INSERT INTO chunks{s} (file_id, agent, owner, rel, kind, title, line_start, line_end, text, sha,"
                 " ntok, day, ts_ms, conversation_id, message_id)"
                 " VALUES (NULL, ?, ?, ?, ?, ?, 0, 0, ?, ?, ?, NULL, ?, ?, ?)",
-                (m.agent, stored_owner(m.owner), rel, CONVERSATION, title, m.content, chunk_sha("", m.content),
+                (m.agent, owner_column(m.owner), rel, CONVERSATION, title, m.content, chunk_sha("", m.content),
                  len(body_tokens), m.ts_ms, m.conversation_id, m.id),
             )
             conn.execute(

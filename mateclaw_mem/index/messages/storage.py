@@ -9,7 +9,7 @@ Each message is one document with fields (all tokenized by `index.tokenizer`):
 - `nb`:   the neighbouring turns (previous and next), low weight, for recall.
 - `dt`:   month, year and weekday of the message time, so "in May 2023" can match.
 
-Owners: `None` is "no owner" everywhere above this module; the tables store it as "" (`stored_owner`).
+Owners: `None` is "no owner" everywhere above this module; the tables store it as "" (`owner_column`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mateclaw_mem.db import connect, immediate, migrated, run_once
+from mateclaw_mem.db import connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -108,15 +108,10 @@ def _date_tokens(ts_ms: int) -> list[str]:
     return tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}")
 
 
-def stored_owner(owner: str | None) -> str:
-    """The `owner` column's spelling: "" for no owner."""
-    return owner or ""
-
-
 def bucket_of(agent: str, owner: str | None) -> str:
     """The FTS token of one (agent, owner) bucket: exact, so owners sharing a prefix never match
     each other."""
-    return "k" + hashlib.sha256(f"{agent}\x00{stored_owner(owner)}".encode()).hexdigest()[:32]
+    return "k" + hashlib.sha256(f"{agent}\x00{owner_column(owner)}".encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)
@@ -347,7 +342,7 @@ class MessageStorage:
             self._conn.execute(
                 f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
                 " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, 'fact', ?, ?, ?, 0, ?, 0, 0)",
-                (FACT_BASE + f.id, f.agent, stored_owner(f.owner), f.conversation_id, src["speaker"] if src else None,
+                (FACT_BASE + f.id, f.agent, owner_column(f.owner), f.conversation_id, src["speaker"] if src else None,
                  f.text, f.ts_ms, len(body)),
             )
             self._conn.execute(
@@ -362,7 +357,7 @@ class MessageStorage:
         pending: list[_Pending] = []
         grown: dict[int, list[str]] = {}  # already indexed turns whose next neighbour arrived now
         for m in msgs:
-            key = (m.agent, stored_owner(m.owner), m.conversation_id)
+            key = (m.agent, owner_column(m.owner), m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
                     f"SELECT d.id, d.speaker, d.is_question, f.body, f.nb FROM docs{s} d JOIN fts{s} f"
@@ -395,7 +390,7 @@ class MessageStorage:
             f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
             " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                (p.msg.id, p.msg.agent, stored_owner(p.msg.owner), p.msg.conversation_id, p.msg.role, p.speaker,
+                (p.msg.id, p.msg.agent, owner_column(p.msg.owner), p.msg.conversation_id, p.msg.role, p.speaker,
                  p.msg.content, p.msg.ts_ms, int(p.is_question), len(p.body), len(p.ctx), len(p.nb))
                 for p in pending
             ],
@@ -422,7 +417,7 @@ class MessageStorage:
             " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact,"
             " (SELECT value FROM meta WHERE key = 'generation') AS generation"
             " FROM docs WHERE agent = ? AND owner = ?",
-            (FACT_BASE, FACT_BASE, FACT_BASE, agent, stored_owner(owner)),
+            (FACT_BASE, FACT_BASE, FACT_BASE, agent, owner_column(owner)),
         ).fetchone()
 
     def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...]) -> list[sqlite3.Row]:
@@ -431,7 +426,7 @@ class MessageStorage:
             "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
             " f.body, f.ctx, f.nb, f.dt FROM docs d"
             f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id",
-            (agent, stored_owner(owner), *params),
+            (agent, owner_column(owner), *params),
         ).fetchall()
 
     def close(self) -> None:
