@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from pathlib import Path
 
-from mateclaw_mem.db import connect
+from mateclaw_mem.db import connect, owner_column
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS retrievals (
@@ -66,8 +66,8 @@ class RetrievalLog:
         if not records:
             return
         stamp, ms = at.isoformat(timespec="seconds"), int(at.timestamp() * 1000)
-        rows = [(r.agent, r.owner or "", r.rel, r.title, r.line_start, r.line_end, query[:MAX_QUERY_CHARS], stamp, ms)
-                for r in records]
+        rows = [(r.agent, owner_column(r.owner), r.rel, r.title, r.line_start, r.line_end, query[:MAX_QUERY_CHARS],
+                 stamp, ms) for r in records]
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
@@ -87,7 +87,7 @@ class RetrievalLog:
                 "SELECT rel, title, line_start, line_end, COUNT(*) AS n, MAX(at_ms) AS last_ms FROM retrievals"
                 " WHERE agent = ? AND owner = ? AND at_ms >= ?"
                 " GROUP BY rel, title, line_start, line_end ORDER BY n DESC, last_ms DESC",
-                (agent, owner or "", int(since.timestamp() * 1000)),
+                (agent, owner_column(owner), int(since.timestamp() * 1000)),
             ).fetchall()
         return [
             RetrievalHit(r["rel"], r["title"], r["line_start"], r["line_end"], r["n"],

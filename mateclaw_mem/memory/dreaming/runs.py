@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.db import SharedConnection, owner_column
 
 if TYPE_CHECKING:
     from mateclaw_mem.memory.dreaming.service import DreamOutcome
@@ -42,7 +42,7 @@ class DreamRunLog(SharedConnection):
             conn.execute(
                 "INSERT OR REPLACE INTO dream_runs(run_id, agent, owner, topic, trigger, mode, started_at, finished_at,"
                 " status, reason, promoted, lines_added, lines_removed) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (out.run_id, out.agent, out.owner or "", out.topic, out.trigger, out.mode, out.started_at,
+                (out.run_id, out.agent, owner_column(out.owner), out.topic, out.trigger, out.mode, out.started_at,
                  out.finished_at, out.status, out.reason, len(out.promoted), out.lines_added, out.lines_removed),
             )
 
@@ -68,7 +68,7 @@ class DreamRunLog(SharedConnection):
         with self._lock:
             row = self._conn.execute(
                 "SELECT * FROM dream_runs WHERE agent=? AND owner=? ORDER BY started_at DESC, rowid DESC LIMIT 1",
-                (agent, owner or ""),
+                (agent, owner_column(owner)),
             ).fetchone()
         return dict(row) if row else None
 

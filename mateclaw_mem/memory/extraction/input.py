@@ -46,7 +46,7 @@ def collect(
 ) -> Batch:
     """New messages of `convs` (in that order) up to `cap`, each cut at `message_chars`;
     `with_context` adds already-seen ones."""
-    agent, owner = bucket[0], bucket[1] or ""  # the log's spelling of no owner
+    agent, owner = bucket
     batch = Batch([], [], {}, set(), set(), False, 0)
     remaining = cap
     for conv in convs:

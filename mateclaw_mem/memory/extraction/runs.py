@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.db import SharedConnection, owner_column
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS extraction_runs (
@@ -86,7 +86,7 @@ class ExtractionRunLog(SharedConnection):
                 " reason, conversations, new_messages, files_changed, attempts, redactions, error_kind, error)"
                 " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (
-                    out.run_id, out.agent, out.owner or "", out.trigger, out.mode, out.started_ms or now_ms,
+                    out.run_id, out.agent, owner_column(out.owner), out.trigger, out.mode, out.started_ms or now_ms,
                     out.finished_ms or now_ms, out.outcome, out.reason[:500], ",".join(out.conversations),
                     out.new_messages, ",".join(out.files_changed), out.attempts, out.redactions, out.error_kind,
                     (out.error or "")[:1000] or None,

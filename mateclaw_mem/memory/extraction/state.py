@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.db import SharedConnection, owner_column
 
 Bucket = tuple[str, str | None]  # (agent, owner); None = no owner ("" only in the SQL columns)
 
@@ -166,7 +166,7 @@ class ExtractionState(SharedConnection):
 
 def _key(bucket: Bucket) -> tuple[str, str]:
     """The SQL form of a bucket: the owner column holds "" for no owner."""
-    return bucket[0], bucket[1] or ""
+    return bucket[0], owner_column(bucket[1])
 
 
 def _bucket(row: Any) -> Bucket:

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
-from mateclaw_mem.db import SharedConnection
+from mateclaw_mem.db import SharedConnection, owner_column
 from mateclaw_mem.errors import BusyError, ConflictError, ModelError
 from mateclaw_mem.index.tokenizer import tokenize
 from mateclaw_mem.llm.prompts import structured_consolidation as prompt
@@ -300,7 +300,7 @@ class _Bookkeeping(SharedConnection):
         with self._lock:
             row = self._conn.execute(
                 "SELECT sha FROM structured_consolidation_buckets WHERE agent=? AND owner=? AND type=?",
-                (agent, owner or "", type_),
+                (agent, owner_column(owner), type_),
             ).fetchone()
         return row["sha"] if row else None
 
@@ -309,7 +309,7 @@ class _Bookkeeping(SharedConnection):
             conn.execute(
                 "INSERT INTO structured_consolidation_buckets (agent, owner, type, sha, at) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT(agent, owner, type) DO UPDATE SET sha=excluded.sha, at=excluded.at",
-                (agent, owner or "", type_, sha, at),
+                (agent, owner_column(owner), type_, sha, at),
             )
 
     def cursor(self, scope: str) -> str:
