@@ -56,8 +56,9 @@ class DreamSettings(Section):
 NOT_SUPPORTED_YET = "not supported yet"
 
 
-def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str) -> None:
-    refused = [name for name in sorted(model.model_fields_set)
+def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str,
+                        supported: frozenset[str] = frozenset()) -> None:
+    refused = [name for name in sorted(model.model_fields_set - supported)
                if name not in off_values or getattr(model, name) != off_values[name]]
     if refused:
         keys = ", ".join(name.replace("_", "-") for name in refused)
@@ -67,8 +68,8 @@ def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str) 
 
 
 class FactSettings(Section):
-    """`mate.memory.fact.*`: fact projection, trust, contradictions, forget -- not in this version.
-    The defaults are the seed's open-source defaults (everything off); only "off" may be written."""
+    """`mate.memory.fact.*`: fact projection and trust (memory/facts/); contradictions and forget
+    are not in this version yet, so for those only "off" may be written. Defaults: the seed's."""
 
     projection_enabled: bool = False
     projection_rebuild_cron: str = "0 */30 * * * ?"  # the seed's default
@@ -81,9 +82,14 @@ class FactSettings(Section):
     @model_validator(mode="after")
     def _not_yet(self) -> FactSettings:
         _refuse_unsupported(
-            self, {"projection_enabled": False, "contradiction_check_enabled": False, "forget_enabled": False},
-            "fact projection comes with the full memory lifecycle")
+            self, {"contradiction_check_enabled": False, "forget_enabled": False},
+            "the contradiction inbox and forget come with the rest of the lifecycle",
+            frozenset({"projection_enabled", "projection_rebuild_cron", "trust_half_life_days"}))
         return self
+
+
+class SoulSettings(Section):
+    auto_apply: bool = False
 
 
 class MemorySettings(Section):
@@ -111,7 +117,7 @@ class MemorySettings(Section):
     structured_consolidation_max_owners_per_run: int = Field(50, ge=0)  # 0 = unlimited
     profile_max_chars: int = Field(4000, ge=0)
     memory_md_max_chars: int = Field(8000, ge=0)
-    soul_update_interval: int = Field(0, ge=0)  # not supported yet: only 0 (off) is accepted
+    soul_update_interval: int = Field(0, ge=0)  # memory writes between SOUL.md proposals; 0 = off
     provider_prefetch_timeout_ms: int = Field(1500, ge=0)  # 0 = unlimited
     provider_prefetch_total_budget_ms: int = Field(2500, ge=0)  # 0 = unlimited
     provider_circuit_failure_threshold: int = Field(3, ge=1)
@@ -119,15 +125,10 @@ class MemorySettings(Section):
     provider_prefetch_max_chars: int = Field(2000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
     dream: DreamSettings = DreamSettings()
     fact: FactSettings = FactSettings()
+    soul: SoulSettings = SoulSettings()  # ours: `soul.auto-apply` applies a proposal unreviewed
 
     _cron = field_validator("structured_consolidation_cron")(_check_cron)
 
-    @model_validator(mode="after")
-    def _not_yet(self) -> MemorySettings:
-        if "soul_update_interval" in self.model_fields_set and self.soul_update_interval != 0:
-            raise ValueError(f"soul-update-interval: {NOT_SUPPORTED_YET} (SOUL.md does not rewrite itself in "
-                             "this version); remove the key (accepted: soul-update-interval: 0)")
-        return self
 
 
 class WindowSettings(Section):
@@ -139,6 +140,7 @@ class WindowSettings(Section):
     summary_max_tokens: int = Field(300, ge=1)
     # The verbatim tail's floor, in messages (the larger of this and 2 x preserve-recent-pairs).
     protect_last_min_messages: int = Field(10, ge=0)
+    summary_wait_ms: int = Field(1500, ge=-1)  # then the last summary or rules mode's (0: never wait, -1: always)
 
 
 class ConversationSettings(Section):
@@ -176,6 +178,21 @@ class ModelSettings(Section):
     json_mode: Literal["auto", "json_object", "off"] = "auto"
     temperature: float = Field(0.2, ge=0, le=2)
     embedding_model: str = ""
+    # max_tokens when a caller names none: the step's entry (usage-log names; merged over the defaults;
+    # "dream" = "consolidation"), else max-tokens. Deadline = timeout-seconds + the per-1k terms (README).
+    max_tokens: int = Field(1024, ge=1)
+    step_max_tokens: dict[str, int] = {"consolidation": 4000, "structured_consolidation": 2000, "aml_facts": 800}
+    timeout_per_1k_prompt_tokens: float = Field(0, ge=0)
+    timeout_per_1k_answer_tokens: float = Field(0, ge=0)
+    max_concurrent_calls: int = Field(1, ge=1, le=64)  # per server, process-wide, embeddings included
+    system_prompt: Literal["system", "fold"] = "system"  # fold: its text opens the first user turn (Gemma)
+
+    @field_validator("step_max_tokens")
+    @classmethod
+    def _step_limits(cls, value: dict[str, int]) -> dict[str, int]:
+        if bad := sorted(k for k, v in value.items() if v < 1):
+            raise ValueError(f"model.step-max-tokens: {', '.join(bad)} must be 1 or more")
+        return {**cls.model_fields["step_max_tokens"].default, **value}  # naming one keeps the others
 
     @model_validator(mode="after")
     def _complete_or_empty(self) -> ModelSettings:

@@ -68,4 +68,5 @@ def services(settings, clock: ManualClock):
 
 
 # Shared fixtures from tests/support (the scripted model server, ...).
+from tests.support.extraction_env import make_env  # noqa: E402, F401
 from tests.support.fixtures import model_server, model_settings_overrides  # noqa: E402, F401

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mateclaw_mem.runtime.model_probe import PROBE_MESSAGES
 from tests.support.model_server import Answer, ModelServer
 from tests.test_daemon_e2e import MEM, Daemon, wait_for
 
@@ -16,7 +17,7 @@ MEMORY_BODY = "# MEMORY.md — long-term memory\n\n## Pets\n\n- The user's cat i
 
 def respond(body: dict[str, Any]) -> Answer | dict[str, Any]:
     system = str(body["messages"][0]["content"])
-    if "memory_content" in system:  # the dreaming step
+    if "You consolidate the long-term memory" in system:  # the dreaming step
         return {"should_update": True, "reason": "the cat's name recurs; keep it with its age",
                 "memory_content": MEMORY_BODY + "- Miso is 3 years old\n"}
     return {"should_update": True, "reason": "the user named their cat",
@@ -45,7 +46,8 @@ def test_model_mode_end_to_end(tmp_path: Path) -> None:
                 notes = daemon.workspace / "default" / "memory"
                 wait_for(lambda: any("Miso" in p.read_text(encoding="utf-8") for p in notes.glob("*.md")),
                          "the model's daily entry")
-                chats = [q for q in model.chat_requests if q.body]
+                # The start-up probe (one tiny call) aside, the first chat is the extraction's.
+                chats = [q for q in model.chat_requests if q.body and q.body["messages"] != PROBE_MESSAGES]
                 assert chats and chats[0].body["model"] == "test-model"
                 assert "my cat is called Miso" in json.dumps(chats[0].body, ensure_ascii=False)
 

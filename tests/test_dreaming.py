@@ -488,3 +488,48 @@ def test_an_unreadable_daily_note_is_skipped_and_named_not_fatal(night: Services
     assert out.status == "done"
     assert "memory/2026-12-01.md (skipped: memory/2026-12-01.md is not UTF-8" in diary(night)
     assert bad.read_bytes() == b"caf\xe9 written by a latin-1 editor\n"
+
+
+# -- answers as edits, checked for meaning (issue 20) -----------------------------------------------------
+
+
+def test_model_dream_edits_change_only_the_lines_they_name(model_services: Services, model_server) -> None:
+    before = set_machine_memory(model_services)
+    model_server.reply_json({"should_update": True, "reason": "recurring facts", "edits": [
+        {"op": "add", "section": "Preferences", "text": "Prefers dark mode in editors",
+         "evidence": ["2026-11-25", "2026-11-28"]},
+        {"op": "update", "old": "Standup is at 10:00 every weekday", "text": "Standup is at 10:00 on weekdays",
+         "evidence": ["memory/2026-11-27.md"]},
+    ]})
+    out = model_services.dreaming.dream("default")
+    assert out.status == "done", out.reason
+    after = memory(model_services)
+    expected = before.replace("- Standup is at 10:00 every weekday", "- Standup is at 10:00 on weekdays").replace(
+        "- 喜欢喝绿茶\n", "- 喜欢喝绿茶\n- Prefers dark mode in editors\n")
+    assert after == expected
+    assert out.dropped == ["- Standup is at 10:00 every weekday"]  # the old wording is archived, not lost
+    # The answer asked for is edits, not the file written back.
+    assert '"edits"' in model_server.chat_requests[0].body["messages"][0]["content"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"should_update": True, "reason": "x", "memory_content": "...\n...\n"},
+        {"should_update": True, "reason": "x", "edits": [{"op": "add", "text": "...", "evidence": ["2026-11-25"]}]},
+        {"should_update": True, "reason": "x", "edits": [{"op": "add", "text": "<one line>",
+                                                          "evidence": ["<YYYY-MM-DD>"]}]},
+        {"should_update": True, "reason": "x", "edits": [{"op": "add", "text": "Moved to Mars",
+                                                          "evidence": ["2025-01-01"]}]},
+    ],
+    ids=["dots-body", "dots-edit", "echoed-example", "evidence-not-shown"],
+)
+def test_model_dream_placeholders_and_unfounded_edits_are_refused(model_services: Services, model_server,
+                                                                  bad: dict) -> None:
+    before = set_machine_memory(model_services)
+    model_server.reply_json(bad)
+    model_server.reply_json(bad)
+    out = model_services.dreaming.dream("default")
+    assert out.status == "failed" and out.error_kind == "invalid_output", out
+    assert memory(model_services) == before
+    assert "Your previous answer could not be used" in model_server.chat_requests[1].prompt_text

@@ -62,11 +62,11 @@ def _clean_env(**extra: str) -> dict[str, str]:
 
 
 def _command_of(args: tuple[str, ...]) -> str:
-    """`learn result default maze 7` -> `learn result`; `ls --json` -> `ls`."""
+    """`learn result default maze 7` -> `learn result`; `model check` stays; `ls --json` -> `ls`."""
     words = [a for a in args if not a.startswith("-")]
     if not words:
         return ""
-    return f"learn {words[1]}" if words[0] == "learn" and len(words) > 1 else words[0]
+    return f"{words[0]} {words[1]}" if words[0] in ("learn", "model") and len(words) > 1 else words[0]
 
 
 @dataclass
@@ -300,6 +300,22 @@ def prompt(sh: Shell) -> None:
     assert "no structured entry with key 'coffee'" in err
     out, _ = sh("recall", AGENT, "project")
     assert out == "no structured entries\n"
+
+
+@case("model check")
+def model_check(sh: Shell) -> None:
+    from tests.support.model_server import Answer, ModelServer
+
+    _, err = sh("model", "check", expect=6)  # rules mode: nothing to check, and it says so
+    assert "no model configured" in err
+    with ModelServer(default="OK") as server:
+        cfg = sh.root / "model.yaml"
+        cfg.write_text(f"model:\n  base-url: {server.base_url}\n  model: test-model\n", encoding="utf-8")
+        out, _ = sh("model", "check", env={"MATECLAW_CONFIG": str(cfg)})
+        assert "test-model: answering" in out
+        server.default = Answer(status=503, error_message="loading model")
+        out, _ = sh("model", "check", expect=7, env={"MATECLAW_CONFIG": str(cfg)})
+        assert "not answering" in out and "loading model" in out
 
 
 @case("extract")

@@ -56,6 +56,7 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "export": ({0}, r"exported \d+ files of default to "),
     "import": ({0, 10}, r"import into default \(strategy skip\)$"),
     "learn": ({0}, r"stats: "),
+    "model": ({6}, r"mateclaw-mem: error: no model configured"),  # the walk runs in rules mode
 }
 NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk"}
 # Optional flags the walk passes too (README syntax `[--flag VALUE]`), to cover what they promise.

@@ -152,6 +152,27 @@ def _consolidation_next_hour(svc: Services) -> int:
     return nxt.astimezone(TZ).hour
 
 
+def _facts_seen(svc: Services) -> int:
+    _ = svc.file_index, svc.facts  # as in the daemon: the index's ingest feeds the facts
+    snap = svc.store.read(AGENT, "MEMORY.md")
+    svc.store.write(AGENT, "MEMORY.md", snap.text + "\n## Tools\n- uses Neovim every day\n", expected_sha=snap.sha,
+                    actor="person")
+    return len(svc.facts.list(AGENT, None, query="neovim"))
+
+
+def _fact_trust_after_60_days(svc: Services) -> float:
+    assert _facts_seen(svc) == 1
+    fact = svc.facts.list(AGENT, None, query="neovim")[0]
+    svc.clock.advance(timedelta(days=60))  # type: ignore[attr-defined]
+    return svc.facts.get(AGENT, None, fact.id).trust
+
+
+def _fact_rebuild_next_minute(svc: Services) -> int:
+    nxt = svc.scheduler.next_run("fact_projection")
+    assert nxt is not None
+    return nxt.astimezone(TZ).minute
+
+
 def _consolidated(svc: Services) -> list[str]:
     for key in ("pet", "pet-again", "pet-third"):
         svc.structured.remember(AGENT, "user", key, "Has a cat called Miso.", actor="api")
@@ -246,7 +267,8 @@ def _tail(pairs: int, budget: int, size: int = 400) -> Probe:
     def probe(svc: Services) -> int:
         w = _window(pairs, budget, size)(svc)
         assert w.stage == 1
-        return len(w.messages) - 3  # minus the system prompt, the summary and the current message
+        # minus the system prompt and the current message (the summary shares the tail's first message)
+        return len(w.messages) - 2
     return probe
 
 
@@ -291,6 +313,12 @@ SEED: list[Key] = [
     Key(M + "dream.archive-enabled", True, False, _rotated),
     Key(M + "dream.archive-keep-days", 30, 60, _rotated),
     Key(M + "dream.max-candidates-per-dream", 100, 1, _dream_sections(1, sections=3)),
+    # facts and trust
+    Key(M + "fact.projection-enabled", False, True, _facts_seen, expect=(0, 1)),
+    Key(M + "fact.projection-rebuild-cron", "0 */30 * * * ?", "0 15 * * * ?", _fact_rebuild_next_minute,
+        extra={M + "fact.projection-enabled": True}),
+    Key(M + "fact.trust-half-life-days", 60, 30, _fact_trust_after_60_days, extra={M + "fact.projection-enabled": True},
+        expect=(0.25, 0.125)),
     # always-on size bounds
     Key(M + "system-block-max-chars", 4000, 500, _block_entries, extra={M + "system-block-max-entries-per-type": 0}),
     Key(M + "system-block-max-entries-per-type", 40, 2, _block_entries),
@@ -320,10 +348,7 @@ SEED: list[Key] = [
 # it is true of this daemon; the seed's other values -- its defaults included -- stop the start.
 NOT_YET: list[tuple[str, Any, Any]] = [  # key, accepted value, refused value
     (M + "soul-update-interval", 0, 20),
-    (M + "fact.projection-enabled", False, True),
-    (M + "fact.projection-rebuild-cron", None, "0 */30 * * * ?"),
     (M + "fact.contradiction-check-enabled", False, True),
-    (M + "fact.trust-half-life-days", None, 60),
     (M + "fact.forget-enabled", False, True),
 ]
 
@@ -399,7 +424,8 @@ def test_the_shipped_config_lists_every_seed_key_it_supports() -> None:
         assert f"{leaf}:" in text, f"{row.key} is not documented in config/mateclaw.yaml"
     # Refused keys are not in the shipped file as values (only named in a comment).
     data = yaml.safe_load(text)
-    assert "fact" not in data["mate"]["memory"] and "soul-update-interval" not in data["mate"]["memory"]
+    refused = {k.rsplit(".", 1)[-1] for k, _, _ in NOT_YET}
+    assert not refused & set(data["mate"]["memory"].get("fact", {})) and "soul-update-interval" not in data["mate"]["memory"]
     assert "lifecycle-mediator-enabled" not in data["mate"]["memory"] and data["owner-isolation"] is False
 
 

@@ -6,8 +6,9 @@ import pytest
 
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.client import ModelClient
+from mateclaw_mem.llm.roles import roles_alternate
 from mateclaw_mem.memory.context.tokens import estimate_tokens, message_tokens, messages_tokens
-from mateclaw_mem.memory.context.window import TAIL_SHARE, Summarizer, WindowDefense, reported_limit
+from mateclaw_mem.memory.context.window import SUMMARY_HEADER, TAIL_SHARE, Summarizer, WindowDefense, reported_limit
 from mateclaw_mem.settings import WindowSettings
 from tests.support.model_server import messages_tokens as server_messages_tokens
 
@@ -20,6 +21,15 @@ def _history(pairs: int, size: int = 200) -> list[dict]:
         out.append({"role": "user", "content": f"question {i}: " + "q" * size})
         out.append({"role": "assistant", "content": f"answer {i}: " + "a" * size})
     return out
+
+
+def _tail(w) -> list[dict]:
+    """The verbatim tail of a stage-1 window (before the current message). The summary shares its
+    message with the tail's first user message, so that message is split off it again here."""
+    head = SUMMARY_HEADER.format(n=w.summarised) + w.summary + "\n\n"
+    joined = w.messages[1]
+    assert joined["role"] == "user" and joined["content"].startswith(head), joined["content"][:200]
+    return [{"role": "user", "content": joined["content"][len(head):]}, *w.messages[2:-1]]
 
 
 def _client(server) -> ModelClient:
@@ -56,7 +66,8 @@ def test_stage1_rules_summary_is_a_user_message_and_keeps_the_recent_tail(clock)
     summary = w.messages[1]
     assert summary["role"] == "user" and summary["content"].startswith("[Summary of the earlier part")
     assert all(m["role"] != "system" for m in w.messages[1:])
-    tail = w.messages[2:-1]
+    assert roles_alternate(w.messages) and w.summary_source == "rules"
+    tail = _tail(w)
     assert tail == hist[-len(tail):] and len(tail) >= 10 and tail[0]["role"] == "user"
     assert w.summarised == len(hist) - len(tail)
     assert "- user: question 0:" in w.summary  # deterministic digest: first lines, oldest first
@@ -68,14 +79,14 @@ def test_tail_honours_preserve_recent_pairs_above_ten_messages(clock) -> None:
     d = _defense(clock, budget=8000, pairs=8)
     hist = _history(30, size=400)
     w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"})
-    assert w.stage == 1 and len(w.messages[2:-1]) == 16
+    assert w.stage == 1 and len(_tail(w)) == 16
 
 
 def test_the_tail_is_as_many_recent_messages_as_fit_its_token_budget(clock) -> None:
     d = _defense(clock, budget=3000)
     hist = _history(120, size=20)  # ~2,400 tokens of short turns: past 75% of 3,000
     w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"})
-    tail = w.messages[2:-1]
+    tail = _tail(w)
     share = int(TAIL_SHARE * 0.75 * 3000)
     assert w.stage == 1 and len(tail) > 10  # short turns: more than the floor stays verbatim
     assert tail == hist[-len(tail):] and tail[0]["role"] == "user"
@@ -88,7 +99,7 @@ def test_the_tail_never_falls_below_protect_last_min_messages(clock) -> None:
     d = WindowDefense(settings, Summarizer(clock, max_tokens=100))
     hist = _history(20, size=4000)  # each message far over the tail's token budget
     w = d.fit(SYSTEM, hist, {"role": "user", "content": "x"}, budget=20_000)
-    assert w.stage in (1, 3) and hist[-6:] == w.messages[-7:-1]
+    assert w.stage == 1 and _tail(w)[-6:] == hist[-6:]
 
 
 def test_stage1_model_summary_is_bounded_and_cached_for_30_minutes(clock, model_server) -> None:

@@ -11,11 +11,12 @@ from fastapi import APIRouter, Depends
 from mateclaw_mem import __version__
 from mateclaw_mem.api.deps import get_services
 from mateclaw_mem.runtime.services import START_ORDER, Services
+from mateclaw_mem.runtime.status import model_health
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/health", summary="liveness, mode, version and index freshness (no auth)")
+@router.get("/health", summary="liveness, mode, version, index freshness and model health (no auth)")
 def health(services: Services = Depends(get_services)) -> dict[str, Any]:
     # Says whether auth is on, never what the key is; no paths, no file names, no owners.
     return {
@@ -26,6 +27,8 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "pid": os.getpid(),  # `status` checks it against the daemon's pid file
         "background": _background(services),
         "index": _index(services),
+        # Model mode: does the model answer (start-up probe) and which steps failed in the last 24 h.
+        "model": model_health(services) if services.mode == "model" else None,
     }
 
 

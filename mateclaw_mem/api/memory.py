@@ -7,15 +7,19 @@ context. Parse, call the service, render.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import asdict, is_dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
+from mateclaw_mem.errors import NotFoundError
+from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
@@ -23,6 +27,10 @@ router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ConversationId = Path(alias="conversationId", min_length=1, max_length=200)
+RunId = Path(alias="runId", min_length=1, max_length=100)
+# How long `summarize` holds the request before it answers 202 and lets the run go on.
+SUMMARIZE_WAIT_SECONDS = 2.0
+_manual_runs_lock = threading.Lock()
 EndUserOwner = Annotated[OwnerField, Field(description="owner key; defaults to endUserId")]
 EndUserId = Annotated[OwnerField, Field(alias="endUserId")]
 
@@ -65,6 +73,22 @@ class RunOut(BaseModel):
     outcome: str = Field(description="updated | no_change | skipped | error")
     reason: str
     files_changed: list[str]
+
+
+class RunAcceptedOut(BaseModel):
+    run_id: str
+    status: Literal["running"] = "running"
+    status_url: str = Field(description="GET it for the run's outcome")
+
+
+class RunStatusOut(BaseModel):
+    """A manual run: still running, or done with its record (outcome, reason, files_changed, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    run_id: str
+    status: Literal["running", "done"]
+    outcome: str | None = Field(None, description="updated | no_change | skipped | error (when done)")
 
 
 class DreamOut(BaseModel):
@@ -177,19 +201,63 @@ def record_turn(
     )
 
 
+def _manual_runs(request: Request, services: Services) -> ManualRuns:
+    """One per app, made on the first manual run and shut down with the services."""
+    with _manual_runs_lock:
+        runs = getattr(request.app.state, "manual_runs", None)
+        if runs is None:
+            runs = ManualRuns(services.extraction, services.settings.log_db, services.clock)
+            services.on_close(runs)
+            request.app.state.manual_runs = runs
+        return runs
+
+
 @router.post(
     "/summarize/{conversationId}",
     response_model=RunOut,
-    responses={502: {"description": "the configured model failed; the run record is in detail.run"}},
+    responses={
+        200: {"description": "the run finished within the short wait: its record"},
+        202: {"model": RunAcceptedOut, "description": "the run is still going: poll status_url for its outcome"},
+        502: {"description": "the configured model failed; the run record is in detail.run"},
+    },
     summary="extract memory from a conversation now (no gates, no cooldown)",
 )
 def summarize(
+    request: Request,
     agent: str = AgentId,
     conversation_id: str = ConversationId,
     owner: OwnerQuery = None,
     services: Services = Depends(get_services),
 ) -> Any:
-    return _run_response(services.extraction.extract_now(agent, conversation_id, owner))
+    run_id, outcome = _manual_runs(request, services).submit(agent, conversation_id, owner,
+                                                             wait=SUMMARIZE_WAIT_SECONDS)
+    if outcome is not None:
+        return _run_response(outcome)
+    url = f"/api/v1/memory/{agent}/summarize/runs/{run_id}"
+    return JSONResponse(RunAcceptedOut(run_id=run_id, status_url=url).model_dump(), status_code=202,
+                        headers={"Location": url})
+
+
+@router.get(
+    "/summarize/runs/{runId}",
+    response_model=RunStatusOut,
+    responses={
+        404: {"description": "no run with this id for this agent"},
+        500: {"description": "the run failed; its record is in detail.run"},
+        502: {"description": "the configured model failed; the run record is in detail.run"},
+    },
+    summary="a manual extraction run: running, or its outcome",
+)
+def summarize_status(
+    request: Request, agent: str = AgentId, run_id: str = RunId, services: Services = Depends(get_services)
+) -> Any:
+    found = _manual_runs(request, services).status(agent, run_id)
+    if found is None:
+        raise NotFoundError(f"no extraction run {run_id!r} for agent {agent!r}")
+    if found == RUNNING:
+        return {"run_id": run_id, "status": RUNNING}
+    answer = _run_response(found)
+    return answer if isinstance(answer, JSONResponse) else {**answer, "status": "done"}
 
 
 @router.post(
@@ -207,9 +275,15 @@ def emergence(
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,
-             summary="merge near-duplicate structured entries now")
-def structured_consolidation(agent: str = AgentId, services: Services = Depends(get_services)) -> dict[str, Any]:
-    return services.structured_consolidation.run(agent).as_dict()
+             summary="merge near-duplicate structured entries now",
+             responses={502: {"description": "the model failed for every bucket it was asked about (the body is "
+                                             "the run's report)"}})
+def structured_consolidation(agent: str = AgentId, services: Services = Depends(get_services)) -> Any:
+    report = services.structured_consolidation.run(agent)
+    data = report.as_dict()
+    if report.model_failed and len(report.model_failed) == len([b for b in report.buckets if b.status != "skipped"]):
+        return error_response(502, f"the model failed for every bucket ({report.model_failed[0].detail})", run=data)
+    return data
 
 
 @router.get("/dreaming/status", summary="last dreams, next scheduled run, pending candidates")

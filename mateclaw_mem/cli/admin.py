@@ -55,6 +55,7 @@ def cmd_status(ctx: CliContext) -> int:
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
              f"workspace: {data['workspace']}  (from {data['workspace_source']})",
              f"config: {data['config']}  ({data['config_source']})" if data["config"] else "config: built-in defaults",
+             *_model_lines(data.get("model_health")),
              *_daemon_lines(data["daemon"])]
     budgets = data.get("prompt_budget") if isinstance(data.get("prompt_budget"), dict) else {}
     for agent, info in data["agents"].items():
@@ -87,7 +88,7 @@ def cmd_status(ctx: CliContext) -> int:
     import yaml
 
     shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
-             "agents", "prompt_budget")
+             "agents", "prompt_budget", "model_health")
     for key, value in data.items():
         if key not in shown:
             # Nested reports read best as indented YAML; --json gives the same data for scripts.
@@ -100,6 +101,33 @@ def cmd_status(ctx: CliContext) -> int:
 def _row(budget: str, tokens: str, name: str) -> str:
     # One layout for files and the structured block, so the columns line up.
     return f"  {budget:>11} {tokens:>7}  {name}"
+
+
+def _model_lines(health: dict | None) -> list[str]:
+    """`model: answering, 840 ms (probed …)` and the steps that failed in the last 24 h."""
+    if not health:
+        return []
+    if "error" in health:
+        return [f"model health: unavailable ({health['error']})"]
+    probe = health["probe"]
+    state = probe["state"]
+    if state == "answering":
+        line = f"model: answering, {probe['latency_ms']} ms (probed {probe['at']})"
+    elif state == "not answering":
+        line = f"model: not answering: {probe['error']} (probed {probe['at']})"
+    elif state == "probing":
+        line = "model: probing now"
+    else:
+        line = "model: not probed yet (the daemon probes at start; `mateclaw-mem model check` now)"
+    out = [line]
+    failed = {step: f for step, f in health["failures_24h"].items() if f["failures"]}
+    if not failed:
+        return [*out, "model failures (24 h): none"]
+    out.append("model failures (24 h):")
+    for step, f in failed.items():
+        kinds = ", ".join(f"{kind} {n}" for kind, n in f["by_kind"].items())
+        out.append(f"  {step}: {f['failures']} ({kinds}); last {f['last_at']}: {f['last_reason']}")
+    return out
 
 
 def _daemon_lines(daemon: dict) -> list[str]:

@@ -36,7 +36,8 @@ EXIT_BY_CODE = {
 }
 
 # Each module exposes register(subparsers, common_parent). Kept as names so --help imports no service code.
-COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "transfer")
+COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "transfer",
+                   "model")
 
 
 def _common() -> argparse.ArgumentParser:

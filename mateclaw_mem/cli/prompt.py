@@ -43,7 +43,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("consolidate-structured", parents=[common],
-                       help="merge near-duplicate structured entries now (the nightly 03:30 job)")
+                       help="merge near-duplicate structured entries now (the nightly 03:30 job)",
+                       description="Merge near-duplicate structured entries now. Exit codes: 0 done, 10 nothing "
+                       "to do, 5 busy, 7 the model failed (for every bucket, or for some: the others are "
+                       "done and the output names the failed ones), 1 another failure.")
     p.add_argument("agent", nargs="?", help="only this agent (default: all, in fair rotation)")
     p.set_defaults(func=cmd_consolidate)
 
@@ -90,6 +93,8 @@ def cmd_forget(ctx: CliContext) -> int:
 
 
 def cmd_consolidate(ctx: CliContext) -> int:
+    from mateclaw_mem.cli.main import EXIT_ERROR, EXIT_MODEL, EXIT_NOTHING, EXIT_OK
+
     report = ctx.services.structured_consolidation.run(ctx.args.agent)
     data = report.as_dict()
     lines = [f"structured consolidation ({report.mode}, run {report.run_id}): "
@@ -98,5 +103,16 @@ def cmd_consolidate(ctx: CliContext) -> int:
     for b in report.buckets:
         who = b.agent + (f"/{b.owner}" if b.owner else "")
         lines.append(f"  {who} {b.type}: {b.status} {b.before} -> {b.after}" + (f" ({b.detail})" if b.detail else ""))
+    failed, model_failed = report.failed, report.model_failed
+    if failed:
+        whole = len(failed) == len(report.buckets)
+        scope = "every bucket" if whole else f"{len(failed)} of {len(report.buckets)} buckets"
+        cause = "the model failed" if model_failed else "consolidation failed"
+        lines.append(f"NOT DONE: {cause} for {scope}" + ("" if whole else " (the others are done)")
+                     + "; failed buckets are retried at the next run; `mateclaw-mem status` shows the failures")
     ctx.emit(data, "\n".join(lines))
-    return 0 if report.buckets else 10
+    if model_failed:
+        return EXIT_MODEL
+    if failed:
+        return EXIT_ERROR
+    return EXIT_OK if report.buckets else EXIT_NOTHING

@@ -26,6 +26,7 @@ from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.storage import split_speaker
 from mateclaw_mem.llm.client import ModelClient
+from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts.aml_facts import AmlFactsResult, SourceMessage, build_messages, check_sources
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace.walk import normalise_owner
@@ -242,6 +243,7 @@ class FactExtractor:
         except ModelError as exc:
             log.warning("AML fact extraction failed for request %s: %s", job.request_id, exc.message)
             self.store.fail(job, f"{exc.kind}: {exc.message}", retry=exc.retryable, now_ms=self._now_ms())
+            record_failure(self.client, "aml_facts", exc.kind, exc.message, agent=job.agent, owner=job.owner)
             return
         facts = []
         for f in result.facts:

@@ -7,15 +7,23 @@ that every attempt is recorded in the usage log and the backoff is ours to bound
     client = ModelClient.from_settings(settings, usage=UsageLog(settings.log_db))
     result = client.chat_json(messages, ExtractionResult, step="extraction")
 
-Failures raise `ModelError(kind=..., retryable=...)` with kind one of
-timeout | rate_limit | server | connection | bad_request | context_too_large | auth | invalid_output.
+Every call is bounded (llm/bounds.py, llm/transport.py): `max_tokens` is always sent; chat answers
+are streamed, so when the call's wall-clock deadline passes or `close()` runs the stream is closed and
+a server that cancels on disconnect stops generating; at most `max_concurrent_calls` calls are in
+flight per server. Messages go out with alternating roles (llm/roles.py).
+
+Failures raise `ModelError(kind=..., retryable=...)` with kind one of timeout | rate_limit | server |
+connection | bad_request | context_too_large | auth | invalid_output | cancelled (the client was
+closed). `retryable` says whether trying again later makes sense; the client itself repeats only
+connection errors, 429 and 5xx -- never a timed-out generation, which may still be running.
 """
 
 from __future__ import annotations
 
-import email.utils
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -23,14 +31,26 @@ import openai
 from pydantic import BaseModel, ValidationError
 
 from mateclaw_mem.errors import ConfigError, ModelError
+from mateclaw_mem.llm.bounds import CallBounds, estimate_prompt_tokens, estimate_tokens
 from mateclaw_mem.llm.jsonparse import JSONExtractError, extract_json_object
+from mateclaw_mem.llm.roles import normalise_roles
+from mateclaw_mem.llm.streaming import Accumulator
+from mateclaw_mem.llm.transport import (
+    TRANSPORT_ERRORS,
+    CallCancelled,
+    CallScope,
+    ServerSlots,
+    active,
+    scoped_http_client,
+)
 from mateclaw_mem.llm.usage import UsageLog, UsageRecord
+from mateclaw_mem.llm.wire_errors import error_text, is_context_error, map_status_error
 
 T = TypeVar("T", bound=BaseModel)
 
-_CONTEXT_HINTS = ("context_length_exceeded", "maximum context length", "context length", "too many tokens",
-                  "context window", "prompt is too long")
 _REPAIR_ECHO_CHARS = 2000
+_NOT_RETRIED = ("timeout", "cancelled")
+_CLOSE_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,7 @@ class ChatResult:
     latency_ms: int
     finish_reason: str | None
     model: str
+    usage_estimated: bool = False  # the server sent no usage: ~4 characters per token
 
 
 class ModelClient:
@@ -58,6 +79,12 @@ class ModelClient:
         temperature: float = 0.2,
         embedding_model: str = "",
         usage: UsageLog | None = None,
+        max_tokens: int = 1024,
+        step_max_tokens: Mapping[str, int] | None = None,
+        timeout_per_1k_prompt_tokens: float = 0.0,
+        timeout_per_1k_answer_tokens: float = 0.0,
+        max_concurrent_calls: int = 1,
+        system_prompt: str = "system",
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         retry_after_cap: float = 30.0,
@@ -67,6 +94,10 @@ class ModelClient:
             raise ConfigError("model client needs model.base-url and model.model (empty means rules mode)")
         if json_mode not in ("auto", "json_object", "off"):
             raise ConfigError(f"model.json-mode {json_mode!r}: use auto, json_object or off")
+        if system_prompt not in ("system", "fold"):
+            raise ConfigError(f"model.system-prompt {system_prompt!r}: use system or fold")
+        if max_concurrent_calls < 1:
+            raise ConfigError(f"model.max-concurrent-calls {max_concurrent_calls}: use 1 or more")
         self.base_url = base_url
         self.model = model
         self.timeout_seconds = timeout_seconds
@@ -75,14 +106,25 @@ class ModelClient:
         self.temperature = temperature
         self.embedding_model = embedding_model or model
         self.usage = usage
+        self.bounds = CallBounds(timeout_seconds, max_tokens, dict(step_max_tokens or {}),
+                                 timeout_per_1k_prompt_tokens, timeout_per_1k_answer_tokens)
+        self.max_concurrent_calls = max_concurrent_calls
+        self.fold_system = system_prompt == "fold"
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.retry_after_cap = retry_after_cap
         self._sleep = sleep
-        # auto mode learns once that this server rejects response_format and stops sending it.
+        # auto mode learns once that this server rejects response_format and stops sending it;
+        # stream_options (the usage chunk) is learnt the same way, whatever the json mode.
         self._response_format_ok: bool = json_mode != "off"
+        self._stream_options_ok = True
+        self._slots = ServerSlots.for_url(base_url)
+        self._inflight: set[CallScope] = set()
+        self._inflight_cond = threading.Condition()
+        self._closed = False
         self._client = openai.OpenAI(
-            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_seconds, max_retries=0
+            base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_seconds, max_retries=0,
+            http_client=scoped_http_client(),
         )
 
     @classmethod
@@ -100,13 +142,35 @@ class ModelClient:
             json_mode=section.json_mode,
             temperature=section.temperature,
             embedding_model=getattr(section, "embedding_model", ""),
+            max_tokens=section.max_tokens,
+            step_max_tokens=section.step_max_tokens,
+            timeout_per_1k_prompt_tokens=section.timeout_per_1k_prompt_tokens,
+            timeout_per_1k_answer_tokens=section.timeout_per_1k_answer_tokens,
+            max_concurrent_calls=section.max_concurrent_calls,
+            system_prompt=section.system_prompt,
             usage=usage,
         )
         kwargs.update(overrides)
         return cls(**kwargs)
 
     def close(self) -> None:
+        """Shutdown: abort every call in flight (their streams are closed), then release the pool."""
+        with self._inflight_cond:
+            self._closed = True
+            for scope in self._inflight:
+                scope.cancel("closed")
+            end = time.monotonic() + _CLOSE_WAIT_SECONDS
+            while self._inflight and time.monotonic() < end:
+                self._inflight_cond.wait(0.05)
         self._client.close()
+
+    def max_tokens_for(self, step: str) -> int:
+        """The max_tokens a call of `step` sends when its caller passes none."""
+        return self.bounds.max_tokens_for(step)
+
+    def prepare_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The messages exactly as they go on the wire (roles alternate; system folded if configured)."""
+        return normalise_roles(messages, fold_system=self.fold_system)
 
     # -- chat ------------------------------------------------------------------------------------
 
@@ -119,25 +183,28 @@ class ModelClient:
         temperature: float | None = None,
         max_tokens: int | None = None,
     ) -> ChatResult:
-        """One chat completion with bounded retries on 429 / 5xx / timeouts / connection errors."""
+        """One streamed chat completion, bounded in tokens and time, with bounded retries on
+        429 / 5xx / connection errors (a timeout is final: the generation may still be running)."""
+        wire = self.prepare_messages(messages)
+        limit = max_tokens if max_tokens is not None else self.max_tokens_for(step)
         use_rf = json_object and self._response_format_ok
         attempt = 0
         while True:
             try:
-                return self._chat_once(messages, step=step, response_format=use_rf, temperature=temperature,
-                                       max_tokens=max_tokens)
+                return self._chat_once(wire, step=step, response_format=use_rf, temperature=temperature,
+                                       max_tokens=limit)
             except _RejectedResponseFormat:
                 # The server does not do response_format: plain prompting from now on (auto mode).
                 self._response_format_ok = False
                 use_rf = False
                 continue
+            except _RejectedStreamOptions:
+                self._stream_options_ok = False
+                continue
             except ModelError as exc:
-                if not exc.retryable or attempt >= self.max_retries:
+                if not exc.retryable or exc.kind in _NOT_RETRIED or attempt >= self.max_retries:
                     raise
-                delay = getattr(exc, "retry_after", None)
-                if delay is None:
-                    delay = min(self.backoff_cap, self.backoff_base * (2**attempt))
-                self._sleep(max(0.0, min(delay, self.retry_after_cap)))
+                self._backoff(exc, attempt)
                 attempt += 1
 
     def _chat_once(
@@ -147,59 +214,95 @@ class ModelClient:
         step: str,
         response_format: bool,
         temperature: float | None,
-        max_tokens: int | None,
+        max_tokens: int,
     ) -> ChatResult:
         kwargs: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature if temperature is None else temperature,
+            "max_tokens": max_tokens,
+            "stream": True,
         }
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
+        stream_options = self._stream_options_ok
+        if stream_options:
+            kwargs["stream_options"] = {"include_usage": True}
         if response_format:
             kwargs["response_format"] = {"type": "json_object"}
-        started = time.monotonic()
+        prompt_estimate = estimate_prompt_tokens(messages)
+        scope = CallScope(self.bounds.timeout_for(prompt_estimate, max_tokens))
+        acc = Accumulator()
         try:
-            completion = self._client.chat.completions.create(**kwargs)
+            with self._call(scope):
+                acc.sent = True
+                stream = self._client.chat.completions.create(**kwargs, timeout=max(0.01, scope.remaining()))
+                try:
+                    acc.read(stream, scope)
+                finally:
+                    stream.close()
         except openai.APIStatusError as exc:
-            latency = _ms_since(started)
-            if (
-                response_format
-                and exc.status_code == 400
-                and self.json_mode == "auto"
-                and not _is_context_error(exc)
-            ):
+            latency = _ms_since(scope.started)
+            if stream_options and exc.status_code == 400 and "stream_options" in error_text(exc):
+                self._record(step, 0, 0, latency, False, "bad_request", "stream_options rejected; retrying without")
+                raise _RejectedStreamOptions() from exc
+            if response_format and exc.status_code == 400 and self.json_mode == "auto" and not is_context_error(exc):
                 self._record(step, 0, 0, latency, False, "bad_request", "response_format rejected; retrying without")
                 raise _RejectedResponseFormat() from exc
-            err = _map_status_error(exc)
+            err = map_status_error(exc)
             self._record(step, 0, 0, latency, False, err.kind, err.message)
             raise err from exc
-        except openai.APITimeoutError as exc:
-            err = ModelError(f"model timed out after {self.timeout_seconds:g}s ({self.base_url})", kind="timeout",
-                             retryable=True)
-            self._record(step, 0, 0, _ms_since(started), False, err.kind, err.message)
+        except (CallCancelled, openai.APIError, *TRANSPORT_ERRORS, ValueError) as exc:
+            err = self._call_error(exc, scope, what=acc.progress())
+            self._record(step, 0, acc.tokens_seen(), _ms_since(scope.started), False, err.kind, err.message)
             raise err from exc
-        except openai.APIConnectionError as exc:
-            err = ModelError(f"cannot reach the model server at {self.base_url}: {exc}", kind="connection",
-                             retryable=True)
-            self._record(step, 0, 0, _ms_since(started), False, err.kind, err.message)
-            raise err from exc
-        except (openai.OpenAIError, ValueError) as exc:  # a malformed body and other client-side surprises
-            err = ModelError(f"model server answered something unreadable: {exc}", kind="server", retryable=True)
-            self._record(step, 0, 0, _ms_since(started), False, err.kind, err.message)
-            raise err from exc
-        latency = _ms_since(started)
-        usage = getattr(completion, "usage", None)
-        pt = int(getattr(usage, "prompt_tokens", 0) or 0)
-        ct = int(getattr(usage, "completion_tokens", 0) or 0)
-        choices = getattr(completion, "choices", None) or []
-        if not choices or getattr(choices[0], "message", None) is None:
+        latency = _ms_since(scope.started)
+        if not acc.saw_choice:
             err = ModelError("model answer had no choices", kind="server", retryable=True)
-            self._record(step, pt, ct, latency, False, err.kind, err.message)
+            self._record(step, acc.prompt_tokens, acc.completion_tokens, latency, False, err.kind, err.message)
             raise err
-        text = choices[0].message.content or ""
-        self._record(step, pt, ct, latency, True, None, None)
-        return ChatResult(text, pt, ct, latency, choices[0].finish_reason, str(getattr(completion, "model", "")))
+        text = "".join(acc.parts)
+        estimated = not acc.got_usage
+        pt = prompt_estimate if estimated else acc.prompt_tokens
+        ct = estimate_tokens(text) if estimated else acc.completion_tokens
+        # The usage log's note column says the figures are estimates (ok rows never count as errors).
+        self._record(step, pt, ct, latency, True, None, "usage estimated (~4 chars/token)" if estimated else None)
+        return ChatResult(text, pt, ct, latency, acc.finish_reason, acc.model, estimated)
+
+    @contextmanager
+    def _call(self, scope: CallScope) -> Iterator[None]:
+        """Register `scope` for close(), hold a server slot, and bound this thread's reads by it."""
+        with self._inflight_cond:
+            if self._closed:
+                raise CallCancelled("closed")
+            self._inflight.add(scope)
+        try:
+            with self._slots.slot(self.max_concurrent_calls, scope), active(scope):
+                yield
+        finally:
+            with self._inflight_cond:
+                self._inflight.discard(scope)
+                self._inflight_cond.notify_all()
+
+    def _call_error(self, exc: BaseException, scope: CallScope, *, what: str) -> ModelError:
+        reason = exc.reason if isinstance(exc, CallCancelled) else scope.fired()
+        if reason == "closed":
+            return ModelError(f"model call to {self.base_url} cancelled: the client is shutting down ({what})",
+                              kind="cancelled", retryable=True)
+        if reason == "timeout" or isinstance(exc, openai.APITimeoutError):
+            return ModelError(
+                f"model timed out after {scope.timeout_seconds:g}s ({self.base_url}; {what}); the stream was "
+                "closed so the server can stop generating -- raise model.timeout-seconds or "
+                "model.timeout-per-1k-*-tokens for a slow local server", kind="timeout", retryable=True)
+        if isinstance(exc, (openai.APIConnectionError, *TRANSPORT_ERRORS)):
+            return ModelError(f"cannot reach the model server at {self.base_url}: {exc}", kind="connection",
+                              retryable=True)
+        # A malformed body, an error event inside the stream and other client-side surprises.
+        return ModelError(f"model server answered something unreadable: {exc}", kind="server", retryable=True)
+
+    def _backoff(self, exc: ModelError, attempt: int) -> None:
+        delay = getattr(exc, "retry_after", None)
+        if delay is None:
+            delay = min(self.backoff_cap, self.backoff_base * (2**attempt))
+        self._sleep(max(0.0, min(delay, self.retry_after_cap)))
 
     # -- JSON answers ----------------------------------------------------------------------------
 
@@ -267,30 +370,25 @@ class ModelClient:
             return []
         attempt = 0
         while True:
-            started = time.monotonic()
+            scope = CallScope(self.bounds.timeout_for(sum(estimate_tokens(t) for t in texts), 0))
             try:
-                resp = self._client.embeddings.create(
-                    model=self.embedding_model, input=list(texts), encoding_format="float"
-                )
+                with self._call(scope):
+                    resp = self._client.embeddings.create(model=self.embedding_model, input=list(texts),
+                                                          encoding_format="float",
+                                                          timeout=max(0.01, scope.remaining()))
             except openai.APIStatusError as exc:
-                err = _map_status_error(exc)
-            except openai.APITimeoutError:
-                err = ModelError("embedding request timed out", kind="timeout", retryable=True)
-            except openai.APIConnectionError as exc:
-                err = ModelError(f"cannot reach the model server at {self.base_url}: {exc}", kind="connection",
-                                 retryable=True)
+                err = map_status_error(exc)
+            except (CallCancelled, openai.APIError, *TRANSPORT_ERRORS, ValueError) as exc:
+                err = self._call_error(exc, scope, what="embeddings")
             else:
                 pt = int(getattr(resp.usage, "prompt_tokens", 0) or 0)
-                self._record(step, pt, 0, _ms_since(started), True, None, None)
+                self._record(step, pt, 0, _ms_since(scope.started), True, None, None)
                 data = sorted(resp.data, key=lambda d: d.index)
                 return [list(map(float, d.embedding)) for d in data]
-            self._record(step, 0, 0, _ms_since(started), False, err.kind, err.message)
-            if not err.retryable or attempt >= self.max_retries:
+            self._record(step, 0, 0, _ms_since(scope.started), False, err.kind, err.message)
+            if not err.retryable or err.kind in _NOT_RETRIED or attempt >= self.max_retries:
                 raise err
-            delay = getattr(err, "retry_after", None)
-            if delay is None:
-                delay = min(self.backoff_cap, self.backoff_base * (2**attempt))
-            self._sleep(max(0.0, min(delay, self.retry_after_cap)))
+            self._backoff(err, attempt)
             attempt += 1
 
     # -- internals -------------------------------------------------------------------------------
@@ -304,53 +402,16 @@ class _RejectedResponseFormat(Exception):
     pass
 
 
+class _RejectedStreamOptions(Exception):
+    pass
+
+
 class _InvalidAnswer(Exception):
     pass
 
 
 def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
-
-
-def _is_context_error(exc: openai.APIStatusError) -> bool:
-    text = f"{exc.code or ''} {exc.message or ''}".lower()
-    return exc.status_code in (400, 413) and any(h in text for h in _CONTEXT_HINTS)
-
-
-def _retry_after(exc: openai.APIStatusError) -> float | None:
-    headers = exc.response.headers if exc.response is not None else {}
-    for name in ("retry-after-ms", "retry-after"):
-        raw = headers.get(name)
-        if not raw:
-            continue
-        try:
-            value = float(raw)
-            return value / 1000.0 if name == "retry-after-ms" else value
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(raw) if name == "retry-after" else None
-            if parsed is not None:
-                return max(0.0, parsed.timestamp() - time.time())
-    return None
-
-
-def _map_status_error(exc: openai.APIStatusError) -> ModelError:
-    status = exc.status_code
-    detail = (exc.message or "").strip()[:300]
-    if _is_context_error(exc):
-        return ModelError(f"the prompt is larger than the model's context window: {detail}",
-                          kind="context_too_large", retryable=False)
-    if status in (401, 403):
-        return ModelError(f"the model server refused the API key (HTTP {status}): {detail}; check model.api-key-env",
-                          kind="auth", retryable=False)
-    if status == 429:
-        err = ModelError(f"rate limited by the model server: {detail}", kind="rate_limit", retryable=True)
-    elif status >= 500 or status == 408:
-        err = ModelError(f"model server error (HTTP {status}): {detail}", kind="server", retryable=True)
-    else:
-        return ModelError(f"model server rejected the request (HTTP {status}): {detail}", kind="bad_request",
-                          retryable=False)
-    err.retry_after = _retry_after(exc)  # type: ignore[attr-defined]
-    return err
 
 
 def _describe_validation(exc: ValidationError) -> str:

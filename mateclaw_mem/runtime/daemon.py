@@ -154,6 +154,9 @@ class Daemon:
         # The API last: no request can reach a service before it is built and its workers run.
         if server is not None and sock is not None:
             self._start_http(server, sock)
+        if self.services.model_probe is not None:  # does the model answer? In the background, once
+            self.services.model_probe.start()
+            self.add_stopper("model probe", self.services.model_probe.stop)
         log.info("start-up took %.0f ms (the index catches up in the background; /health says when it has)",
                  (time.perf_counter() - t0) * 1000)
         self._write_pidfile()

@@ -5,7 +5,9 @@ Jobs (crons from settings, Quartz or 5-field, in the configured timezone):
 - `dreaming` at `dreaming.cron` — one dream per agent (each agent has its own lock and bookkeeping);
 - `structured_consolidation` at `mate.memory.structured-consolidation-cron` — runs
   `services.structured_consolidation.run()` when that service exists and is enabled;
-- `archive_rotation` at `dreaming.archive-rotation-cron` — `DreamingService.rotate` per agent.
+- `archive_rotation` at `dreaming.archive-rotation-cron` — `DreamingService.rotate` per agent;
+- `fact_projection` at `mate.memory.fact.projection-rebuild-cron` (with `fact.projection-enabled`) —
+  `FactService.rebuild()` reconciles the facts with the files.
 
 Catch-up: a desktop is often asleep or off at 3 AM. Every job records in `state.db` the time up to
 which its schedule is covered. `due_fire(covered, now, trigger)` — a pure function — returns the
@@ -168,6 +170,10 @@ class Scheduler:
             self.jobs["structured_consolidation"] = _Job(
                 "structured_consolidation", cron, cron_trigger(cron, tz), self._run_structured,
                 lambda: ["structured_consolidation"])
+        if mem.fact.projection_enabled:
+            cron = mem.fact.projection_rebuild_cron
+            self.jobs["fact_projection"] = _Job("fact_projection", cron, cron_trigger(cron, tz), self._run_facts,
+                                                lambda: ["fact_projection"])
         self.jobs["archive_rotation"] = _Job(
             "archive_rotation", s.dreaming.archive_rotation_cron, cron_trigger(s.dreaming.archive_rotation_cron, tz),
             self._run_rotation, lambda: self._units("archive_rotation"))
@@ -203,6 +209,10 @@ class Scheduler:
         summary = report.as_dict() if hasattr(report, "as_dict") else {}
         return (f"done: {summary.get('ownersConsolidated', 0)} owner(s) consolidated, "
                 f"{summary.get('updated', 0)} updated")
+
+    def _run_facts(self, unit: str, trigger: str) -> str:
+        report = self.services.facts.rebuild()
+        return f"done: {report['facts']} fact(s) from {report['files']} file(s)"
 
     def _run_rotation(self, unit: str, trigger: str) -> str:
         agent, owner = self._target(unit)

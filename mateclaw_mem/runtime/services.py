@@ -36,11 +36,13 @@ if TYPE_CHECKING:
     from mateclaw_mem.memory.context.assembly import ContextService
     from mateclaw_mem.memory.dreaming.service import DreamingService
     from mateclaw_mem.memory.extraction.service import ExtractionService
+    from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.learning.lineage import HarnessLineage
     from mateclaw_mem.memory.learning.service import LearningService
     from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
     from mateclaw_mem.memory.structured.entries import StructuredMemory
     from mateclaw_mem.providers.registry import ProviderRegistry
+    from mateclaw_mem.runtime.model_probe import ModelProbe
     from mateclaw_mem.runtime.scheduler import Scheduler
     from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
@@ -55,8 +57,8 @@ T = TypeVar("T")
 # Dependencies before dependants, so each builder finds what it needs already built; the services
 # with listeners (store, file_index, lineage) come before anything that writes through them.
 BUILD_ORDER = (
-    "api_key", "store", "log", "model", "tools", "transfer", "file_commands", "file_index", "search",
-    "message_index", "aml", "lineage", "learning", "structured", "providers", "context",
+    "api_key", "store", "log", "model", "model_probe", "tools", "transfer", "file_commands", "file_index", "facts",
+    "search", "message_index", "aml", "lineage", "learning", "structured", "providers", "context",
     "structured_consolidation", "dreaming", "extraction", "watcher", "scheduler",
 )
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
@@ -196,6 +198,18 @@ class Services:
         return _index_wiring().build_file_index(self)
 
     @_service
+    def facts(self) -> FactService:
+        """Facts projected from PROFILE.md, MEMORY.md and structured/ (`fact.projection-enabled`),
+        kept fresh by the search index's ingest (hand edits included)."""
+        from mateclaw_mem.memory.facts.service import FactService
+
+        facts = FactService(self.settings, self.store, self.clock)
+        self.on_close(facts)
+        if facts.enabled:
+            self.file_index.subscribe(lambda r: facts.refresh(r.agent, r.owner, r.rel))
+        return facts
+
+    @_service
     def search(self) -> SearchService:
         return _index_wiring().build_search(self)
 
@@ -224,6 +238,18 @@ class Services:
         return client
 
     @_service
+    def model_probe(self) -> ModelProbe | None:
+        """Whether the model answers (runtime/model_probe.py). Building it calls nothing: the daemon
+        starts one probe in the background once its API listens. None in rules mode."""
+        if self.model is None:
+            return None
+        from mateclaw_mem.runtime.model_probe import ModelProbe
+
+        probe = ModelProbe(self.settings, self.model.usage)
+        self.on_close(probe)
+        return probe
+
+    @_service
     def structured(self) -> StructuredMemory:
         from mateclaw_mem.memory.structured.entries import StructuredMemory
 
@@ -241,6 +267,7 @@ class Services:
 
         window = self.settings.mate.agent.conversation.window
         summarizer = Summarizer(self.clock, client=self.model, max_tokens=window.summary_max_tokens)
+        self.on_close(summarizer)  # its background worker: a model call still running must not outlive us
         return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
                               providers=self.providers,
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)

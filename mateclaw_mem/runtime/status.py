@@ -1,5 +1,6 @@
-"""What `status` shows: agents, files against their budgets, last writes — plus whatever other
-services report through `Services.status_reporters` (extraction, dreaming, index, model usage)."""
+"""What `status` shows: agents, files against their budgets, last writes, the model's health (its
+probe and failures per step) — plus whatever other services report through
+`Services.status_reporters` (extraction, dreaming, index, model usage)."""
 
 from __future__ import annotations
 
@@ -57,13 +58,36 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
             ],
             "last_writes": recent[:5],
         }
+    if services.mode == "model":
+        out["model_health"] = _guarded(lambda: model_health(services))
     for name, reporter in services.status_reporters():
-        try:
-            out[name] = reporter()
-        except Exception as exc:  # status must always render; say what failed instead
-            out[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        out[name] = _guarded(reporter)
     _watcher_from_daemon(out, services)
     return out
+
+
+def model_health(services: Services) -> dict[str, Any]:
+    """The model's start-up probe and its failures per step over the last 24 h (`status`, `/health`).
+
+    Every step is listed, 0 when it did not fail: "no failures" is a statement, not an omission."""
+    from mateclaw_mem.llm.failures import STEPS
+
+    probe = services.model_probe
+    usage = getattr(services.model, "usage", None)
+    failures = usage.failures() if usage is not None else {}
+    steps = {step: failures.pop(step, {"failures": 0}) for step in STEPS}
+    steps.update(failures)  # a step recorded under another name is shown, not lost
+    return {
+        "probe": probe.status() if probe is not None else {"state": "not probed yet"},
+        "failures_24h": steps,
+    }
+
+
+def _guarded(report: Any) -> Any:
+    try:
+        return report()
+    except Exception as exc:  # status must always render; say what failed instead
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def _watcher_from_daemon(out: dict[str, Any], services: Services) -> None:

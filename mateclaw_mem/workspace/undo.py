@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
 from mateclaw_mem.errors import ConflictError, NotFoundError
+from mateclaw_mem.workspace import blobs
 from mateclaw_mem.workspace.history import Version
 from mateclaw_mem.workspace.walk import OWNERS_DIR
 
@@ -36,6 +37,13 @@ def undo_file(
 def _restore(store: WorkspaceStore, agent: str, owner: str | None, chosen: Version, *, actor: str, reason: str,
              expected_sha: str | None = None, batch: str | None = None) -> WriteResult:
     rel = chosen.rel
+    if blobs.is_binary(rel):  # a month archive: its bytes back, through the binary path
+        if not chosen.existed:
+            return blobs.delete(store, agent, rel, expected_sha=expected_sha, actor=PERSON, owner=owner,
+                                reason=reason, batch=batch)
+        data = store.history_store.content(store.agent_key(agent, owner), rel, chosen.version)
+        return blobs.write(store, agent, rel, data, expected_sha=expected_sha, actor=PERSON, owner=owner,
+                           reason=reason, batch=batch)
     if not chosen.existed:
         return store.delete(agent, rel, expected_sha=expected_sha, actor=actor, owner=owner, reason=reason)
     content = store.history_store.content(store.agent_key(agent, owner), rel, chosen.version).decode("utf-8")
@@ -59,7 +67,8 @@ def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> lis
     plans = []
     for file_key, first in first_by_file.items():
         agent, owner = _split_key(file_key[0])
-        current = store._snapshot(first.rel, store.root / file_key[0] / first.rel)
+        path = store.root / file_key[0] / first.rel
+        current = blobs.read_path(first.rel, path) if blobs.is_binary(first.rel) else store._snapshot(first.rel, path)
         if current.sha != last_by_file[file_key].replaced_by:
             undone = store.history_store.batch(undo_id)
             if undone:

@@ -102,27 +102,55 @@ def scripted_week(turns_per_day: int, seed: int) -> list[Turn]:
     return turns
 
 
-def responder(body: dict[str, Any]) -> dict[str, Any]:
-    """A scripted model: records facts found in NEW user lines (deduplicated against MEMORY.md)."""
-    prompt = body["messages"][-1]["content"]
-    memory = prompt.split("<<< MEMORY.md (current body) >>>\n", 1)[1].split("\n<<< end >>>", 1)[0]
-    memory = "" if memory == "(empty)" else memory
-    facts: list[str] = []
-    for line in prompt.splitlines():
-        if line.startswith("[NEW") and " user] " in line:
-            text = line.split(" user] ", 1)[1]
-            if rules.facts_from_text(text) and f"- {text}" not in memory and text not in facts:
-                facts.append(text)
-    if not facts:
-        return {"should_update": False, "reason": "nothing new worth keeping"}
-    new_memory = memory.rstrip("\n") + "\n" + "".join(f"- {f}\n" for f in facts)
-    return {
-        "should_update": True,
-        "reason": "new facts",
-        "daily_entry": {"title": "Noted", "body": "\n".join(f"- {f}" for f in facts)},
-        "memory_update": new_memory,
-        "profile_update": "",
-    }
+def make_responder(answer_with: str):
+    """A scripted model that records facts found in NEW user lines (deduplicated against MEMORY.md),
+    answering with `edits` (what our prompt asks for) or with the seed's whole new `memory_update`."""
+
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        prompt = body["messages"][-1]["content"]
+        memory = prompt.split("<<< MEMORY.md (current body) >>>\n", 1)[1].split("\n<<< end >>>", 1)[0]
+        memory = "" if memory == "(empty)" else memory
+        facts: list[tuple[str, str]] = []
+        for line in prompt.splitlines():
+            if line.startswith("[NEW") and " user] " in line:
+                head, text = line.split(" user] ", 1)
+                msg_id = head.split("#", 1)[1].split()[0] if "#" in head else ""
+                if rules.facts_from_text(text) and f"- {text}" not in memory and text not in [f for _, f in facts]:
+                    facts.append((msg_id, text))
+        if not facts:
+            return {"should_update": False, "reason": "nothing new worth keeping"}
+        answer: dict[str, Any] = {
+            "should_update": True,
+            "reason": "new facts",
+            "daily_entry": {"title": "Noted", "body": "\n".join(f"- {f}" for _, f in facts)},
+        }
+        if answer_with == "edits":
+            answer["edits"] = [{"op": "add", "file": "MEMORY.md", "section": "Notes", "text": f, "evidence": [i]}
+                               for i, f in facts]
+        else:
+            answer["memory_update"] = memory.rstrip("\n") + "\n" + "".join(f"- {f}\n" for _, f in facts)
+            answer["profile_update"] = ""
+        return answer
+
+    return responder
+
+
+# The seed's request: the whole files back (our prompt before it asked for edits).
+SEED_SYSTEM_PROMPT = """You keep the long-term memory of an AI assistant about the person it works with.
+Keep: stable facts about the person (name, role, employer, location, timezone, tools, likes, dislikes,
+preferences), corrections, decisions, projects, commitments, and anything they asked you to remember.
+Skip: small talk, questions, hypotheticals, the assistant's own answers.
+Rules:
+- Only NEW messages are new; SEEN ones were handled before and are context only.
+- Write in the person's own language. Never record secrets (passwords, keys, tokens, [REDACTED:...]).
+- A correction replaces the old value; never keep both.
+- memory_update / profile_update: the FULL new body of MEMORY.md / PROFILE.md, keeping what you do not
+  change; "" when that file needs no change. PROFILE.md holds `- key: value` lines under `## Profile`.
+- daily_entry: title of at most 30 characters and a few bullet points, or null.
+Answer with one JSON object only:
+{"should_update": bool, "reason": "one sentence", "daily_entry": {"title": "...", "body": "..."} | null,
+ "memory_update": "...", "profile_update": "...",
+ "structured": [{"type": "user|feedback|project|reference", "key": "...", "text": "..."}]}"""
 
 
 @dataclass
@@ -154,6 +182,7 @@ class SeedSim:
         ]
         messages = build_messages(agent=AGENT, now=t.when.strftime("%Y-%m-%d %H:%M"), profile=self.profile,
                                   memory=self.memory, daily=self.daily.get(day, ""), transcript=transcript)
+        messages[0]["content"] = SEED_SYSTEM_PROMPT
         result = self.client.chat_json(messages, ExtractionResult, step="seed")
         self.calls += 1
         if result.should_update:
@@ -166,6 +195,7 @@ class SeedSim:
 
 
 def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any]:
+    tmp.mkdir(parents=True, exist_ok=True)
     cfg = tmp / "mateclaw.yaml"
     cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
     settings = load_settings(cfg, tmp / "workspace", {"model": {"base_url": server.base_url, "model": "bench"}})
@@ -213,22 +243,25 @@ def main() -> None:
     args = parser.parse_args()
     turns = scripted_week(args.turns_per_day, args.seed)
     convs = len({t.conversation for t in turns})
-    with tempfile.TemporaryDirectory() as tmpdir, ModelServer(responder=responder) as ours_server, ModelServer(
-        responder=responder
-    ) as seed_server:
-        ours = run_ours(turns, ours_server, Path(tmpdir))
+    with tempfile.TemporaryDirectory() as tmpdir, ModelServer(responder=make_responder("edits")) as ours_server, \
+            ModelServer(responder=make_responder("whole")) as whole_server, \
+            ModelServer(responder=make_responder("whole")) as seed_server:
+        ours = run_ours(turns, ours_server, Path(tmpdir) / "edits")
+        whole = run_ours(turns, whole_server, Path(tmpdir) / "whole")
         seed_client = ModelClient(base_url=seed_server.base_url, model="bench", timeout_seconds=30)
         seed = SeedSim(seed_client, ManualClock(turns[0].when))
         for t in turns:
             seed.turn(t)
         seed_client.close()
-        u_ours, u_seed = ours_server.usage, seed_server.usage
+        u_ours, u_whole, u_seed = ours_server.usage, whole_server.usage, seed_server.usage
     print(f"Scripted week: {len(turns)} turns, {convs} conversations, 7 days; cooldown {COOLDOWN_MIN} min")
     print()
     header = f"{'':<34}{'model calls':>12}{'prompt tok':>12}{'compl. tok':>12}{'total tok':>12}"
     print(header)
     print("-" * len(header))
-    for name, u in (("seed (30 msgs + full daily note)", u_seed), ("mateclaw-mem (watermark + tail)", u_ours)):
+    rows = (("seed (30 msgs + full daily note)", u_seed), ("ours, whole-file answers (before)", u_whole),
+            ("ours, edit answers (now)", u_ours))
+    for name, u in rows:
         print(f"{name:<34}{u['calls']:>12}{u['prompt_tokens']:>12}{u['completion_tokens']:>12}{u['total_tokens']:>12}")
     ratio = u_ours["total_tokens"] / max(1, u_seed["total_tokens"])
     print("-" * len(header))
@@ -236,6 +269,11 @@ def main() -> None:
           f"{u_ours['prompt_tokens'] / max(1, u_seed['prompt_tokens']):>12.2f}"
           f"{u_ours['completion_tokens'] / max(1, u_seed['completion_tokens']):>12.2f}{ratio:>12.2f}")
     print()
+    print(f"{'answer tokens per call':<34}" + "".join(
+        f"{u['completion_tokens'] / max(1, u['calls']):>12.0f}" for _, u in rows) + "   (seed / before / now)")
+    print(f"{'prompt tokens per call':<34}" + "".join(
+        f"{u['prompt_tokens'] / max(1, u['calls']):>12.0f}" for _, u in rows) + "   (seed / before / now)")
+    print(f"before: {whole['runs']} runs ({whole['errors']} errors), MEMORY.md bullet lines {whole['memory_lines']}")
     print(f"ours: {ours['runs']} runs recorded ({ours['errors']} errors), MEMORY.md bullet lines: "
           f"{ours['memory_lines']}; seed MEMORY.md bullet lines: {seed.memory.count(chr(10) + '- ')}")
 

@@ -10,6 +10,13 @@ embeddings (POST /v1/embeddings) and model listing (GET /v1/models). Answers com
 Every request is recorded (`requests`, `chat_requests`) with its JSON body, and every completion
 reports usage with deterministic token estimates (`estimate_tokens`), also totalled in `usage`.
 
+`stream: true` requests get OpenAI's SSE chunks (a usage chunk when `stream_options.include_usage`,
+then `data: [DONE]`); `stream_forever()` streams one token every 50 ms until the client hangs up
+(counted in `disconnects`). `max_in_flight` is the most chat/embedding requests handled at once.
+Options that imitate stricter servers: `strict_roles` (Gemma's template: 400 when two adjacent
+messages share a role), `reject_system` (400 on any system message), `reject_response_format`,
+`reject_stream_options`, `omit_usage` (never report usage in a stream).
+
     with ModelServer() as server:
         server.reply_json({"should_update": False, "reason": "nothing new"})
         client = OpenAI(base_url=server.base_url, api_key="x")
@@ -18,6 +25,7 @@ reports usage with deterministic token estimates (`estimate_tokens`), also total
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import threading
@@ -80,6 +88,7 @@ class Answer:
     raw_body: str | None = None
     delay: float = 0.0
     finish_reason: str = "stop"
+    forever: float = 0.0  # > 0: stream a token every `forever` seconds until the client disconnects
 
     def text(self) -> str:
         if isinstance(self.content, (dict, list)):
@@ -129,6 +138,10 @@ class ModelServer:
         responder: Responder | None = None,
         model: str = "test-model",
         reject_response_format: bool = False,
+        strict_roles: bool = False,
+        reject_system: bool = False,
+        reject_stream_options: bool = False,
+        omit_usage: bool = False,
         embedding_dim: int = 16,
         host: str = "127.0.0.1",
     ) -> None:
@@ -137,6 +150,13 @@ class ModelServer:
         self.responder = responder
         # Like some local servers: a 400 when the request carries response_format.
         self.reject_response_format = reject_response_format
+        self.strict_roles = strict_roles
+        self.reject_system = reject_system
+        self.reject_stream_options = reject_stream_options
+        self.omit_usage = omit_usage
+        self.disconnects = 0  # streams the client closed before the end
+        self.in_flight = 0
+        self.max_in_flight = 0
         self.embedding_dim = embedding_dim
         self.requests: list[RecordedRequest] = []
         self.prompt_tokens = 0
@@ -245,6 +265,11 @@ class ModelServer:
             param="messages",
         )
 
+    def stream_forever(self, *, interval: float = 0.05) -> None:
+        """Stream one token every `interval` seconds until the client disconnects (or the server stops).
+        A request without `stream: true` gets the same tokens in one body only after the server stops."""
+        self.push(Answer(content="tok ", forever=interval))
+
     def hang(self, seconds: float = 30.0) -> None:
         """Accept the request and stay silent for `seconds` (longer than the client's timeout)."""
         self.push(Answer(content="", delay=seconds))
@@ -259,6 +284,8 @@ class ModelServer:
             self.requests.clear()
             self.prompt_tokens = 0
             self.completion_tokens = 0
+            self.disconnects = 0
+            self.max_in_flight = 0
 
     # -- inspection ------------------------------------------------------------------------------
 
@@ -294,6 +321,19 @@ class ModelServer:
                 return _as_answer(got)
         return self.default
 
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _disconnected(self) -> None:
+        with self._lock:
+            self.disconnects += 1
+
     def _count(self, prompt: int, completion: int) -> None:
         with self._lock:
             self.prompt_tokens += prompt
@@ -321,6 +361,8 @@ def _fmt_seconds(value: float) -> str:
 class _Handler(BaseHTTPRequestHandler):
     owner: ModelServer
     protocol_version = "HTTP/1.1"
+    # Each SSE chunk is its own small write: without TCP_NODELAY, Nagle + delayed ACK add ~40 ms a call.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # keep test output clean
@@ -345,20 +387,23 @@ class _Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             self._send_error_body(400, "request body is not a JSON object", "invalid_request_error", None, None)
             return
-        if path in ("/v1/chat/completions", "/chat/completions"):
-            self._chat(body)
-        elif path in ("/v1/embeddings", "/embeddings"):
-            self._embeddings(body)
+        if path in ("/v1/chat/completions", "/chat/completions", "/v1/embeddings", "/embeddings"):
+            self.owner._enter()
+            try:
+                if "chat" in path:
+                    self._chat(body)
+                else:
+                    self._embeddings(body)
+            finally:
+                self.owner._leave()
         else:
             self._send_error_body(404, f"unknown path {path}", "not_found_error", None, None)
 
     def _chat(self, body: dict[str, Any]) -> None:
         owner = self.owner
-        if owner.reject_response_format and body.get("response_format") is not None:
-            self._send_error_body(
-                400, "response_format is not supported by this server", "invalid_request_error", None,
-                "response_format",
-            )
+        refusal = self._refusal(body)
+        if refusal is not None:
+            self._send_error_body(400, refusal[0], "invalid_request_error", None, refusal[1])
             return
         answer = owner._next_answer(body)
         if answer.delay > 0 and owner._stopping.wait(answer.delay):
@@ -374,6 +419,12 @@ class _Handler(BaseHTTPRequestHandler):
             return
         text = answer.text()
         prompt = messages_tokens(list(body.get("messages") or []))
+        if body.get("stream"):
+            self._stream(body, answer, prompt)
+            return
+        if answer.forever > 0:
+            owner._stopping.wait()
+            return
         completion = estimate_tokens(text)
         owner._count(prompt, completion)
         self._send_json(
@@ -399,6 +450,71 @@ class _Handler(BaseHTTPRequestHandler):
             },
             answer.headers,
         )
+
+    def _refusal(self, body: dict[str, Any]) -> tuple[str, str | None] | None:
+        """(message, param) of a 400 this server's options give the request, or None."""
+        owner = self.owner
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        if owner.reject_stream_options and body.get("stream_options") is not None:
+            return "stream_options is not supported by this server", "stream_options"
+        if owner.reject_response_format and body.get("response_format") is not None:
+            return "response_format is not supported by this server", "response_format"
+        if owner.reject_system and any(m.get("role") == "system" for m in messages):
+            return "System role not supported", "messages"
+        roles = [m.get("role") for m in messages]
+        if owner.strict_roles and any(a == b for a, b in itertools.pairwise(roles)):
+            return "Conversation roles must alternate user/assistant/user/assistant/...", "messages"
+        return None
+
+    def _stream(self, body: dict[str, Any], answer: Answer, prompt: int) -> None:
+        """OpenAI's SSE format over chunked transfer encoding; a hang-up mid-stream is counted."""
+        owner = self.owner
+        cid = f"chatcmpl-{len(owner.requests)}"
+        model = str(body.get("model") or owner.model)
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage")) and not owner.omit_usage
+
+        def chunk(delta: dict[str, Any] | None, finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+            obj: dict[str, Any] = {"id": cid, "object": "chat.completion.chunk", "created": int(time.time()),
+                                   "model": model, "choices": []}
+            if delta is not None:
+                obj["choices"] = [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]
+            if usage is not None:
+                obj["usage"] = usage
+            return "data: " + json.dumps(obj, ensure_ascii=False) + "\n\n"
+
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            for key, value in answer.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self._write_chunk(chunk({"role": "assistant", "content": ""}))
+            text = answer.text()
+            if answer.forever > 0:
+                while not owner._stopping.wait(answer.forever):
+                    self._write_chunk(chunk({"content": text}))
+                return
+            size = max(8, math.ceil(len(text) / 20))
+            for i in range(0, len(text), size):
+                self._write_chunk(chunk({"content": text[i:i + size]}))
+            completion = estimate_tokens(text)
+            owner._count(prompt, completion)
+            self._write_chunk(chunk({}, answer.finish_reason))
+            if include_usage:
+                self._write_chunk(chunk(None, usage={"prompt_tokens": prompt, "completion_tokens": completion,
+                                                     "total_tokens": prompt + completion}))
+            self._write_chunk("data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            owner._disconnected()  # the client closed the stream: a real server stops generating here
+            self.close_connection = True
+
+    def _write_chunk(self, text: str) -> None:
+        data = text.encode("utf-8")
+        self.wfile.write(f"{len(data):x}\r\n".encode("ascii") + data + b"\r\n")
+        self.wfile.flush()
 
     def _embeddings(self, body: dict[str, Any]) -> None:
         inputs = body.get("input")

@@ -9,6 +9,7 @@ is the workspace's business (`WorkspaceStore.walk_files` / `locate`).
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore, WriteEvent
     from mateclaw_mem.workspace.walk import DiskFile
 
+log = logging.getLogger(__name__)
+
 
 class FileIndex:
     """Thread-safe. Writes go through one connection under a lock; each reading thread has its own
@@ -36,6 +39,7 @@ class FileIndex:
         self.clock = clock
         self._db = FileStorage(path, clock)
         self._rebuild_lock = threading.Lock()
+        self._listeners: list[Callable[[IngestResult], None]] = []
 
     def redacted_on_migration(self) -> int | None:
         """Messages the one-time migration redacted in place (for `status`); None: not run."""
@@ -90,19 +94,40 @@ class FileIndex:
                 return
         self.ingest(event.agent, owner, event.rel)
 
+    def subscribe(self, listener: Callable[[IngestResult], None]) -> None:
+        """Called with every ingest that changed a file's rows, whoever caused it (the store's
+        writes, the watcher's hand edits, a reconcile): the one pipeline derived layers follow."""
+        self._listeners.append(listener)
+
+    def _notify(self, results: list[IngestResult]) -> None:
+        for result in results:
+            if not result.changed:
+                continue
+            for listener in list(self._listeners):
+                try:
+                    listener(result)
+                except Exception:  # a derived layer failing must not stop the index
+                    log.exception("ingest listener failed for %s/%s", result.agent, result.rel)
+
     def ingest(
         self, agent: str, owner: str | None, rel: str, *, verify: bool = False, force: bool = False
     ) -> IngestResult:
         """Bring one file's index rows in line with the disk (a missing file is removed); see
         `ingest.ingest` for `verify` and `force`."""
-        return ingest.ingest(self._db, self.store, agent, owner, rel, verify=verify, force=force)
+        result = ingest.ingest(self._db, self.store, agent, owner, rel, verify=verify, force=force)
+        self._notify([result])
+        return result
 
     def ingest_many(self, keys: list[tuple[str, str | None, str]]) -> list[IngestResult]:
         """`ingest` for several files, their rows written in one transaction (a burst of changes)."""
-        return ingest.ingest_many(self._db, self.store, keys)
+        results = ingest.ingest_many(self._db, self.store, keys)
+        self._notify(results)
+        return results
 
     def delete(self, agent: str, owner: str | None, rel: str) -> IngestResult:
-        return ingest.delete(self._db, self.store, agent, owner, rel)
+        result = ingest.delete(self._db, self.store, agent, owner, rel)
+        self._notify([result])
+        return result
 
     def sync_messages(self, source: MessageSource, *, batch: int = 1000) -> int:
         """Index log messages beyond the stored watermark. Cheap when there is nothing new."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from mateclaw_mem.redaction import redact
 
@@ -41,12 +41,20 @@ class AmlFact(BaseModel):
 class AmlFactsResult(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    facts: list[AmlFact] = Field(default_factory=list, max_length=MAX_FACTS)
+    facts: list[AmlFact] = Field(max_length=MAX_FACTS)
 
-    @field_validator("facts", mode="before")
+    @model_validator(mode="before")
     @classmethod
-    def _none_is_empty(cls, value: object) -> object:
-        return [] if value is None else value
+    def _facts_is_a_list(cls, data: object) -> object:
+        # `{"facts": []}` is a real "nothing to keep"; `{}`, `{"facts": null}` or a list under another
+        # name is not an answer at all (small models do this): refused here, so the repair round trip
+        # names it and a second miss fails the job instead of passing as a success with 0 facts.
+        if not isinstance(data, dict) or not isinstance(data.get("facts"), list):
+            got = "no such key" if not isinstance(data, dict) or "facts" not in data else (
+                f"{type(data['facts']).__name__ if data['facts'] is not None else 'null'}")
+            raise ValueError(f'the answer has no "facts" list ({got}); answer {{"facts": []}} when there is '
+                             "nothing to keep")
+        return data
 
 
 @dataclass(frozen=True)

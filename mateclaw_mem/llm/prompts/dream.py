@@ -1,17 +1,23 @@
 """Dreaming (nightly consolidation): the prompt builder and the response model.
 
 The model sees the current MEMORY.md body and the scored candidates from the recent daily notes
-(newest evidence first, bounded), and returns `DreamResult`: `memory_content` is the FULL new body
-of MEMORY.md (frontmatter is kept by the writer), or "" with `should_update: false`.
+(newest evidence first, bounded), and returns `DreamResult`: `edits` to MEMORY.md (add / update /
+remove a bullet or section, each citing the dates of the notes it rests on; `llm/prompts/edits.py`).
+The seed's `memory_content`, the FULL new body of MEMORY.md (frontmatter kept by the writer), is
+still accepted and goes through the same gates.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
+from mateclaw_mem.llm.prompts.echo import problem
+from mateclaw_mem.llm.prompts.edits import MAX_EDITS, EditOp
 from mateclaw_mem.redaction import redact
 
 REASON_MAX = 500
@@ -28,6 +34,12 @@ class DreamResult(BaseModel):
     should_update: bool
     reason: str = ""
     memory_content: str = Field(default="", max_length=MEMORY_MAX)
+    edits: list[EditOp] = Field(default_factory=list, max_length=MAX_EDITS)
+
+    @field_validator("edits", mode="before")
+    @classmethod
+    def _none_is_no_edits(cls, value: object) -> object:
+        return [] if value is None else value
 
     @field_validator("reason", mode="before")
     @classmethod
@@ -43,10 +55,34 @@ class DreamResult(BaseModel):
         return "" if value is None else value
 
 
-def check_result(result: DreamResult) -> None:
-    """Extra validation for `ModelClient.chat_json(check=...)`: a repair round trip fixes these."""
-    if result.should_update and not result.memory_content.strip():
-        raise ValueError("should_update is true but memory_content is empty; give the full new MEMORY.md body")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def note_dates(sources: list[str]) -> set[str]:
+    """The daily-note dates a prompt showed, from its candidates' sources."""
+    return {d for src in sources for d in _DATE.findall(src)}
+
+
+def answer_check(prompt: str, dates: set[str]) -> Callable[[DreamResult], None]:
+    """`ModelClient.chat_json(check=...)` for one dream: a repair round trip fixes these."""
+
+    def check(result: DreamResult) -> None:
+        if result.should_update and not (result.memory_content.strip() or result.edits):
+            raise ValueError("should_update is true but there are no edits")
+        why = problem("memory_content", result.memory_content, prompt, multiline=True)
+        for i, op in enumerate(result.edits):
+            why = why or problem(f"edits[{i}].text", op.text, prompt)
+            if op.file != "MEMORY.md":
+                why = why or f"edits[{i}] names {op.file}; dreaming edits MEMORY.md only"
+            cited = {d for e in op.evidence for d in _DATE.findall(e)}
+            if not cited:
+                why = why or f"edits[{i}] has no evidence: give the dates of the notes it rests on"
+            elif not cited <= dates:
+                why = why or f"edits[{i}].evidence {sorted(cited - dates)[:3]} are not dates of the notes shown"
+        if why:
+            raise ValueError(why)
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -70,17 +106,19 @@ person explicitly asked to remember it, and how often a search actually returned
 Rules:
 - Promote what recurs (seen on 2 or more days), what was explicitly asked to be remembered, and what searches
   keep needing. One-off events stay in the daily notes: do not copy them into MEMORY.md.
-- memory_content is the FULL new body of MEMORY.md in Markdown. Keep its `## ` headings, sections and
-  wording that do not need to change. Merge duplicates; a newer fact replaces an outdated one. Do not drop
-  entries just to make room.
-- Sections containing `<!-- pin -->` are pinned by the person: keep them exactly as they are, character for
-  character.
+- Change MEMORY.md with small edits, never by rewriting it. Each edit is one of
+  {"op": "add", "section": "<## heading>", "text": "<one line>", "evidence": ["<YYYY-MM-DD>"]}
+  {"op": "update", "old": "<the current line, as written above>", "text": "<new text>", "evidence": [...]}
+  {"op": "remove", "old": "<the current line>", "evidence": [...]}
+  evidence lists the dates of the daily notes the edit rests on (from the candidates' headings).
+- Merge duplicates; a newer fact updates an outdated one. Do not remove entries just to make room.
+- Sections containing `<!-- pin -->` are pinned by the person: never edit them.
 - Write in the person's own language: keep each fact in the language it was written in; do not translate.
 - Never record secrets (passwords, API keys, tokens); text like [REDACTED:...] must not be copied.
-- If MEMORY.md needs no change, answer {"should_update": false, "reason": "...", "memory_content": ""}.
+- If MEMORY.md needs no change, answer {"should_update": false, "reason": "<why>", "edits": []}.
 
 Answer with JSON only, in exactly this shape:
-{"should_update": true, "reason": "one sentence: what changed and why", "memory_content": "..."}"""
+{"should_update": true, "reason": "<what changed and why, in a few words>", "edits": [...]}"""
 
 
 def build_messages(

@@ -1,10 +1,12 @@
 """Post-chat extraction: the prompt builder and the response model (shared with rules mode).
 
 The model sees the current PROFILE.md and MEMORY.md bodies, the tail of today's daily note, and a
-transcript in which messages an earlier run already examined are marked as context. It returns
-`ExtractionResult`; `memory_update` / `profile_update` are the FULL new bodies (frontmatter is
-kept by the writer) or "" for unchanged. `daily_entry` is asked for as `{title, body}`; the seed's
-plain string is accepted too (the body, titled by its first line).
+transcript (each message with its id) in which messages an earlier run already examined are marked
+as context. It returns `ExtractionResult` with `edits`: add / update / remove one bullet or section,
+each citing the message ids it rests on (`llm/prompts/edits.py`). The seed's whole-file answer --
+`memory_update` / `profile_update`, the FULL new bodies or "" for unchanged -- is still accepted and
+goes through the same guards. `daily_entry` is asked for as `{title, body}`; the seed's plain string
+is accepted too (the body, titled by its first line).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
+from mateclaw_mem.llm.prompts.edits import MAX_EDITS, EditOp
 from mateclaw_mem.redaction import redact
 
 TITLE_MAX = 30
@@ -87,6 +90,7 @@ class ExtractionResult(BaseModel):
     memory_update: str = Field(default="", max_length=MEMORY_MAX)
     profile_update: str = Field(default="", max_length=PROFILE_MAX)
     structured: list[StructuredItem] = Field(default_factory=list, max_length=STRUCTURED_MAX_ITEMS)
+    edits: list[EditOp] = Field(default_factory=list, max_length=MAX_EDITS)
 
     @field_validator("reason")
     @classmethod
@@ -109,7 +113,7 @@ class ExtractionResult(BaseModel):
     def _none_is_unchanged(cls, value: Any) -> Any:
         return "" if value is None else value
 
-    @field_validator("structured", mode="before")
+    @field_validator("structured", "edits", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         return [] if value is None else value
@@ -132,14 +136,18 @@ Skip: small talk, questions, hypotheticals, the assistant's own answers.
 Rules:
 - Only NEW messages are new; SEEN ones were handled before and are context only.
 - Write in the person's own language. Never record secrets (passwords, keys, tokens, [REDACTED:...]).
-- A correction replaces the old value; never keep both.
-- memory_update / profile_update: the FULL new body of MEMORY.md / PROFILE.md, keeping what you do not
-  change; "" when that file needs no change. PROFILE.md holds `- key: value` lines under `## Profile`.
-- daily_entry: title of at most 30 characters and a few bullet points, or null.
+- Change the files with small edits, never by rewriting them. Each edit is one of
+  {"op": "add", "file": "PROFILE.md|MEMORY.md", "section": "<## heading>", "text": "<line>", "evidence": [<id>]}
+  {"op": "update", "file": ..., "old": "<the current line, as above>", "text": "<new text>", "evidence": [<id>]}
+  {"op": "remove", "file": ..., "old": "<the current line>", "evidence": [<id>]}
+  evidence lists the ids (#N) of the NEW messages the edit comes from.
+- PROFILE.md holds `key: value` lines under `## Profile`; MEMORY.md holds facts under `## <topic>` headings.
+- A correction updates the old line; never keep both.
+- daily_entry: what happened today, a title of at most 30 characters and a few bullet points, or null.
 Answer with one JSON object only:
-{"should_update": bool, "reason": "one sentence", "daily_entry": {"title": "...", "body": "..."} | null,
- "memory_update": "...", "profile_update": "...",
- "structured": [{"type": "user|feedback|project|reference", "key": "...", "text": "..."}]}"""
+{"should_update": true or false, "reason": "<why, in a few words>", "edits": [...],
+ "daily_entry": {"title": "<title>", "body": "<bullets>"} or null,
+ "structured": [{"type": "user|feedback|project|reference", "key": "<short key>", "text": "<the entry>"}]}"""
 
 
 def build_messages(
@@ -169,7 +177,7 @@ def build_messages(
             conv = msg.conversation_id
             lines.append(f"# conversation {conv}")
         mark = "NEW" if msg.new else "SEEN"
-        lines.append(f"[{mark} {msg.time} {msg.role}] {msg.content}")
+        lines.append(f"[{mark} #{msg.id} {msg.time} {msg.role}] {msg.content}")
     parts.append(block("Transcript", "\n".join(lines)))
     parts.append("Return the JSON object now.")
     return [

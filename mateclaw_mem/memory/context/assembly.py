@@ -6,9 +6,12 @@
    relevant to it and the `--- RECALLED MEMORY ---` block: what the memory providers prefetched
    (search hits in the memory files, earlier conversations), within the providers' deadlines and
    `provider-prefetch-max-chars`, minus anything the prompt already holds (`memory/context/recall.py`);
-2. a summary of earlier turns if the window defense compressed them — as a USER message;
+2. a summary of earlier turns if the window defense compressed them — as a USER message, joined to
+   the first user message after it: no two messages of one role are ever adjacent, as strict chat
+   templates demand (`window.summary_source` says whether the model's summary, its previous one or
+   the rules digest was used; a slow model never holds the prompt up);
 3. the recent messages;
-4. the current user message, last.
+4. the current user message, last (merged into the last one if the history ends with a user message).
 
 Owner isolation: identity files (AGENTS.md, SOUL.md, and other agent-level files) come from the
 agent's folder, personal memory (PROFILE.md, MEMORY.md, daily notes) from the owner's folder.
@@ -168,7 +171,9 @@ class ContextService:
         if recalled is not None and recalled.text:
             system = f"{system}\n\n{recalled.text}" if system else recalled.text
         prefix = [{"role": "system", "content": system}] if system else []
-        window = self.window.fit(prefix, hist, current_msg, budget=budget)
+        # Without an id the defense keys the conversation by its first message.
+        conversation = f"{agent}/{owner or ''}/{conversation_id}" if conversation_id else None
+        window = self.window.fit(prefix, hist, current_msg, budget=budget, conversation=conversation)
         return Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
                        prefix, hist, current_msg, recalled=recalled, prefetch=prefetch)
 

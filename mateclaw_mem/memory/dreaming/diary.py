@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, split_sections
+from mateclaw_mem.memory.dreaming.report import render_lines
 from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ class DiaryEntry:
     added: int = 0
     removed: int = 0
     archived: list[str] = field(default_factory=list)
+    report: dict[str, Any] | None = None  # report.py: facts, rejections, contradictions, diff
 
     @property
     def heading(self) -> str:
@@ -112,6 +114,7 @@ class DiaryEntry:
             lines += ["", "### Kept for next time"]
             lines += [f"- {_one_line(k)}" for k in self.kept[:LIST_LIMIT]]
             _more(lines, len(self.kept))
+        lines += render_lines(self.report)
         return "\n".join(lines) + "\n"
 
 

@@ -1,8 +1,12 @@
 """The log of dream runs, in `log.db` (`dream_runs`): one row per run that was not a preview, for
-`status`, `report` and unique run ids. DREAMS.md (memory/dreaming/diary.py) is the readable side of it."""
+`status`, `report` and unique run ids. DREAMS.md (memory/dreaming/diary.py) is the readable side of it.
+
+`dream_reports` holds each run's structured report (memory/dreaming/report.py) as JSON, with its
+owner and when that owner saw it on the morning card (`seen_at`, NULL = unseen)."""
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import datetime
 from pathlib import Path
@@ -30,6 +34,15 @@ CREATE TABLE IF NOT EXISTS dream_runs (
     lines_removed INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS dream_runs_agent ON dream_runs(agent, owner, started_at);
+CREATE TABLE IF NOT EXISTS dream_reports (
+    run_id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL DEFAULT '',
+    started_at TEXT NOT NULL,
+    report TEXT NOT NULL,
+    seen_at TEXT
+);
+CREATE INDEX IF NOT EXISTS dream_reports_agent ON dream_reports(agent, owner, started_at);
 """
 
 
@@ -45,6 +58,12 @@ class DreamRunLog(SharedConnection):
                 (out.run_id, out.agent, owner_column(out.owner), out.topic, out.trigger, out.mode, out.started_at,
                  out.finished_at, out.status, out.reason, len(out.promoted), out.lines_added, out.lines_removed),
             )
+            if out.report:
+                conn.execute(
+                    "INSERT OR REPLACE INTO dream_reports(run_id, agent, owner, started_at, report) VALUES (?,?,?,?,?)",
+                    (out.run_id, out.agent, owner_column(out.owner), out.started_at,
+                     json.dumps(out.report, ensure_ascii=False)),
+                )
 
     def run_id(self, agent: str, owner: str | None, now: datetime, *, unique: bool = True) -> str:
         """`dream-<agent>[-<owner>]-<YYYYmmddTHHMMSS>`, with `-2`, `-3`... when that second is taken.
@@ -71,6 +90,38 @@ class DreamRunLog(SharedConnection):
                 (agent, owner_column(owner)),
             ).fetchone()
         return dict(row) if row else None
+
+    # -- reports (the morning card) ----------------------------------------------------------------
+
+    def report(self, agent: str, owner: str | None, run_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM dream_reports WHERE run_id=? AND agent=? AND owner=?",
+                                     (run_id, agent, owner_column(owner))).fetchone()
+        return _report(row)
+
+    def latest_report(self, agent: str, owner: str | None, *, unseen: bool = False) -> dict[str, Any] | None:
+        where = " AND seen_at IS NULL" if unseen else ""
+        with self._lock:
+            row = self._conn.execute(
+                f"SELECT * FROM dream_reports WHERE agent=? AND owner=?{where} ORDER BY started_at DESC, rowid DESC"
+                " LIMIT 1", (agent, owner_column(owner))).fetchone()
+        return _report(row)
+
+    def mark_seen(self, agent: str, owner: str | None, at: str, *, upto: str | None = None) -> int:
+        """Mark this owner's unseen reports (those started at or before `upto`, default all) seen."""
+        sql = "UPDATE dream_reports SET seen_at=? WHERE agent=? AND owner=? AND seen_at IS NULL"
+        args: list[Any] = [at, agent, owner_column(owner)]
+        if upto is not None:
+            sql += " AND started_at <= ?"
+            args.append(upto)
+        with self._write() as conn:
+            return conn.execute(sql, args).rowcount
+
+
+def _report(row: Any) -> dict[str, Any] | None:
+    if row is None:
+        return None
+    return {**json.loads(row["report"]), "seen_at": row["seen_at"]}
 
 
 def log_line(out: DreamOutcome, ms: float, files: list[str]) -> str:

@@ -61,15 +61,16 @@ from mateclaw_mem.errors import (
     ModelError,
     RejectedError,
 )
-from mateclaw_mem.llm.prompts.dream import DreamResult, PromptCandidate, build_messages, check_result
+from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.memory.dreaming import candidates as cand
 from mateclaw_mem.memory.dreaming import gates
 from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
-from mateclaw_mem.memory.dreaming.rules import DreamPlan, kept_facts, plan_rules
+from mateclaw_mem.memory.dreaming.model_plan import plan_model
+from mateclaw_mem.memory.dreaming.report import ContradictionsHook, build_report
+from mateclaw_mem.memory.dreaming.rules import DreamPlan, plan_rules
 from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, short_reason
-from mateclaw_mem.memory.dreaming.shingles import containment, shingles
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.cas import retry_on_conflict
@@ -79,7 +80,6 @@ from mateclaw_mem.workspace.walk import normalise_owner
 
 log = logging.getLogger(__name__)
 
-MODEL_STEP = "consolidation"
 CONFLICT_RETRIES = 1
 RETRY_NOTE = ("MEMORY.md was edited by the person while you were working; the version above is the new one. "
               "Keep their edits.")
@@ -113,9 +113,11 @@ class DreamOutcome:
     dropped: list[str] = field(default_factory=list)  # entries the rewrite removed (archived) or would have
     error_kind: str | None = None  # set only when the configured model failed (timeout, rate_limit, server, ...)
     error_code: str | None = None  # failed runs: "model", "conflict", "busy", ... (MateclawError.code)
+    report: dict[str, Any] = field(default_factory=dict)  # the nightly report (report.py)
+    memory_before: str | None = field(default=None, repr=False)  # MEMORY.md as the last attempt read it
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {k: v for k, v in asdict(self).items() if k != "memory_before"}
 
 
 class DreamingService:
@@ -142,6 +144,7 @@ class DreamingService:
         self._retrieval_hits = retrieval_hits
         self._next_run = next_run
         self.runs = DreamRunLog(runs_db or settings.log_db)
+        self.contradictions: ContradictionsHook | None = None  # Services sets it when that inbox exists
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.Lock] = {}
         self._file_locks: dict[str, FileLock] = {}
@@ -256,6 +259,7 @@ class DreamingService:
         person saved since it was read: the caller plans again on their version)."""
         agent, owner, topic = out.agent, out.owner, out.topic
         snap = self.store.read(agent, MEMORY_REL, owner=owner)
+        out.memory_before = snap.text
         scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
         out.candidates = [s.as_dict() for s in scored.candidates]
         plan = self._plan(out, snap, scored, now, RETRY_NOTE if n else "")
@@ -311,37 +315,7 @@ class DreamingService:
         protected = gates.protected_sections(self.store, out.agent, out.owner, snap)
         if self.mode == "rules":
             return plan_rules(snap, scored, now, out.topic, protected)
-        return self._plan_model(out, snap, scored, now, protected, retry_note)
-
-    def _plan_model(self, out: DreamOutcome, snap: Any, scored: cand.Scored, now: datetime,
-                    protected: set[str], retry_note: str) -> DreamPlan:
-        model = self._model_client()
-        prompt_candidates = [
-            PromptCandidate(source=s.candidate.source, score=s.score, days=s.days, sessions=s.sessions, hits=s.hits,
-                            explicit=s.explicit, text=s.candidate.text)
-            for s in scored.candidates
-        ]
-        messages = build_messages(agent=out.agent, now=now.isoformat(timespec="minutes"), memory=snap.body,
-                                  candidates=prompt_candidates, topic=out.topic, retry_note=retry_note)
-        try:
-            result: DreamResult = model.chat_json(messages, DreamResult, step=MODEL_STEP, check=check_result)
-        except ModelError as exc:
-            raise ModelError(f"the model failed during the dream ({exc.kind}): {exc.message}; MEMORY.md left "
-                             "unchanged", kind=exc.kind, retryable=exc.retryable) from None
-        # The model's words are untrusted input: a secret it echoed (or invented) never reaches MEMORY.md,
-        # its archive, the run log or DREAMS.md.
-        result = result.model_copy(update={"memory_content": redact(result.memory_content),
-                                           "reason": redact(result.reason)})
-        kept_all = kept_facts(scored, [])
-        if not result.should_update:
-            return DreamPlan(None, result.reason or "the model found nothing to change", [], kept_all)
-        block, old_body = frontmatter.split(snap.text)
-        new_body = result.memory_content if result.memory_content.endswith("\n") else result.memory_content + "\n"
-        new_body = gates.preserve_sections(old_body, new_body, protected)
-        new_lines = [shingles(line) for line in new_body.splitlines()]
-        chosen = [k for k in scored.clusters if not k.present and any(
-            containment(k.shingles, line) >= cand.PRESENT_CONTAINMENT for line in new_lines)]
-        return DreamPlan(block + new_body, result.reason, [k.text for k in chosen], kept_facts(scored, chosen))
+        return plan_model(self._model_client(), out.agent, out.topic, snap, scored, now, protected, retry_note)
 
     def _model_client(self) -> Any:
         if self._model is None and self._model_factory is not None:
@@ -365,13 +339,15 @@ class DreamingService:
     def _finish(self, out: DreamOutcome, t0: float) -> DreamOutcome:
         out.finished_at = self.clock.now().isoformat(timespec="seconds")
         out.reason = redact(out.reason)  # into the run log and DREAMS.md; a model error may quote its answer
+        if out.error_kind:
+            record_failure(self._model, "dream", out.error_kind, out.reason, agent=out.agent, owner=out.owner)
+        memory = self.store.read(out.agent, MEMORY_REL, owner=out.owner)
+        out.report = build_report(out, out.memory_before or memory.text, memory.text, self.contradictions)
         entry = DiaryEntry(
             when=datetime.fromisoformat(out.started_at), outcome=out.status, reason=out.reason, run_id=out.run_id,
             mode=out.mode, trigger=out.trigger, topic=out.topic, owner=out.owner, looked_at=out.looked_at,
-            sections=out.sections,
-            memory_chars=len(self.store.read(out.agent, MEMORY_REL, owner=out.owner).body),
-            candidates=out.candidates, promoted=out.promoted, kept=out.kept,
-            added=out.lines_added, removed=out.lines_removed, archived=out.archived,
+            sections=out.sections, memory_chars=len(memory.body), candidates=out.candidates, promoted=out.promoted,
+            kept=out.kept, added=out.lines_added, removed=out.lines_removed, archived=out.archived, report=out.report,
         )
         files = [MEMORY_REL] * (out.status == "done") + out.archived
         try:

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
-from mateclaw_mem.memory.extraction import rules_apply
+from mateclaw_mem.memory.extraction import rules, rules_apply
+from mateclaw_mem.memory.extraction.checks import answer_check
 from mateclaw_mem.memory.extraction.input import Batch, daily_tail, shrunk_transcript
-from mateclaw_mem.memory.extraction.output import check_result
 from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ def analyse(
         return rules_apply.extract(profile=profile, memory=memory, messages=batch.new_user_texts, today=today)
     tail = daily_tail(daily)
     transcript = batch.transcript
+    new_ids = {str(m.id) for m in transcript if m.new}
+    requests = [t for t in batch.new_user_texts if rules.is_explicit_remember(t)]
     for shrink in (False, True):
         messages = build_messages(
             agent=agent,
@@ -39,9 +41,12 @@ def analyse(
             explicit=batch.explicit,
             retry_note=retry_note,
         )
+        # Echoes are measured against the instructions only: a whole-body answer repeats the data.
+        check = answer_check(messages[0]["content"], new_ids=new_ids,
+                             remember_requests=requests, memory_texts=[profile, memory, daily])
         try:
             return model.chat_json(messages, ExtractionResult, step="extraction", max_tokens=max_tokens,
-                                   check=check_result)
+                                   check=check)
         except ModelError as exc:
             if exc.kind != "context_too_large" or shrink:
                 raise

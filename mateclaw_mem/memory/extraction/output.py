@@ -1,6 +1,6 @@
-"""What an extraction answer (model or rules) must pass before anything is written: the repair
-check told to the model, secret redaction, and the shrink guard on PROFILE.md / MEMORY.md; then
-how a checked answer is written (`write_answer`)."""
+"""What an extraction answer (model or rules) must pass before anything is written: secret
+redaction, edits applied to the bodies they name, the shrink guard on PROFILE.md / MEMORY.md; then
+how a checked answer is written (`write_answer`). The repair check told to the model is `checks`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.llm.prompts.edits import edits_for
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.edits import apply_edits
 from mateclaw_mem.redaction import find_secrets, redact
 
 if TYPE_CHECKING:
@@ -19,18 +21,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SHRINK_GUARD_MIN_CHARS = 400  # below this a file may be rewritten freely
+DEFAULT_SECTION = {"PROFILE.md": "Profile", "MEMORY.md": "Notes"}  # where an add without a section lands
 
 
 class Rejected(Exception):
     """A model answer that validated but would do damage; nothing is written."""
-
-
-def check_result(result: ExtractionResult) -> None:
-    """Extra validation for the repair round trip (raised as ValueError -> told to the model)."""
-    if result.should_update and not (
-        result.memory_update.strip() or result.profile_update.strip() or result.daily_entry or result.structured
-    ):
-        raise ValueError("should_update is true but daily_entry, memory_update and profile_update are all empty")
 
 
 def sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
@@ -48,22 +43,34 @@ def sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
         found += n
         if n:
             daily = daily.model_copy(update={"title": redact(daily.title), "body": redact(daily.body)})
+    edits = []
+    for op in result.edits:
+        n = len(find_secrets(op.text)) + len(find_secrets(op.old)) + len(find_secrets(op.section))
+        found += n
+        edits.append(op.model_copy(update={"text": redact(op.text), "old": redact(op.old),
+                                           "section": redact(op.section)}) if n else op)
     structured = []
     for item in result.structured:
         # The key too: it becomes a `## key` heading in structured/<type>.md.
         n = len(find_secrets(item.key)) + len(find_secrets(item.text))
         found += n
         structured.append(item.model_copy(update={"key": redact(item.key), "text": redact(item.text)}) if n else item)
-    return result.model_copy(update={**texts, "daily_entry": daily, "structured": structured}), found
+    return result.model_copy(update={**texts, "daily_entry": daily, "structured": structured, "edits": edits}), found
 
 
 def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) -> list[tuple[str, Any, str]]:
-    """(file, snapshot read before the model ran, new body) for PROFILE.md and MEMORY.md: only
-    non-empty, different answers; raises Rejected for one that would shrink a file by half or more
-    (post-chat extraction only adds and corrects)."""
+    """(file, snapshot read before the model ran, new body) for PROFILE.md and MEMORY.md: the file's
+    edits applied to its body, else the seed's whole-body answer; only different results; raises
+    Rejected for one that would shrink a file by half or more (extraction only adds and corrects)."""
     planned: list[tuple[str, Any, str]] = []
     for rel, snap, update in (("PROFILE.md", profile, result.profile_update),
                               ("MEMORY.md", memory, result.memory_update)):
+        edits = edits_for(result.edits, rel)
+        if edits:
+            applied = apply_edits(snap.body, edits, default_section=DEFAULT_SECTION[rel])
+            for i, why in applied.skipped:
+                log.info("extraction edit %d on %s skipped: %s", i, rel, why)
+            update = applied.body if applied.applied else ""
         new_body = frontmatter.body(update) if update.lstrip().startswith("---") else update
         if not new_body.strip() or new_body.strip() == snap.body.strip():
             continue

@@ -194,6 +194,9 @@ class ExtractionQueue:
             else:  # failed: only triggers that arrived during the run count; the rest waits for the next one
                 follow = self._state.count_pending(bucket, after_seq=snapshot_seq) > 0
             due = due_at(now, row["cooldown_until_ms"], explicit=bool(row["explicit"])) if follow else None
+            retry = outcome.retry_in_ms if outcome is not None and not ok else None
+            if retry is not None:  # a failure that must not wait for a new trigger (a remember request)
+                due = now + retry if due is None else min(due, now + retry)
             self._state.set_bucket(bucket, due_ms=due)
             self._running.discard(bucket)
             self._cv.notify_all()

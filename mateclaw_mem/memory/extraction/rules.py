@@ -259,6 +259,17 @@ def is_explicit_remember(text: str) -> bool:
     return False
 
 
+def remember_payload(text: str) -> str:
+    """What an explicit remember request asks to keep ("remember that I take tea" -> "I take tea"),
+    its sentences joined; "" when the text is no such request."""
+    found = []
+    for s in sentences(text):
+        m = _EN_EXPLICIT.match(strip_lead(s)) or _ZH_EXPLICIT.match(strip_lead(s))
+        if m:
+            found.append(m.group("v").strip())
+    return " ".join(found)
+
+
 def strip_lead(s: str) -> str:
     return re.sub(r"^(?:[-*•>]\s*)+", "", s).strip()
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +57,7 @@ class RunOutcome:
     started_ms: int = 0
     finished_ms: int = 0
     backlog: list[str] = field(default_factory=list)  # conversations left with unexamined messages
+    retry_in_ms: int | None = None  # a failed run that must be retried without a new trigger
 
     @property
     def ok(self) -> bool:
@@ -70,8 +73,23 @@ class RunOutcome:
         return f"extraction {who}: {self.outcome} {what} in {ms:.0f} ms ({self.mode})"
 
 
+# A run id chosen before the run starts, so an HTTP caller can be told where to look while it runs.
+_reserved: ContextVar[str | None] = ContextVar("reserved_run_id", default=None)
+
+
 def new_run_id() -> str:
-    return "ext-" + uuid.uuid4().hex[:12]
+    return _reserved.get() or "ext-" + uuid.uuid4().hex[:12]
+
+
+@contextmanager
+def reserved_run_id(run_id: str) -> Iterator[str]:
+    """The run started in this block on this thread (`extract_now` runs on its caller's thread) is
+    recorded under `run_id`; follow-up runs on the queue's workers get their own ids."""
+    token = _reserved.set(run_id)
+    try:
+        yield run_id
+    finally:
+        _reserved.reset(token)
 
 
 class ExtractionRunLog(SharedConnection):
@@ -93,6 +111,13 @@ class ExtractionRunLog(SharedConnection):
                 ),
             )
 
+    def get(self, run_id: str, fmt: Callable[[int | None], str | None]) -> dict[str, Any] | None:
+        """One run by its id, rendered as `recent` renders it; None when no run has that id."""
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM extraction_runs WHERE run_id = ? ORDER BY id DESC LIMIT 1",
+                                     (run_id,)).fetchone()
+        return None if row is None else _render(dict(row), fmt)
+
     def recent(
         self, fmt: Callable[[int | None], str | None], *, agent: str | None = None, owner: str | None = None,
         limit: int = 20,
@@ -109,12 +134,12 @@ class ExtractionRunLog(SharedConnection):
         sql += " ORDER BY id DESC LIMIT ?"
         with self._lock:
             rows = self._conn.execute(sql, (*args, limit)).fetchall()
-        out = []
-        for r in rows:
-            d = dict(r)
-            d["started"] = fmt(d.pop("started_ms"))
-            d["finished"] = fmt(d.pop("finished_ms"))
-            d["conversations"] = [c for c in d["conversations"].split(",") if c]
-            d["files_changed"] = [c for c in d["files_changed"].split(",") if c]
-            out.append(d)
-        return out
+        return [_render(dict(r), fmt) for r in rows]
+
+
+def _render(d: dict[str, Any], fmt: Callable[[int | None], str | None]) -> dict[str, Any]:
+    d["started"] = fmt(d.pop("started_ms"))
+    d["finished"] = fmt(d.pop("finished_ms"))
+    d["conversations"] = [c for c in d["conversations"].split(",") if c]
+    d["files_changed"] = [c for c in d["files_changed"].split(",") if c]
+    return d

@@ -57,7 +57,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,9 +72,11 @@ from mateclaw_mem.errors import (
     NotFoundError,
     RejectedError,
 )
+from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
-from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction import remember
 from mateclaw_mem.memory.extraction.analyse import analyse
+from mateclaw_mem.memory.extraction.gates import NEVER_EXTRACT_SOURCES, TriggerResult, gate
 from mateclaw_mem.memory.extraction.input import (
     CONTEXT_MESSAGES,
     DAILY_TAIL_CHARS,
@@ -117,17 +118,6 @@ RULES_ACTOR = "extraction-rules"
 CONFLICT_RETRIES = 2
 RETRY_NOTE = ("Note: a person edited the memory files while you were working; the versions above are the current "
               "ones. Keep their edits.")
-NEVER_EXTRACT_SOURCES = frozenset({"consolidation", "dreaming", "dream", "extraction"})
-
-
-@dataclass(frozen=True)
-class TriggerResult:
-    """What happened to a trigger: `scheduled` is False when a gate said no (`reason` says which)."""
-
-    scheduled: bool
-    reason: str
-    explicit: bool = False
-    when: str = ""  # "now", "coalesced", "after cooldown" (scheduled ones)
 
 
 class ExtractionService:
@@ -241,34 +231,7 @@ class ExtractionService:
     def _gate(
         self, agent: str, conv: str, owner: str | None, source: str, memoryless: bool, last_user: str | None
     ) -> TriggerResult:
-        mem = self.mem
-        if not mem.auto_summarize_enabled:
-            return TriggerResult(False, "auto-summarize is disabled (mate.memory.auto-summarize-enabled)")
-        flags = self.log.conversation_flags(agent, conv, owner)
-        if memoryless or flags.get("memoryless"):
-            return TriggerResult(False, "memoryless conversation: never extracted")
-        if source in NEVER_EXTRACT_SOURCES:
-            return TriggerResult(False, f"turn from {source}: its own output never re-triggers extraction")
-        if source == "cron" and mem.skip_cron_conversations:
-            return TriggerResult(False, "turn from cron (mate.memory.skip-cron-conversations)")
-        if last_user is None:
-            users = [m for m in self.log.messages(agent, conv, owner=owner) if m.role == "user"]
-            last_user = users[-1].content if users else ""
-        if rules.is_explicit_remember(last_user):
-            return TriggerResult(True, "explicit remember request (bypasses count, length and cooldown)", True)
-        count = int(flags.get("message_count", 0))
-        if count < mem.min_messages_for_summarize:
-            return TriggerResult(
-                False,
-                f"only {count} messages (mate.memory.min-messages-for-summarize={mem.min_messages_for_summarize})",
-            )
-        if len(last_user.strip()) < mem.min_user_message_length:
-            return TriggerResult(
-                False,
-                f"last user message has {len(last_user.strip())} characters "
-                f"(mate.memory.min-user-message-length={mem.min_user_message_length})",
-            )
-        return TriggerResult(True, "gates passed")
+        return gate(self.mem, self.log, agent, conv, owner, source, memoryless, last_user)
 
     def run_due(self) -> list[Bucket]:
         """Start every bucket whose due time has come (trailing runs, work resumed after a restart)."""
@@ -376,6 +339,14 @@ class ExtractionService:
             out.files_changed = changed
             out.outcome = "updated" if changed else "no_change"
             out.reason = result.reason or ("updated" if changed else "nothing worth remembering")
+        requests = remember.requests_in(batch.new_user_texts)
+        if (requests and out.outcome == "no_change" and self.model is not None
+                and remember.unrecorded(self.store, agent, owner, requests)):
+            # The answer check asked for a write; a guard or a skipped edit can still leave none.
+            out.outcome, out.error_kind = "error", "invalid_output"
+            out.error = "the person asked to remember something and the answer wrote nothing"
+        if requests and not out.ok:
+            remember.handle_failure(self.store, self._runs, out, requests, actor=ACTOR)
         if out.ok:
             self._advance(bucket, batch)
         out.finished_ms = self._now_ms()
@@ -388,6 +359,9 @@ class ExtractionService:
 
     def _record(self, out: RunOutcome) -> RunOutcome:
         self._runs.record(out, self._now_ms())
+        if self.model is not None and out.error_kind and out.error_kind not in ("conflict", "busy", "internal"):
+            record_failure(self.model, "extraction", out.error_kind, out.error or out.reason, agent=out.agent,
+                           owner=out.owner)
         if out.outcome == "error":
             log.warning("extraction %s/%s failed (%s): %s", out.agent, out.owner or "-", out.error_kind, out.error)
         return out

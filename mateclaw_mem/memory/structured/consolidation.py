@@ -36,6 +36,7 @@ from filelock import FileLock, Timeout
 from mateclaw_mem.db import SharedConnection, owner_column
 from mateclaw_mem.errors import BusyError, ConflictError, ModelError
 from mateclaw_mem.index.tokenizer import tokenize
+from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts import structured_consolidation as prompt
 from mateclaw_mem.llm.prompts.structured_consolidation import ConsolidationPlan, InputEntry, KeptEntry
 from mateclaw_mem.markdown import frontmatter
@@ -82,10 +83,11 @@ class BucketResult:
     after: int
     status: str  # updated | unchanged | conflict | error | skipped
     detail: str = ""
+    error_kind: str | None = None  # set when the model failed (ModelError.kind): the CLI's exit 7
 
     def as_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "owner": self.owner, "type": self.type, "before": self.before,
-                "after": self.after, "status": self.status, "detail": self.detail}
+                "after": self.after, "status": self.status, "detail": self.detail, "error_kind": self.error_kind}
 
 
 @dataclass
@@ -102,7 +104,16 @@ class ConsolidationReport:
         """The seed's response shape, plus what happened per bucket."""
         return {"ownersConsolidated": self.owners_consolidated, "updated": self.updated,
                 "entriesBefore": self.entries_before, "entriesAfter": self.entries_after,
-                "runId": self.run_id, "mode": self.mode, "buckets": [b.as_dict() for b in self.buckets]}
+                "runId": self.run_id, "mode": self.mode, "failed": len(self.failed),
+                "modelFailed": len(self.model_failed), "buckets": [b.as_dict() for b in self.buckets]}
+
+    @property
+    def failed(self) -> list[BucketResult]:
+        return [b for b in self.buckets if b.status == "error"]
+
+    @property
+    def model_failed(self) -> list[BucketResult]:
+        return [b for b in self.buckets if b.error_kind is not None]
 
     def log_line(self, agent: str | None, ms: float) -> str:
         """`structured consolidation default: updated default/structured/user.md (9 → 6 entries) in 4 ms (rules)`."""
@@ -230,9 +241,12 @@ class StructuredConsolidation:
                     check=lambda p: prompt.check_plan(p, inputs),
                 )
             prompt.check_plan(plan, inputs)  # rules mode passes the same gate
-        except (ModelError, ValueError) as exc:
-            detail = exc.message if isinstance(exc, ModelError) else str(exc)
-            return BucketResult(agent, owner, type_, n, n, "error", detail)
+        except ModelError as exc:
+            record_failure(self.client, "structured_consolidation", exc.kind, f"{type_} entries: {exc.message}",
+                           agent=agent, owner=owner)
+            return BucketResult(agent, owner, type_, n, n, "error", exc.message, exc.kind)
+        except ValueError as exc:  # rules mode's own plan failed the gate: a bug of ours, not the model
+            return BucketResult(agent, owner, type_, n, n, "error", str(exc))
         new_entries = apply_plan(doc.entries, plan, inputs)
         if [e.raw for e in new_entries] == [e.raw for e in doc.entries] and all(e.raw for e in new_entries):
             self._record(agent, owner, type_, snap.sha)

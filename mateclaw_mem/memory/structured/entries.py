@@ -72,6 +72,7 @@ class StructuredBlock:
     included: dict[str, int] = field(default_factory=dict)
     omitted: dict[str, int] = field(default_factory=dict)
     max_chars: int = 0
+    entries: tuple[TypedEntry, ...] = ()  # the admitted ones, in block order (turn bookkeeping)
 
     @property
     def omitted_total(self) -> int:
@@ -304,7 +305,8 @@ class StructuredMemory:
             parts.append(_footer(left_out, self.max_chars, self.max_entries_per_type))
         if not any(included.values()):
             parts = [BLOCK_TITLE + "\n", _footer(left_out, self.max_chars, self.max_entries_per_type)]
-        return StructuredBlock("".join(parts).rstrip("\n"), included, omitted, self.max_chars)
+        shown = tuple(TypedEntry(t, by_type[t][i]) for t in ALWAYS_ON_TYPES for i in sorted(admitted[t]))
+        return StructuredBlock("".join(parts).rstrip("\n"), included, omitted, self.max_chars, shown)
 
     def relevant(
         self, agent: str, query: str, *, owner: str | None = None, limit: int = 5, max_chars: int = 2000

@@ -1,0 +1,212 @@
+"""The facts layer: projection kept fresh by the ingest pipeline, trust from the event log,
+feedback / confirm / edit, and recall by relevance within a budget.
+
+    facts = FactService(settings, store, clock)
+    facts.refresh(agent, owner, rel)          # the ingest pipeline calls this for every changed file
+    facts.rebuild()                           # `fact.projection-rebuild-cron`: reconcile with the disk
+    facts.list(agent, owner, query=None)      # views with trust, uses, last confirmed / used
+    facts.feedback(agent, owner, id, "helpful" | "unhelpful")
+    facts.confirm(agent, owner, id) / facts.edit(agent, owner, id, text)
+    facts.recall(agent, owner, query, budget_chars=...)   # relevant, most trusted first; counts a use
+
+Owner isolation: a fact belongs to (agent, owner); every call names both and never sees another
+owner's facts (the shared files are owner None).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.errors import InvalidInputError, NotFoundError
+from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.edits import Edit, apply_edits
+from mateclaw_mem.memory.facts.projection import claims, fact_id, is_source
+from mateclaw_mem.memory.facts.storage import FactDB, Row
+from mateclaw_mem.memory.facts.trust import Event, trust
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.store import WorkspaceStore
+
+VERDICTS = ("helpful", "unhelpful")
+RECALL_CANDIDATES = 24
+MIN_RECALL_TRUST = 0.05
+
+
+@dataclass(frozen=True)
+class FactView:
+    id: str
+    agent: str
+    owner: str | None
+    scope: str  # "personal" (an owner's) | "team" (the agent's shared files)
+    file: str
+    section: str
+    line: int
+    key: str
+    value: str
+    text: str
+    trust: float
+    uses: int
+    helpful: int
+    unhelpful: int
+    created: str
+    updated: str
+    last_confirmed: str | None
+    last_used: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class FactService:
+    def __init__(self, settings: Settings, store: WorkspaceStore, clock: Clock, *, db: FactDB | None = None) -> None:
+        self.settings = settings
+        self.store = store
+        self.clock = clock
+        self.db = db or FactDB(settings.state_dir / "facts.db")
+
+    @property
+    def enabled(self) -> bool:
+        return self.settings.mate.memory.fact.projection_enabled
+
+    @property
+    def half_life(self) -> float:
+        return float(self.settings.mate.memory.fact.trust_half_life_days)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _now(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
+
+    def _fmt(self, ms: int | None) -> str | None:
+        return datetime.fromtimestamp(ms / 1000, tz=self.clock.tz).isoformat(timespec="seconds") if ms else None
+
+    # -- projection ------------------------------------------------------------------------------
+
+    def refresh(self, agent: str, owner: str | None, rel: str) -> int:
+        """Reproject one file (a missing file has no facts). Returns how many it has."""
+        if not is_source(rel):
+            return 0
+        snap = self.store.read(agent, rel, owner=owner)
+        found = claims(rel, snap.body) if snap.exists else []
+        rows, seen = [], set()
+        for c in found:
+            fid = fact_id(agent, owner, c)
+            if fid in seen:  # the same claim twice in one file is one fact
+                continue
+            seen.add(fid)
+            rows.append(Row(fid, agent, owner, rel, c.section, c.line, c.key, c.value, c.text, 0, 0))
+        self.db.replace_file(agent, owner, rel, rows, self._now())
+        return len(rows)
+
+    def rebuild(self, agent: str | None = None) -> dict[str, int]:
+        """Reconcile the projection with every source file on disk (and drop files that are gone)."""
+        on_disk = {(f.agent, f.owner, f.rel) for f in self.store.walk_files(agent) if is_source(f.rel)}
+        total = 0
+        for a, o, rel in sorted(on_disk, key=lambda k: (k[0], k[1] or "", k[2])):
+            total += self.refresh(a, o, rel)
+        dropped = 0
+        for key in self.db.files(agent):
+            if key not in on_disk:
+                self.db.replace_file(*key, [], self._now())
+                dropped += 1
+        return {"files": len(on_disk), "facts": total, "files_dropped": dropped}
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _views(self, rows: list[Row]) -> list[FactView]:
+        events = self.db.events([r.id for r in rows])
+        now = self._now()
+        out = []
+        for r in rows:
+            ev = events.get(r.id, [])
+            out.append(self._view(r, ev, now))
+        return out
+
+    def _view(self, r: Row, ev: list[Event], now: int) -> FactView:
+        def last(kind: str) -> int | None:
+            return max((e.at_ms for e in ev if e.kind == kind), default=None)
+
+        return FactView(
+            r.id, r.agent, r.owner, "personal" if r.owner else "team", r.file, r.section, r.line, r.key, r.value,
+            r.text, trust(ev, first_seen_ms=r.first_seen_ms, changed_ms=r.changed_ms, now_ms=now,
+                          half_life_days=self.half_life),
+            sum(1 for e in ev if e.kind == "use"), sum(1 for e in ev if e.kind == "helpful"),
+            sum(1 for e in ev if e.kind == "unhelpful"), self._fmt(r.first_seen_ms) or "",
+            self._fmt(r.changed_ms) or "", self._fmt(last("confirm")), self._fmt(last("use")),
+        )
+
+    def list(self, agent: str, owner: str | None, *, query: str | None = None, file: str | None = None,
+             limit: int = 500) -> list[FactView]:
+        if query:
+            rows = [r for r, _ in self.db.match(agent, owner, query, limit)]
+        else:
+            rows = self.db.list(agent, owner, file=file)[:limit]
+        return self._views(rows)
+
+    def get(self, agent: str, owner: str | None, fid: str) -> FactView:
+        row = self.db.get(fid)
+        if row is None or row.agent != agent or row.owner != owner:
+            raise NotFoundError(f"no fact {fid!r} for agent {agent!r}" + (f" (owner {owner})" if owner else ""))
+        return self._views([row])[0]
+
+    def history(self, agent: str, owner: str | None, fid: str) -> list[dict[str, Any]]:
+        self.get(agent, owner, fid)
+        return [{**h, "at": self._fmt(h.pop("at_ms"))} for h in self.db.history(fid)]
+
+    # -- what people and use do ------------------------------------------------------------------
+
+    def feedback(self, agent: str, owner: str | None, fid: str, verdict: str, *, actor: str = "person",
+                 note: str = "") -> FactView:
+        verdict = verdict.strip().lower()
+        if verdict not in VERDICTS:
+            raise InvalidInputError(f"feedback {verdict!r}: use HELPFUL or UNHELPFUL")
+        self.get(agent, owner, fid)
+        self.db.add_event(fid, agent, owner, verdict, self._now(), actor=actor, note=note[:300])
+        return self.get(agent, owner, fid)
+
+    def confirm(self, agent: str, owner: str | None, fid: str, *, actor: str = "person") -> FactView:
+        self.get(agent, owner, fid)
+        self.db.add_event(fid, agent, owner, "confirm", self._now(), actor=actor)
+        return self.get(agent, owner, fid)
+
+    def edit(self, agent: str, owner: str | None, fid: str, text: str, *, actor: str = "person") -> FactView:
+        """Replace the fact's line in its file with `text`, through the writer, as the person's words."""
+        text = " ".join(text.split())
+        if not text:
+            raise InvalidInputError("an edit needs the new text (to remove a fact, forget it)")
+        view = self.get(agent, owner, fid)
+        snap = self.store.read(agent, view.file, owner=owner)
+        result = apply_edits(snap.body, [Edit("update", section=view.section, old=view.text, text=text)])
+        if not result.applied:
+            raise InvalidInputError(f"could not edit {view.file}: {result.skipped[0][1]}")
+        self.store.write(agent, view.file, frontmatter.with_body(snap.text, result.body), expected_sha=snap.sha,
+                         actor=actor, owner=owner, reason=f"fact edit {fid}")
+        self.refresh(agent, owner, view.file)
+        new = [r for r in self.db.list(agent, owner, file=view.file) if text in r.text]
+        target = new[0].id if new else fid
+        self.db.add_event(target, agent, owner, "edit", self._now(), actor=actor)
+        return self.get(agent, owner, target)
+
+    def recall(self, agent: str, owner: str | None, query: str, *, budget_chars: int, limit: int = 8,
+               turn: str = "") -> list[FactView]:
+        """Facts relevant to `query`, most trusted first, within `budget_chars`; each one returned is
+        counted as used (it is what the prompt will carry)."""
+        if not self.enabled or budget_chars <= 0 or not query.strip():
+            return []
+        matched = [r for r, _ in self.db.match(agent, owner, query, RECALL_CANDIDATES)]
+        views = sorted((v for v in self._views(matched) if v.trust >= MIN_RECALL_TRUST),
+                       key=lambda v: (-v.trust, v.file, v.line))
+        chosen, used = [], 0
+        for v in views:
+            if len(chosen) >= limit or used + len(v.text) + 3 > budget_chars:
+                continue
+            chosen.append(v)
+            used += len(v.text) + 3
+        now = self._now()
+        self.db.add_events((v.id, agent, owner, "use", now, "recall", turn) for v in chosen)
+        return chosen
