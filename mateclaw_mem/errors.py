@@ -44,6 +44,12 @@ class ConflictError(MateclawError):
     code = "conflict"
 
 
+class DisabledError(MateclawError):
+    """A feature switched off by a setting (the message names the key): HTTP 409, exit 6."""
+
+    code = "disabled"
+
+
 class BusyError(MateclawError):
     """Another run holds the lock (a dream, an extraction, a second daemon)."""
 

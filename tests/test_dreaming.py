@@ -451,8 +451,11 @@ def test_rotation_archives_old_daily_notes_and_can_be_undone(night: Services) ->
     result = night.dreaming.rotate("default")
     assert result["daily_notes_archived"] == ["memory/2026-11-15.md"]
     assert not night.store.read("default", "memory/2026-11-15.md").exists
-    archive = night.store.read("default", "memory/archive/daily-2026-11.md").text
-    assert "User asked about the weather in Lisbon" in archive
+    from mateclaw_mem.workspace import month_archive
+
+    archive = month_archive.read_month(night.store, "default", "2026-11")
+    assert archive is not None and "User asked about the weather in Lisbon" in dict(archive.texts())[
+        "memory/2026-11-15.md"]
     assert night.dreaming.rotate("default")["daily_notes_archived"] == []  # idempotent
     batch = night.store.history("default", "memory/2026-11-15.md")[-1].batch
     assert batch and batch.startswith("rotate-default-")
@@ -533,3 +536,11 @@ def test_model_dream_placeholders_and_unfounded_edits_are_refused(model_services
     assert out.status == "failed" and out.error_kind == "invalid_output", out
     assert memory(model_services) == before
     assert "Your previous answer could not be used" in model_server.chat_requests[1].prompt_text
+
+
+def test_a_placeholder_reason_never_reaches_the_diary(model_services: Services, model_server) -> None:
+    set_machine_memory(model_services)
+    model_server.reply_json({"should_update": False, "reason": "..."})
+    out = model_services.dreaming.dream("default")
+    assert out.status == "nothing_to_do"
+    assert "- Reason: ..." not in diary(model_services)

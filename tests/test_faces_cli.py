@@ -66,7 +66,7 @@ def _command_of(args: tuple[str, ...]) -> str:
     words = [a for a in args if not a.startswith("-")]
     if not words:
         return ""
-    return f"{words[0]} {words[1]}" if words[0] in ("learn", "model") and len(words) > 1 else words[0]
+    return f"{words[0]} {words[1]}" if words[0] in ("learn", "model", "facts") and len(words) > 1 else words[0]
 
 
 @dataclass
@@ -327,6 +327,26 @@ def extract(sh: Shell) -> None:
     assert "no logged messages" in err
 
 
+@case("contradictions")
+def contradictions(sh: Shell) -> None:
+    cfg = sh.root / "facts.yaml"
+    cfg.write_text("mate:\n  memory:\n    fact:\n      projection-enabled: true\n", encoding="utf-8")
+    flags = ("--config", str(cfg))
+    (sh.ws / AGENT / "PROFILE.md").write_text(sh.text("PROFILE.md") + "\n## Where\n- timezone: Europe/Berlin\n",
+                                              encoding="utf-8")
+    (sh.ws / AGENT / "MEMORY.md").write_text(sh.text("MEMORY.md") + "\n## Travel\n- timezone: Asia/Shanghai\n",
+                                             encoding="utf-8")
+    listed = sh.json("contradictions", AGENT, *flags)["contradictions"]
+    assert len(listed) == 1 and listed[0]["kind"] == "same_key", listed
+    pid = listed[0]["id"]
+    sh("contradictions", AGENT, "resolve", pid, "merge", *flags, expect=2)  # MERGE needs --text
+    out, _ = sh("contradictions", AGENT, "resolve", pid, "keep_a", *flags)
+    lost, kept = listed[0]["b"], listed[0]["a"]
+    assert "KEEP_A" in out and lost["text"] not in sh.text(lost["file"]) and kept["text"] in sh.text(kept["file"])
+    sh("contradictions", AGENT, "resolve", pid, "IGNORE", *flags, expect=4)  # already resolved
+    sh("contradictions", AGENT, *flags, expect=10)  # none open
+
+
 @case("dream")
 def dream(sh: Shell) -> None:
     before = sh.text("MEMORY.md")
@@ -340,6 +360,17 @@ def dream(sh: Shell) -> None:
     assert "Dreaming" in sh.text("DREAMS.md")
     sh("undo", AGENT, "--run", run.group(1))
     assert sh.text("MEMORY.md") == before
+
+
+@case("card", "soul")
+def card_and_soul(sh: Shell) -> None:
+    sh("card", AGENT, expect=10)  # no dream yet: nothing waits
+    sh("dream", AGENT)
+    out, _ = sh("card", AGENT)
+    assert f"promoted: {RECURRING}" in out, out
+    sh("card", AGENT, "--seen")
+    sh("card", AGENT, expect=10)
+    sh("soul", AGENT, expect=10)  # soul-update-interval is 0: never a proposal
 
 
 @case("learn show", "learn set", "learn strategy", "learn task", "learn result", "learn reflect", "learn enter",
@@ -408,6 +439,45 @@ def mcp(sh: Shell) -> None:
     info, tools = anyio.run(session)
     assert info is not None and info.name == "mateclaw-mem (default)"  # the agent served is named
     assert {"view", "search_memory", "remember", "learning_memory"} <= tools
+
+
+@case("archive")
+def archive(sh: Shell) -> None:
+    note = sh.ws / AGENT / "memory" / "2020-01-15.md"
+    note.write_bytes(b"# 2020-01-15\r\n\n## 10:00 Old\n- archived walrus note")
+    sh("archive", AGENT, expect=10)  # nothing archived yet
+    assert sh.json("archive", AGENT, "roll")["daily_notes_archived"] == ["memory/2020-01-15.md"]
+    assert not note.exists()
+    out, _ = sh("archive", AGENT)
+    assert out.startswith("2020-01  1 note(s) (days 15..15, 1 entries)")
+    _, err = sh("archive", AGENT, "restore", "2020-13", expect=2)
+    assert "not a month" in err
+    out, _ = sh("archive", AGENT, "restore", "2020-01")
+    assert out.startswith("restored 2020-01: 1 file(s)") and "undo with: mateclaw-mem undo" in out
+    assert note.read_bytes() == b"# 2020-01-15\r\n\n## 10:00 Old\n- archived walrus note"
+    sh("archive", AGENT, "restore", "2020-01", expect=3)  # gone once restored
+
+
+@case("facts list", "facts show", "facts feedback", "facts confirm", "facts edit", "facts rebuild")
+def facts(sh: Shell) -> None:
+    _, err = sh("facts", "list", AGENT, expect=4)  # built-in defaults: the layer is off, and says which key
+    assert "mate.memory.fact.projection-enabled" in err
+    cfg = sh.root / "facts.yaml"
+    cfg.write_text("mate:\n  memory:\n    fact:\n      projection-enabled: true\n", encoding="utf-8")
+    on = ("--config", str(cfg))
+    assert sh.json("facts", "rebuild", *on)["facts"] >= len(FEEDBACK)  # the template's entries, projected
+    found = sh.json("facts", "list", AGENT, "--query", "German", *on)["facts"]
+    german = next(f for f in found if f["key"] == "language")
+    out, _ = sh("facts", "feedback", AGENT, german["id"], "unhelpful", "--note", "wrong language", *on)
+    assert out.startswith("unhelpful noted; trust now 0.30")
+    assert sh.json("facts", "confirm", AGENT, german["id"], *on)["last_confirmed"]
+    shown = sh.json("facts", "show", AGENT, german["id"], *on)
+    assert [h["kind"] for h in shown["history"]] == ["confirm", "unhelpful"]
+    out, _ = sh("facts", "edit", AGENT, german["id"], "Prefers answers in English.", *on)
+    assert out.startswith("edited structured/feedback.md")
+    assert "Prefers answers in English." in sh.text("structured/feedback.md")
+    sh("facts", "show", AGENT, "0123456789abcdef", *on, expect=3)
+    sh("facts", "list", AGENT, "--query", "zebra", *on, expect=10)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])

@@ -231,6 +231,40 @@ def lineage(mcp: Session) -> None:
     assert {v["hash"]: v["label"] for v in again["versions"]}[first["currentHash"]] == "faces-baseline"
 
 
+@case("memory_facts", "memory_feedback", "memory_confirm")
+def facts(mcp: Session) -> None:
+    # Built-in defaults: fact projection is off, and each tool says so naming the key (the tools with the
+    # layer on: tests/test_facts_faces.py).
+    for name, args in (("memory_facts", {}), ("memory_feedback", {"fact_id": "0123456789abcdef", "feedback": "HELPFUL"}),
+                       ("memory_confirm", {"fact_id": "0123456789abcdef"})):
+        assert "mate.memory.fact.projection-enabled" in mcp.error(name, args)
+
+
+@case("memory_contradictions", "memory_resolve_contradiction")
+def contradictions(mcp: Session) -> None:
+    # Built-in defaults: fact projection is off, and both tools say so naming the key (the tools with the
+    # layer on: tests/test_contradictions.py).
+    for name, args in (("memory_contradictions", {}),
+                       ("memory_resolve_contradiction", {"id": "0" * 20, "action": "IGNORE"})):
+        assert "mate.memory.fact.projection-enabled" in mcp.error(name, args)
+
+
+@case("memory_forget")
+def forget(mcp: Session) -> None:
+    # Built-in defaults: forget is off, and the tool says so naming the key (with it on: tests/test_forget.py).
+    msg = mcp.error("memory_forget", {"text": "I take my tea without sugar"})
+    assert "mate.memory.fact.forget-enabled" in msg and "Traceback" not in msg
+
+
+@case("morning_card", "morning_card_seen", "morning_card_fact", "soul_proposal")
+def morning_card(mcp: Session) -> None:
+    # No dream has run in this workspace: nothing waits, and a fact the card never showed is refused.
+    assert mcp.ok("morning_card")["card"] is None
+    assert mcp.ok("morning_card_seen") is not None
+    assert "Traceback" not in mcp.error("morning_card_fact", {"action": "confirm", "fact_id": "0123456789abcdef"})
+    assert mcp.ok("soul_proposal")["proposal"] is None
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
 def test_tool_family(case: Case, mcp: Session) -> None:
     case.run(mcp)

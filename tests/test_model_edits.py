@@ -244,3 +244,11 @@ def test_a_remember_request_already_recorded_may_answer_no_update(make_env, mode
     env.idle()
     assert env.runs()[-1]["outcome"] == "no_change"
     assert len(model_server.chat_requests) == 1
+
+
+@pytest.mark.parametrize("text", ['{"should_update": false, "reason": "..."}', "...", "- ...\n- ...", "…"])
+def test_a_window_summary_that_is_json_or_placeholders_is_refused(text: str) -> None:
+    from mateclaw_mem.memory.context.summary_checks import summary_problem
+
+    assert summary_problem(text, 300) is not None
+    assert summary_problem("Dana asked for a Postgres migration plan; we agreed on 16.", 300) is None

@@ -57,6 +57,8 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "import": ({0, 10}, r"import into default \(strategy skip\)$"),
     "learn": ({0}, r"stats: "),
     "model": ({6}, r"mateclaw-mem: error: no model configured"),  # the walk runs in rules mode
+    "facts": ({4}, r"mateclaw-mem: error: fact projection is off"),  # built-in defaults: the layer is off
+    "contradictions": ({4}, r"mateclaw-mem: error: fact projection is off"),  # the same: the layer is off
 }
 NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk"}
 # Optional flags the walk passes too (README syntax `[--flag VALUE]`), to cover what they promise.

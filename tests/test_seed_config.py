@@ -152,6 +152,13 @@ def _consolidation_next_hour(svc: Services) -> int:
     return nxt.astimezone(TZ).hour
 
 
+def _soul_proposed(svc: Services) -> bool:
+    _ = svc.soul  # counts the store's writes from now on
+    for key in ("tone", "examples"):
+        svc.structured.remember(AGENT, "feedback", key, f"Feedback entry {key}.", actor="person")
+    return svc.soul.pending(AGENT) is not None
+
+
 def _facts_seen(svc: Services) -> int:
     _ = svc.file_index, svc.facts  # as in the daemon: the index's ingest feeds the facts
     snap = svc.store.read(AGENT, "MEMORY.md")
@@ -160,11 +167,48 @@ def _facts_seen(svc: Services) -> int:
     return len(svc.facts.list(AGENT, None, query="neovim"))
 
 
+def _forget_in_chat(svc: Services) -> int:
+    """How many times MEMORY.md still says the claim after "please forget that …" was said in chat."""
+    claim = "I take my tea without sugar"
+    snap = svc.store.read(AGENT, "MEMORY.md")
+    svc.store.write(AGENT, "MEMORY.md", snap.text + f"\n## Notes\n- {claim}\n", expected_sha=snap.sha, actor="person")
+    svc.extraction.record_turn(AGENT, "forget-chat", f"Please forget that {claim}.", "OK.")
+    svc.extraction.extract_now(AGENT, "forget-chat")
+    return svc.store.read(AGENT, "MEMORY.md").body.count(claim)
+
+
+def _history_after_2_hours(svc: Services) -> int:
+    """History copies still holding a forgotten claim two hours after the forget."""
+    snap = svc.store.read(AGENT, "MEMORY.md")
+    svc.store.write(AGENT, "MEMORY.md", snap.text + "\n- drinks oolong at night\n", expected_sha=snap.sha,
+                    actor="person")
+    svc.forget.forget(AGENT, None, "drinks oolong at night", actor="person")
+    svc.clock.advance(timedelta(hours=2))  # type: ignore[attr-defined]
+    svc.forget.purge_due()
+    root = svc.store.history_store.root
+    return sum("oolong" in p.read_text(encoding="utf-8") for p in root.rglob("*.md") if p.is_file())
+
+
 def _fact_trust_after_60_days(svc: Services) -> float:
     assert _facts_seen(svc) == 1
     fact = svc.facts.list(AGENT, None, query="neovim")[0]
     svc.clock.advance(timedelta(days=60))  # type: ignore[attr-defined]
     return svc.facts.get(AGENT, None, fact.id).trust
+
+
+def _contradictions_open(svc: Services) -> int:
+    """Open pairs after the model judged them (it says "no contradiction"); unjudged with the key off."""
+    _ = svc.file_index, svc.contradictions
+    for rel, line in (("PROFILE.md", "- timezone: Europe/Berlin"), ("MEMORY.md", "- timezone: Asia/Shanghai")):
+        snap = svc.store.read(AGENT, rel)
+        svc.store.write(AGENT, rel, snap.text + f"\n## Where\n{line}\n", expected_sha=snap.sha, actor="person")
+    server = _SERVERS[svc.settings.model.base_url]
+    server.clear()
+    server.reply_json({"verdicts": [{"pair": 1, "contradiction": False, "reason": "travel"}]})
+    try:
+        return len(svc.contradictions.list(AGENT, None))
+    finally:
+        server.clear()
 
 
 def _fact_rebuild_next_minute(svc: Services) -> int:
@@ -315,10 +359,17 @@ SEED: list[Key] = [
     Key(M + "dream.max-candidates-per-dream", 100, 1, _dream_sections(1, sections=3)),
     # facts and trust
     Key(M + "fact.projection-enabled", False, True, _facts_seen, expect=(0, 1)),
+    Key(M + "soul-update-interval", 0, 2, _soul_proposed, expect=(False, True)),
     Key(M + "fact.projection-rebuild-cron", "0 */30 * * * ?", "0 15 * * * ?", _fact_rebuild_next_minute,
         extra={M + "fact.projection-enabled": True}),
     Key(M + "fact.trust-half-life-days", 60, 30, _fact_trust_after_60_days, extra={M + "fact.projection-enabled": True},
         expect=(0.25, 0.125)),
+    Key(M + "fact.forget-enabled", False, True, _forget_in_chat, expect=(1, 0)),
+    # ours, in the seed's style: how long a forget stays undoable before its history copies go
+    Key(M + "fact.forget-undo-hours", 24, 1, _history_after_2_hours, extra={M + "fact.forget-enabled": True},
+        expect=(1, 0)),
+    Key(M + "fact.contradiction-check-enabled", False, True, _contradictions_open, model=True,
+        extra={M + "fact.projection-enabled": True}, expect=(1, 0)),
     # always-on size bounds
     Key(M + "system-block-max-chars", 4000, 500, _block_entries, extra={M + "system-block-max-entries-per-type": 0}),
     Key(M + "system-block-max-entries-per-type", 40, 2, _block_entries),
@@ -347,9 +398,6 @@ SEED: list[Key] = [
 # Not supported yet (the full-lifecycle issue makes them real): the "off" value is accepted, because
 # it is true of this daemon; the seed's other values -- its defaults included -- stop the start.
 NOT_YET: list[tuple[str, Any, Any]] = [  # key, accepted value, refused value
-    (M + "soul-update-interval", 0, 20),
-    (M + "fact.contradiction-check-enabled", False, True),
-    (M + "fact.forget-enabled", False, True),
 ]
 
 
@@ -424,8 +472,11 @@ def test_the_shipped_config_lists_every_seed_key_it_supports() -> None:
         assert f"{leaf}:" in text, f"{row.key} is not documented in config/mateclaw.yaml"
     # Refused keys are not in the shipped file as values (only named in a comment).
     data = yaml.safe_load(text)
-    refused = {k.rsplit(".", 1)[-1] for k, _, _ in NOT_YET}
-    assert not refused & set(data["mate"]["memory"].get("fact", {})) and "soul-update-interval" not in data["mate"]["memory"]
+    for key, accepted, _ in NOT_YET:  # a refused key appears only with the value that is accepted
+        value = data
+        for part in key.split("."):
+            value = value.get(part, {}) if isinstance(value, dict) else {}
+        assert value in ({}, accepted), f"{key}: the shipped config says {value!r}"
     assert "lifecycle-mediator-enabled" not in data["mate"]["memory"] and data["owner-isolation"] is False
 
 

@@ -10,7 +10,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mateclaw_mem import __version__
 from mateclaw_mem.api import agents, aml, clawdiators, health, memory, workspace
+from mateclaw_mem.api import archive as archive_api
+from mateclaw_mem.api import contradictions as contradictions_api
+from mateclaw_mem.api import facts as facts_api
+from mateclaw_mem.api import forget as forget_api
 from mateclaw_mem.api import learning as learning_api
+from mateclaw_mem.api import morning_card as morning_card_api
 from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
@@ -102,11 +107,16 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.include_router(health.router)
     app.include_router(agents.router)
     app.include_router(aml.router)
+    app.include_router(contradictions_api.router)  # before any /facts/{id} route: "contradictions" is no fact id
     app.include_router(memory.router)
     app.include_router(workspace.router)
     app.include_router(clawdiators.router)  # before learning_api: /api/v1/agents/me is not an agent 'me'
     app.include_router(learning_api.router)
     app.include_router(structured_api.router)
+    app.include_router(morning_card_api.router)
+    app.include_router(archive_api.router)
+    app.include_router(forget_api.router)
+    app.include_router(facts_api.router)  # after any literal /facts/<word> route: /facts/{factId} matches all
     _ = services.lineage  # built now: it records harness versions from the first write on
     # Other faces' routers go here, one line each.
 

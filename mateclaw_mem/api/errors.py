@@ -33,6 +33,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "unauthorized": 401,
     "forbidden": 403,
     "config": 500,
+    "disabled": 409,  # a feature its setting switched off (the reason names the key)
     "model": 502,
 }
 

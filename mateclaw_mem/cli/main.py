@@ -30,14 +30,15 @@ EXIT_BY_CODE = {
     "conflict": EXIT_CONFLICT,
     "busy": EXIT_BUSY,
     "config": EXIT_CONFIG,
+    "disabled": EXIT_CONFIG,  # a feature its setting switched off
     "model": EXIT_MODEL,
     "invalid_path": EXIT_USAGE,
     "invalid_input": EXIT_USAGE,
 }
 
 # Each module exposes register(subparsers, common_parent). Kept as names so --help imports no service code.
-COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "transfer",
-                   "model")
+COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "archive",
+                   "transfer", "model", "facts", "contradictions", "card", "soul", "forget")
 
 
 def _common() -> argparse.ArgumentParser:

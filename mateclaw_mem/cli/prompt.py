@@ -35,12 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--owner")
     p.set_defaults(func=cmd_recall)
 
-    p = sub.add_parser("forget", parents=[common], help="remove a structured entry (exact key; undoable)")
-    p.add_argument("agent")
-    p.add_argument("type", choices=TYPES)
-    p.add_argument("key")
-    p.add_argument("--owner")
-    p.set_defaults(func=cmd_forget)
+    # `forget` (a structured entry, or a claim everywhere) is cli/forget.py.
 
     p = sub.add_parser("consolidate-structured", parents=[common],
                        help="merge near-duplicate structured entries now (the nightly 03:30 job)",
@@ -82,13 +77,6 @@ def cmd_recall(ctx: CliContext) -> int:
         pin = " (pinned)" if e.pinned else ""
         lines.append(f"[{item.type}] {e.key}{pin}: {e.text}  ({e.source or '?'}, {e.updated or 'undated'})")
     ctx.emit([i.as_dict() for i in items], "\n".join(lines) if lines else "no structured entries")
-    return 0
-
-
-def cmd_forget(ctx: CliContext) -> int:
-    a = ctx.args
-    item = ctx.services.structured.forget(a.agent, a.type, a.key, actor=PERSON, owner=a.owner)
-    ctx.emit(item.as_dict(), f"forgot {item.type} entry {item.entry.key!r} (undo restores it)")
     return 0
 
 

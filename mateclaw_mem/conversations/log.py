@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -368,6 +368,25 @@ class ConversationLog(SharedConnection):
             "trigger_sources": sorted((row["sources"] or "").split(",")) if row["sources"] else [],
             "last_id": row["last_id"] or 0,
         }
+
+    def rewrite(self, agent: str, owner: str | None, fn: Callable[[str], str]) -> dict[str, dict[int, str]]:
+        """Rewrite one owner's stored text in place where `fn` changes it: a forget (the person asked
+        for the words to go, so the log gives them up too - like the redaction of secrets). Covers
+        the messages and the AML facts in this file; returns {table: {id: new text}}."""
+        out: dict[str, dict[int, str]] = {}
+        with self._lock:  # the old words overwritten on disk too, not left in free pages or the WAL
+            self._conn.execute("PRAGMA secure_delete = ON")
+        with self._write() as conn:
+            for table, column in _REDACT_COLUMNS:
+                if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)).fetchone():
+                    rows = conn.execute(f"SELECT id, {column} AS text FROM {table} WHERE agent = ? AND owner = ?",
+                                        (agent, owner_column(owner))).fetchall()
+                    out[table] = {r["id"]: new for r in rows if (new := fn(r["text"])) != r["text"]}
+                    conn.executemany(f"UPDATE {table} SET {column} = ? WHERE id = ?",
+                                     [(t, i) for i, t in out[table].items()])
+        with self._lock:
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return out
 
 
 def _redact_stored(conn: sqlite3.Connection) -> int:

@@ -29,13 +29,12 @@ Scopes (which chunks a search may return):
 Owner: `owner=None` searches the agent's shared files; an owner key adds that owner's personal
 files (owner isolation on) and their conversations ("" is taken as None).
 
-Dense retrieval (`model.embedding-model` set): the keyword ranking and a cosine ranking over chunk
-embeddings are fused by reciprocal-rank fusion, `Σ 1 / (60 + rank)`. Why RRF rather than a weighted
-sum of scores: BM25 is unbounded and depends on the corpus, cosine similarity is bounded and depends
-on the model, so any fixed weighting between them is wrong for some workspace or model; ranks are
-comparable as they are, RRF has one constant that is robust across collections, and a chunk strong
-in either list surfaces. File weights and recency apply after fusion. If embedding fails the search
-returns the keyword hits with a warning (never an error, never silently).
+Dense retrieval (`model.embedding-model` set): the keyword scores and the cosines over the scope's
+chunk vectors are fused by weighted scores (`index/dense.py`, `fuse`: (1 - w) x keyword / top
+keyword + w x min-max-normalised cosine, w = `search.dense-weight`); why not reciprocal-rank fusion
+is said there. File weights and recency apply after fusion. A search whose scope has chunks without
+vectors says so (`dense`, a warning); if embedding fails the search returns the keyword hits with
+a warning (never an error, never silently).
 """
 
 from __future__ import annotations
@@ -50,6 +49,7 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
+from mateclaw_mem.index.dense import complete_note, fuse
 from mateclaw_mem.index.files.index import FileIndex
 from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
@@ -71,7 +71,6 @@ K1, B = 1.2, 0.75
 TITLE_TF = 2
 COVERAGE_BONUS = 1.0
 PHRASE_BONUS = 1.2
-RRF_K = 60
 # Chunk matches FTS5 may rank per search (see `_candidates`). Ranking costs ~3 µs a match; at 100k
 # sections 1500 instead of 3000 cut p95 by a quarter with the same source-section recall.
 CANDIDATE_BUDGET = 1500
@@ -107,10 +106,15 @@ class SearchResult:
     hits: list[SearchHit]
     mode: str = "keyword"  # "hybrid" when dense retrieval took part
     warnings: list[str] = field(default_factory=list)
+    # Hybrid only: {"vectors": chunks in scope with a vector, "chunks": chunks in scope, "complete": bool}
+    dense: dict | None = None
 
     def to_dict(self) -> dict:
-        return {"query": self.query, "scope": self.scope, "mode": self.mode, "warnings": list(self.warnings),
-                "hits": [h.to_dict() for h in self.hits]}
+        out = {"query": self.query, "scope": self.scope, "mode": self.mode, "warnings": list(self.warnings),
+               "hits": [h.to_dict() for h in self.hits]}
+        if self.dense is not None:
+            out["dense"] = dict(self.dense)
+        return out
 
 
 @dataclass
@@ -186,23 +190,26 @@ class SearchService:
         dfs = self.index.doc_freqs(terms)
         cands = self._candidates(terms, dfs, n_docs, agent=agent, owners=owners, scope=scope, pool=pool)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
-        mode = "keyword"
-        if self.dense is not None:
+        mode, dense_state = "keyword", None
+        if self.dense is not None and self.settings.dense_weight > 0:
             try:
-                ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds, limit=pool)
+                ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds)
             except Exception as exc:
                 warnings.append(f"dense retrieval failed ({exc}); showing keyword results only")
                 log.warning("dense retrieval failed, keyword results only: %s", exc)
             else:
-                scored = self._fuse(scored, ranked, terms)
+                scored = self._fuse(scored, ranked.cosine, terms)
                 mode = "hybrid"
+                dense_state = {"vectors": len(ranked.cosine), "chunks": ranked.total, "complete": ranked.complete}
+                if not ranked.complete:
+                    warnings.append(complete_note(len(ranked.cosine), ranked.total))
         for s in scored:
             s.score *= self._weight(s.cand) * self._recency(s.cand)
         scored.sort(key=lambda s: (-s.score, s.cand.rel, s.cand.line_start))
         hits = [self._hit(s, set(terms)) for s in scored[:limit]]
         if record:
             self._record(hits, query)
-        return SearchResult(query, scope, hits, mode=mode, warnings=warnings)
+        return SearchResult(query, scope, hits, mode=mode, warnings=warnings, dense=dense_state)
 
     def _candidates(
         self, terms: list[str], dfs: dict[str, int], n_docs: int, *, agent: str, owners: list[str], scope: str,
@@ -273,18 +280,15 @@ class SearchService:
         out.sort(key=lambda s: -s.keyword)
         return out
 
-    def _fuse(self, keyword: list[_Scored], dense: list[tuple[int, float]], terms: list[str]) -> list[_Scored]:
+    def _fuse(self, keyword: list[_Scored], cosine: list[tuple[int, float]], terms: list[str]) -> list[_Scored]:
         by_id = {s.cand.id: s for s in keyword}
-        fused: dict[int, float] = {}
-        for rank, s in enumerate(keyword):
-            fused[s.cand.id] = fused.get(s.cand.id, 0.0) + 1.0 / (RRF_K + rank + 1)
-        for rank, (cid, _sim) in enumerate(dense):
-            fused[cid] = fused.get(cid, 0.0) + 1.0 / (RRF_K + rank + 1)
-        missing = [cid for cid in fused if cid not in by_id]
+        extra = self.dense.extra if self.dense is not None else 0
+        fused = fuse([(s.cand.id, s.keyword) for s in keyword], cosine, self.settings.dense_weight, extra=extra)
+        missing = [cid for cid, _ in fused if cid not in by_id]
         for c in self.index.chunks_by_ids(missing):
             by_id[c.id] = _Scored(c, covered={t for t in terms if t in set(c.tokens.split())})
         out = []
-        for cid, value in fused.items():
+        for cid, value in fused:
             s = by_id.get(cid)
             if s is not None:  # a chunk deleted between the two rankings
                 s.score = value

@@ -90,7 +90,7 @@ class ModelClient:
         retry_after_cap: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        if not base_url or not model:
+        if not base_url or not (model or embedding_model):  # embeddings-only: search vectors, rules mode otherwise
             raise ConfigError("model client needs model.base-url and model.model (empty means rules mode)")
         if json_mode not in ("auto", "json_object", "off"):
             raise ConfigError(f"model.json-mode {json_mode!r}: use auto, json_object or off")
@@ -131,7 +131,7 @@ class ModelClient:
     def from_settings(cls, settings: Any, *, usage: UsageLog | None = None, **overrides: Any) -> ModelClient:
         """Build from `Settings` (or its `.model` section). Raises ConfigError in rules mode."""
         section = getattr(settings, "model", settings)
-        if not section.configured:
+        if not (section.configured or getattr(section, "embeddings_configured", False)):  # embeddings-only is fine
             raise ConfigError("no model configured (model.base-url and model.model are empty): rules mode")
         kwargs: dict[str, Any] = dict(
             base_url=section.base_url,
@@ -365,7 +365,7 @@ class ModelClient:
 
     # -- embeddings ------------------------------------------------------------------------------
 
-    def embed(self, texts: list[str], *, step: str = "embed") -> list[list[float]]:
+    def embed(self, texts: list[str], *, step: str = "embed", input_type: str | None = None) -> list[list[float]]:
         if not texts:
             return []
         attempt = 0
@@ -375,6 +375,7 @@ class ModelClient:
                 with self._call(scope):
                     resp = self._client.embeddings.create(model=self.embedding_model, input=list(texts),
                                                           encoding_format="float",
+                                                          extra_body={"input_type": input_type} if input_type else None,
                                                           timeout=max(0.01, scope.remaining()))
             except openai.APIStatusError as exc:
                 err = map_status_error(exc)

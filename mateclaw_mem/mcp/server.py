@@ -20,7 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem import __version__
-from mateclaw_mem.mcp import learning_tools
+from mateclaw_mem.mcp import card_tools, contradiction_tools, fact_tools, forget_tools, learning_tools
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace import tools as workspace_tools
@@ -225,6 +225,10 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     # -- learning memory (issue 8) -------------------------------------------------------------------------
 
     learning_tools.register(server, services, current)
+    fact_tools.register(server, services, current)  # facts: list/search, feedback, confirm (issue 17)
+    forget_tools.register(server, services, current)  # memory_forget (issue 17)
+    card_tools.register(server, services, current)  # the morning card, SOUL.md proposals (issue 17)
+    contradiction_tools.register(server, services, current)  # the contradiction inbox (issue 17)
 
     return server
 

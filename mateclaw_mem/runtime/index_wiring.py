@@ -34,7 +34,8 @@ def build_file_index(services: Services) -> FileIndex:
 def build_message_index(services: Services) -> MessageIndex:
     from mateclaw_mem.index.messages.index import MessageIndex
 
-    index = MessageIndex(services.settings.messages_db)
+    index = MessageIndex(services.settings.messages_db, embedder=services.embeddings,
+                         dense_weight=services.settings.search.dense_weight)
     services.on_close(index)
 
     def rebuild() -> None:
@@ -102,14 +103,48 @@ def build_search(services: Services) -> SearchService:
 
 
 def _build_dense(services: Services, index: FileIndex) -> Any:
-    model = services.settings.model
-    if not (model.embedding_model and model.configured):
+    if services.embeddings is None:
         return None
     from mateclaw_mem.index.dense import DenseRetriever
 
-    client = services.model  # the shared client: its embedding calls are counted in the usage log too
-    assert client is not None  # model.configured
-    return DenseRetriever(index, lambda texts: client.embed(texts, step="search-embed"), model.embedding_model)
+    return DenseRetriever(index, services.embeddings)
+
+
+def build_embedder(services: Services) -> Any:
+    """The embedding call and its modes (index/dense.py), or None without `model.embedding-model`.
+    It uses the shared model client, or - embeddings-only, no chat model (rules mode for every
+    other step) - a client of its own on the same usage log, so every call is still counted."""
+    model = services.settings.model
+    if not model.embeddings_configured:
+        return None
+    from mateclaw_mem.index.dense import Embedder
+
+    client = services.model
+    if client is None:
+        from mateclaw_mem.llm.client import ModelClient
+        from mateclaw_mem.llm.usage import UsageLog
+
+        usage = UsageLog(services.settings.log_db)
+        services.on_close(usage)
+        client = ModelClient.from_settings(services.settings, usage=usage)
+        services.on_close(client)
+    return Embedder(lambda texts, kind: client.embed(texts, step="search-embed", input_type=kind),
+                    model.embedding_model, model.embedding_query_prefix, model.embedding_passage_prefix,
+                    model.embedding_input_type)
+
+
+def build_backfill(services: Services) -> Any:
+    """The background embedding of notes and AML turns without a vector (None without embeddings)."""
+    if services.embeddings is None:
+        return None
+    from mateclaw_mem.index.dense import Backfill
+
+    sources: dict[str, Any] = {}
+    if services.search.dense is not None:
+        sources["files"] = services.search.dense
+    if services.message_index.dense is not None:
+        sources["aml_messages"] = services.message_index.dense
+    return Backfill(sources) if sources else None
 
 
 def build_watcher(services: Services) -> Watcher:
@@ -183,11 +218,13 @@ def index_status(services: Services) -> dict:
     }
     out["watcher"] = (services.watcher.status() if services.built("watcher")
                       else {"state": "not running (`serve` starts it)"})
-    model = services.settings.model.embedding_model
+    model = services.search.dense.model if services.search.dense is not None else ""
     vectors = index.vector_counts()
     if model or vectors:
-        out["embeddings"] = {"model": model or None, "vectors": vectors.get(model, 0),
+        out["embeddings"] = {"model": services.settings.model.embedding_model or None, "vectors": vectors.get(model, 0),
                              "stale": sum(n for m, n in vectors.items() if m != model)}
+        if services.built("backfill") and services.backfill is not None:
+            out["embeddings"].update(services.backfill.status())  # e.g. files: "1,234 / 5,000 vectors"
     return out
 
 

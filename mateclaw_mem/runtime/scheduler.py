@@ -277,6 +277,11 @@ class Scheduler:
 
     def tick_all(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
+        try:  # every heartbeat: history copies of forgotten claims whose undo window has passed
+            if self.services.forget.purge_due():
+                out.append(("forget_purge", "done"))
+        except Exception:  # a purge failing must not stop the schedule; it is tried again next beat
+            log.exception("forget purge failed")
         for name in list(self.jobs):
             out.extend(self.tick(name))
         return out

@@ -34,9 +34,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.memory.context.assembly import ContextService
-    from mateclaw_mem.memory.dreaming.service import DreamingService
     from mateclaw_mem.memory.extraction.service import ExtractionService
-    from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.learning.lineage import HarnessLineage
     from mateclaw_mem.memory.learning.service import LearningService
     from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
@@ -57,12 +55,14 @@ T = TypeVar("T")
 # Dependencies before dependants, so each builder finds what it needs already built; the services
 # with listeners (store, file_index, lineage) come before anything that writes through them.
 BUILD_ORDER = (
-    "api_key", "store", "log", "model", "model_probe", "tools", "transfer", "file_commands", "file_index", "facts",
-    "search", "message_index", "aml", "lineage", "learning", "structured", "providers", "context",
-    "structured_consolidation", "dreaming", "extraction", "watcher", "scheduler",
+    "api_key", "store", "log", "model", "embeddings", "model_probe", "tools", "transfer", "file_commands", "file_index",
+    "facts",
+    "contradictions", "search", "message_index", "aml", "forget", "lineage", "learning", "structured", "providers",
+    "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "watcher", "scheduler",
+    "backfill",
 )
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
-START_ORDER = ("extraction workers", "AML fact worker", "file watcher", "scheduler")
+START_ORDER = ("extraction workers", "AML fact worker", "file watcher", "scheduler", "embeddings backfill")
 
 
 class _service(Generic[T]):  # lower case: a decorator, like the cached_property it replaces
@@ -197,21 +197,16 @@ class Services:
     def file_index(self) -> FileIndex:
         return _index_wiring().build_file_index(self)
 
-    @_service
-    def facts(self) -> FactService:
-        """Facts projected from PROFILE.md, MEMORY.md and structured/ (`fact.projection-enabled`),
-        kept fresh by the search index's ingest (hand edits included)."""
-        from mateclaw_mem.memory.facts.service import FactService
-
-        facts = FactService(self.settings, self.store, self.clock)
-        self.on_close(facts)
-        if facts.enabled:
-            self.file_index.subscribe(lambda r: facts.refresh(r.agent, r.owner, r.rel))
-        return facts
+    facts = _service(lambda s: _lifecycle().build_facts(s))
+    contradictions = _service(lambda s: _lifecycle().build_contradictions(s))
+    forget = _service(lambda s: _lifecycle().build_forget(s))
 
     @_service
     def search(self) -> SearchService:
         return _index_wiring().build_search(self)
+
+    embeddings = _service(lambda s: _index_wiring().build_embedder(s))  # None without model.embedding-model
+    backfill = _service(lambda s: _index_wiring().build_backfill(s))  # vectors for what has none, in the background
 
     @_service
     def watcher(self) -> Watcher:
@@ -263,13 +258,15 @@ class Services:
     @_service
     def context(self) -> ContextService:
         from mateclaw_mem.memory.context.assembly import ContextService
+        from mateclaw_mem.memory.context.turns import TurnLog
         from mateclaw_mem.memory.context.window import Summarizer, WindowDefense
 
         window = self.settings.mate.agent.conversation.window
         summarizer = Summarizer(self.clock, client=self.model, max_tokens=window.summary_max_tokens)
         self.on_close(summarizer)  # its background worker: a model call still running must not outlive us
+        self.on_close(turns := TurnLog(self.settings.log_db, self.clock))  # what each build injected
         return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
-                              providers=self.providers,
+                              providers=self.providers, facts=self.facts, turns=turns,
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)
 
     @_service
@@ -299,24 +296,9 @@ class Services:
         self.on_close(svc)
         return svc
 
-    @_service
-    def dreaming(self) -> DreamingService:
-        """Nightly/manual consolidation of daily notes into MEMORY.md (memory/dreaming/service.py)."""
-        from mateclaw_mem.memory.dreaming.service import DreamingService
-        from mateclaw_mem.runtime.scheduler import cron_trigger, next_fire_after
-
-        trigger = cron_trigger(self.settings.dreaming.cron, self.clock.tz)
-        svc = DreamingService(
-            self.settings, self.store, clock=self.clock,
-            model_factory=lambda: self.model,
-            # Evidence from real searches (log.db `retrievals`): searches people and tools run, and
-            # the prompt's search-hits prefetch (keyed on the person's message); never from the
-            # always-on files being injected.
-            retrieval_hits=lambda agent, owner, since: self.search.retrieval_hits(agent, owner=owner, since=since),
-            next_run=lambda: next_fire_after(trigger, self.clock.now()),
-        )
-        self.on_close(svc)
-        return svc
+    dreaming = _service(lambda s: _lifecycle().build_dreaming(s))  # nightly/manual (memory/dreaming/service.py)
+    soul = _service(lambda s: _lifecycle().build_soul(s))
+    morning_card = _service(lambda s: _lifecycle().build_morning_card(s))
 
     @_service
     def extraction(self) -> ExtractionService:
@@ -326,7 +308,7 @@ class Services:
 
         # One model client (and usage log) for every step; structured items go through `structured`.
         svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
-                                remember=lambda *a, **k: self.structured.remember(*a, **k))
+                                remember=lambda *a, **k: self.structured.remember(*a, **k), forget=self.forget)
         self.on_close(svc)
         return svc
 
@@ -385,6 +367,8 @@ class Services:
         parts = {"extraction workers": self.extraction, "file watcher": self.watcher, "scheduler": self.scheduler}
         if self.aml.facts is not None:  # model mode only
             parts["AML fact worker"] = self.aml
+        if self.backfill is not None:  # embeddings configured
+            parts["embeddings backfill"] = self.backfill
         return [(label, parts[label]) for label in START_ORDER if label in parts]
 
     def start(self) -> None:
@@ -439,3 +423,9 @@ def _index_wiring() -> Any:
     from mateclaw_mem.runtime import index_wiring
 
     return index_wiring
+
+
+def _lifecycle() -> Any:
+    from mateclaw_mem.runtime import lifecycle_wiring
+
+    return lifecycle_wiring

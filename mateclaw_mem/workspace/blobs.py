@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 from mateclaw_mem.errors import BusyError, ConflictError, InvalidPathError, NotFoundError
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified
 from mateclaw_mem.workspace.history import Version
+from mateclaw_mem.workspace.paths import resolve_inside
 from mateclaw_mem.workspace.records import WriteEvent, WriteResult, sha256
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 REPLAN_LIMIT = 8
-BINARY_SUFFIXES = (".gz",)
+BINARY_SUFFIXES = (".md.gz",)
 
 
 def is_binary(rel: str) -> bool:
@@ -48,23 +49,35 @@ def read_path(rel: str, path: Path) -> Blob:
     return Blob(rel, path, data, sha256(data), True)
 
 
+def path(store: WorkspaceStore, agent: str, rel: str, owner: str | None = None) -> Path:
+    """`store.path` for a binary file: the same checks, made on its Markdown name (`X.md.gz` -> `X.md`)."""
+    if not is_binary(rel):
+        raise InvalidPathError(f"path {rel!r} is not a compressed archive (.md.gz)")
+    base = store.agent_dir(agent, owner)
+    resolve_inside(base, rel[: -len(".gz")])
+    where = base.joinpath(*rel.split("/"))
+    if where.is_symlink():
+        raise InvalidPathError(f"{rel} is a symbolic link; memory files are not read or written through links")
+    return where
+
+
 def read(store: WorkspaceStore, agent: str, rel: str, *, owner: str | None = None) -> Blob:
-    return read_path(rel, store.path(agent, rel, owner))
+    return read_path(rel, path(store, agent, rel, owner))
 
 
 def write(store: WorkspaceStore, agent: str, rel: str, data: bytes, *, expected_sha: str | None, actor: str,
           owner: str | None = None, reason: str = "", batch: str | None = None) -> WriteResult:
     """Replace (or create) a binary file; `expected_sha` as in `WorkspaceStore.write`. The same bytes
     again are no change (no history, no event): a re-run that computes the same archive is a no-op."""
-    path = store.path(agent, rel, owner)
-    with store.lock(path):
+    where = path(store, agent, rel, owner)
+    with store.lock(where):
         for _ in range(REPLAN_LIMIT):
-            current = read_path(rel, path)
+            current = read_path(rel, where)
             if expected_sha is not None and expected_sha != current.sha:
                 raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
             new_sha = sha256(data)
             if current.exists and new_sha == current.sha:
-                return WriteResult(rel, path, new_sha, current.sha, False)
+                return WriteResult(rel, where, new_sha, current.sha, False)
             outcome = replace_verified(store.root, *store._parts(agent, owner, rel), data, expected_sha=current.sha)
             store._keep_superseded(agent, owner, rel, outcome.superseded, actor)
             if not outcome.ok:
@@ -72,17 +85,17 @@ def write(store: WorkspaceStore, agent: str, rel: str, data: bytes, *, expected_
                     raise ConflictError(f"{rel} was replaced by someone else while it was being written")
                 continue
             version = _keep(store, agent, owner, current, new_sha, actor, reason, batch)
-            store._notify(WriteEvent(agent, owner, rel, path, new_sha, actor))
-            return WriteResult(rel, path, new_sha, current.sha, True, version=version.version)
+            store._notify(WriteEvent(agent, owner, rel, where, new_sha, actor))
+            return WriteResult(rel, where, new_sha, current.sha, True, version=version.version)
     raise BusyError(f"{rel} kept changing while it was being written; try again")
 
 
 def delete(store: WorkspaceStore, agent: str, rel: str, *, expected_sha: str | None, actor: str,
            owner: str | None = None, reason: str = "", batch: str | None = None) -> WriteResult:
-    path = store.path(agent, rel, owner)
-    with store.lock(path):
+    where = path(store, agent, rel, owner)
+    with store.lock(where):
         for _ in range(REPLAN_LIMIT):
-            current = read_path(rel, path)
+            current = read_path(rel, where)
             if not current.exists:
                 raise NotFoundError(f"{rel} does not exist")
             if expected_sha is not None and expected_sha != current.sha:
@@ -94,8 +107,8 @@ def delete(store: WorkspaceStore, agent: str, rel: str, *, expected_sha: str | N
                     raise ConflictError(f"{rel} was replaced by someone else while it was being deleted")
                 continue
             version = _keep(store, agent, owner, current, "", actor, reason or "deleted", batch)
-            store._notify(WriteEvent(agent, owner, rel, path, "", actor))
-            return WriteResult(rel, path, "", current.sha, True, version=version.version)
+            store._notify(WriteEvent(agent, owner, rel, where, "", actor))
+            return WriteResult(rel, where, "", current.sha, True, version=version.version)
     raise BusyError(f"{rel} kept changing while it was being deleted; try again")
 
 

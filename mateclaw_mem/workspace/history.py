@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mateclaw_mem.errors import NotFoundError
+from mateclaw_mem.workspace.walk import OWNERS_DIR
 
 
 @dataclass(frozen=True)
@@ -94,3 +96,25 @@ class History:
             for index in self.root.rglob("versions.jsonl"):
                 out.extend(r for r in self._records(index.parent) if r.batch == batch)
         return sorted(out, key=lambda r: (r.at, r.version))
+
+    def purge(self, key: str, match: Callable[[bytes], bool]) -> list[Version]:
+        """Remove the kept versions of one agent directory (`key`) whose content `match`es - a
+        forget whose undo window has passed. Other owners' directories nested in it are not touched."""
+        base, out = self.root / key, []
+        nested = OWNERS_DIR if OWNERS_DIR not in key.split("/") else None
+        for index in sorted(base.rglob("versions.jsonl")) if base.is_dir() else []:
+            if nested and index.parent.relative_to(base).parts[0] == nested:
+                continue
+            records = self._records(index.parent)
+            drop = [r for r in records
+                    if (f := index.parent / f"{r.version:06d}.md").exists() and match(f.read_bytes())]
+            if not drop:
+                continue
+            tmp = index.parent / "versions.jsonl.tmp"
+            tmp.write_text("".join(json.dumps(asdict(r), ensure_ascii=False) + "\n" for r in records if r not in drop),
+                           encoding="utf-8")
+            os.replace(tmp, index)
+            for r in drop:
+                (index.parent / f"{r.version:06d}.md").unlink(missing_ok=True)
+            out.extend(drop)
+        return out

@@ -24,7 +24,7 @@ from mateclaw_mem.errors import (
     NotFoundError,
 )
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace import ceilings, daily, reading, seeding, undo, walk
+from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, reading, seeding, undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
@@ -129,10 +129,12 @@ class WorkspaceStore:
         """Owner keys with personal memory under this agent (empty unless owner isolation is on)."""
         return walk.owner_names(self.root / self.require_agent(agent), owner_isolation=self.owner_isolation)
 
-    def walk_files(self, agent: str | None = None) -> Iterator[walk.DiskFile]:
-        """Every memory file on disk (of one agent, or all), stat only; owner None = shared files."""
+    def walk_files(self, agent: str | None = None, *, archives: bool = False) -> Iterator[walk.DiskFile]:
+        """Every memory file on disk (of one agent, or all), stat only; owner None = shared files;
+        `archives` adds the compressed month archives (for readers that unpack them: the index)."""
         agents = [self.require_agent(agent)] if agent else self.agents()
-        return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation)
+        return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation,
+                               also=month_archive.is_archive if archives else None)
 
     def locate(self, path: Path) -> tuple[str, str | None, str] | None:
         """(agent, owner, rel) of a memory file path, or None if it is not one."""
@@ -417,7 +419,7 @@ class WorkspaceStore:
     # -- history and undo ------------------------------------------------------------------------
 
     def history(self, agent: str, rel: str, *, owner: str | None = None) -> list[Version]:
-        self.path(agent, rel, owner)
+        blobs.path(self, agent, rel, owner) if blobs.is_binary(rel) else self.path(agent, rel, owner)
         return self.history_store.list(self.agent_key(agent, owner), rel)
 
     def undo(

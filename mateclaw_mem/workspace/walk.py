@@ -44,6 +44,10 @@ def locate(root: Path, path: Path, *, owner_isolation: bool) -> tuple[str, str |
         return None
     if len(parts) < 2 or any(p.startswith(".") for p in parts) or not parts[-1].endswith(".md"):
         return None
+    return _split(parts, owner_isolation=owner_isolation)
+
+
+def _split(parts: tuple[str, ...], *, owner_isolation: bool) -> tuple[str, str | None, str] | None:
     agent, rest = parts[0], parts[1:]
     owner: str | None = None
     if rest[0] == OWNERS_DIR:
@@ -62,13 +66,15 @@ def owner_names(agent_dir: Path, *, owner_isolation: bool) -> list[str]:
 
 
 def walk_files(
-    root: Path, agents: Iterable[str], *, owner_isolation: bool, left_out: Callable[[Path, str], None] | None = None
+    root: Path, agents: Iterable[str], *, owner_isolation: bool, left_out: Callable[[Path, str], None] | None = None,
+    also: Callable[[str], bool] | None = None,
 ) -> Iterator[DiskFile]:
     """Every memory file of these agents on disk (stat only, nothing read). Hidden folders (.git,
     .obsidian, editor state) and hidden files hold no memory; `owners/` is skipped with isolation off.
 
     `left_out(path, reason)`, when given, hears of every other visible file passed over (an export
-    reports what it did not take)."""
+    reports what it did not take). `also(rel)` lets a caller that reads them take non-Markdown files
+    too (the index reads inside the month archives)."""
     for name in agents:
         base = root / name
         if not base.is_dir():
@@ -80,11 +86,13 @@ def walk_files(
                 if fn.startswith("."):
                     continue
                 path = Path(dirpath) / fn
-                if not fn.endswith(".md"):
-                    if left_out is not None:
-                        left_out(path, "not a Markdown (.md) file")
-                    continue
                 where = locate(root, path, owner_isolation=owner_isolation)
+                if not fn.endswith(".md"):
+                    where = _extra(root, path, owner_isolation, also)
+                    if where is None:
+                        if left_out is not None:
+                            left_out(path, "not a Markdown (.md) file")
+                        continue
                 if where is None or where[0] != name:
                     if left_out is not None:
                         left_out(path, "not inside an owner's folder")
@@ -94,3 +102,12 @@ def walk_files(
                 except OSError:
                     continue
                 yield DiskFile(name, where[1], where[2], path, st.st_mtime, st.st_size)
+
+
+def _extra(root: Path, path: Path, owner_isolation: bool,
+           also: Callable[[str], bool] | None) -> tuple[str, str | None, str] | None:
+    if also is None:
+        return None
+    parts = Path(os.path.abspath(path)).relative_to(os.path.abspath(root)).parts
+    where = _split(parts, owner_isolation=owner_isolation) if len(parts) >= 2 else None
+    return where if where is not None and also(where[2]) else None

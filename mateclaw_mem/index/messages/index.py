@@ -13,15 +13,22 @@ boosts, pure functions of a view and a query).
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mateclaw_mem.db import immediate
+from mateclaw_mem.index.dense import Embedder
+from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.ranking import Ranking, rank
+from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import FACT_BASE, MessageStorage
 from mateclaw_mem.index.messages.view import OwnerView, parse_doc
 from mateclaw_mem.index.sources import FactSource, MessageSource
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,12 +49,16 @@ class MessageIndex:
 
     _MAX_VIEWS = 64  # owners kept parsed in memory (least recently used evicted)
 
-    def __init__(self, db_path: Path, ranking: Ranking | None = None) -> None:
+    def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
+                 dense_weight: float = 0.0) -> None:
         self.path = db_path
         self.ranking = ranking or Ranking()
         self._storage = MessageStorage(db_path)
         self._lock = self._storage.lock
         self._views: OrderedDict[tuple[str, str | None], OwnerView] = OrderedDict()
+        # Embeddings configured: turn vectors fused into the ranking (messages/dense.py); else None
+        # and the model-free ranking runs exactly as without this code.
+        self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
 
     def redacted_on_migration(self) -> int | None:
         """Documents the one-time migration redacted in place (for `status`); None: not run."""
@@ -73,6 +84,18 @@ class MessageIndex:
         done = self._storage.rebuild(log, facts, batch=batch)
         with self._lock:
             self._views.clear()  # a new generation: every view would be parsed afresh anyway
+        return done
+
+    def rewrite(self, agent: str, owner: str | None, changes: dict[int, str]) -> int:
+        """Documents whose log text was rewritten in place (a forget), {doc id: new text}: turns by
+        message id, facts by FACT_BASE + fact id. Returns how many documents changed."""
+        if not changes:
+            return 0
+        with self._lock:
+            with immediate(self._storage._conn, self._lock):
+                done = rewrite_docs(self._storage._conn, changes)
+            self._storage.writes += 1
+            self._views.pop((agent, owner or None), None)  # same counts, other words: parse afresh
         return done
 
     # ------------------------------------------------------------------ search
@@ -136,6 +159,12 @@ class MessageIndex:
         if limit <= 0:
             return []
         owner = owner or None
+        q = None
+        if self.dense is not None:
+            try:  # before taking the lock: the embedding call is the slow part
+                q = self.dense.query(query)
+            except Exception as exc:
+                log.warning("AML search: embedding the query failed (%s); keyword ranking only", exc)
         # The whole search holds the lock: the view is updated in place by the next search after
         # an Add, and ranking is pure Python (GIL-bound), so there is no parallelism to lose.
         with self._lock:
@@ -143,6 +172,8 @@ class MessageIndex:
             if view is None:
                 return []
             top = rank(view, query, options, self.ranking, limit=limit)
+            if q is not None and self.dense is not None:
+                top = self.dense.fuse(agent, owner, view, q, top, limit)
             return [self._hit(view, agent, owner, s, i) for s, i in top]
 
     @staticmethod

@@ -6,6 +6,10 @@
    relevant to it and the `--- RECALLED MEMORY ---` block: what the memory providers prefetched
    (search hits in the memory files, earlier conversations), within the providers' deadlines and
    `provider-prefetch-max-chars`, minus anything the prompt already holds (`memory/context/recall.py`);
+   before it, with fact projection on, the `--- FACTS ---` block: the facts relevant to the query, most
+   trusted first (`FactService.recall`), within a third of `provider-prefetch-max-chars` (the recalled
+   block gets what the facts leave); exactly the facts recall returned are injected, so each use it
+   counts is a real one, and each use event carries the turn id;
 2. a summary of earlier turns if the window defense compressed them — as a USER message, joined to
    the first user message after it: no two messages of one role are ever adjacent, as strict chat
    templates demand (`window.summary_source` says whether the model's summary, its previous one or
@@ -23,6 +27,9 @@ gates on), and a conversation once memoryless stays memoryless: `build` looks th
 
 A file over its size ceiling is injected whole (a person's edit is never cut on disk) with a one-line
 note in its block, so both the model and `status` show the overrun.
+
+Every build is a turn (`Context.turn`): what it injected -- files by sha, structured entries, facts,
+recalled items, by id and hash -- is recorded in the turn log (`memory/context/turns.py`).
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.context.recall import RecalledBlock, recalled_block
 from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
+from mateclaw_mem.memory.context.turns import TurnMemory, new_turn_id, text_hash
 from mateclaw_mem.memory.structured.entries import StructuredBlock, TypedEntry
 from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.memory.context.turns import TurnLog
     from mateclaw_mem.memory.context.window import Window, WindowDefense
+    from mateclaw_mem.memory.facts.service import FactService, FactView
     from mateclaw_mem.memory.structured.entries import StructuredMemory
     from mateclaw_mem.providers.registry import Prefetch, ProviderRegistry
     from mateclaw_mem.workspace.store import FileInfo, WorkspaceStore
@@ -50,6 +60,9 @@ Message = dict[str, Any]
 IDENTITY_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md")
 PERSONAL_FILES: tuple[str, ...] = ("PROFILE.md", "MEMORY.md")
 ROLES = ("system", "user", "assistant", "tool")
+FACTS_TITLE = "--- FACTS ---"
+# The facts block's share of `provider-prefetch-max-chars`: at most 1/FACTS_SHARE of it.
+FACTS_SHARE = 3
 
 
 def is_personal(rel: str) -> bool:
@@ -64,6 +77,7 @@ class FileBlock:
     ceiling: int
     personal: bool  # read from the owner's folder
     text: str = field(default="", repr=False)  # what the prompt carries of it
+    sha: str = ""  # the version injected (the store's sha)
 
     @property
     def tokens(self) -> int:
@@ -96,6 +110,8 @@ class Context:
     current: Message | None = None
     recalled: RecalledBlock | None = None
     prefetch: Prefetch | None = None  # None: no prefetch ran (memoryless, no query, no providers)
+    facts: list[FactView] = field(default_factory=list)  # exactly what the FACTS block carries
+    turn: str | None = None  # the turn id its bookkeeping is under (None: no turn log)
 
     @property
     def tokens(self) -> int:
@@ -106,6 +122,7 @@ class Context:
         return {
             "agent": self.agent,
             "owner": self.owner,
+            "turn": self.turn,
             "memoryless": self.memoryless,
             "tokens": self.tokens,
             "messages": self.messages,
@@ -115,6 +132,7 @@ class Context:
                 "included": block.included, "omitted": block.omitted,
             },
             "relevant": [r.as_dict() for r in self.relevant],
+            "facts": [{"id": f.id, "text": f.text, "file": f.file, "trust": f.trust} for f in self.facts],
             "recalled": self.recalled.as_dict() if self.recalled else None,
             "prefetch": self.prefetch.as_dict() if self.prefetch else None,
             "window": self.window.as_dict() if self.window else None,
@@ -132,6 +150,8 @@ class ContextService:
         relevant_limit: int = 5,
         providers: ProviderRegistry | None = None,
         recall_max_chars: int = 2000,
+        facts: FactService | None = None,
+        turns: TurnLog | None = None,
     ) -> None:
         self.store = store
         self.structured = structured
@@ -140,6 +160,8 @@ class ContextService:
         self.relevant_limit = relevant_limit
         self.providers = providers
         self.recall_max_chars = recall_max_chars
+        self.facts = facts
+        self.turns = turns
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -167,15 +189,24 @@ class ContextService:
             query = str(current_msg.get("content") or "")
         system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless)
         hist = [_as_message(m) for m in history]
-        recalled, prefetch = self._recall(agent, owner, query, memoryless, system, [*hist, current_msg])
+        turn = new_turn_id() if self.turns is not None else None
+        facts, facts_text = self._facts(agent, owner, query, memoryless, turn)
+        if facts_text:
+            system = f"{system}\n\n{facts_text}" if system else facts_text
+        recall_budget = self.recall_max_chars - (len(facts_text) + 2 if facts_text else 0)
+        recalled, prefetch = self._recall(agent, owner, query, memoryless, system, [*hist, current_msg],
+                                          recall_budget)
         if recalled is not None and recalled.text:
             system = f"{system}\n\n{recalled.text}" if system else recalled.text
         prefix = [{"role": "system", "content": system}] if system else []
         # Without an id the defense keys the conversation by its first message.
         conversation = f"{agent}/{owner or ''}/{conversation_id}" if conversation_id else None
         window = self.window.fit(prefix, hist, current_msg, budget=budget, conversation=conversation)
-        return Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
-                       prefix, hist, current_msg, recalled=recalled, prefetch=prefetch)
+        built = Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
+                        prefix, hist, current_msg, recalled=recalled, prefetch=prefetch, facts=facts, turn=turn)
+        if self.turns is not None and turn is not None:
+            self.turns.record(_turn_memory(built, turn, self.turns.now_ms(), conversation_id))
+        return built
 
     def send(self, context: Context, send: Callable[[list[Message]], T], *, budget: int | None = None) -> T:
         """Send an assembled context through the window defense (stages 2 and 3 on refusal);
@@ -206,7 +237,7 @@ class ContextService:
                 block += (f"[note: {info.rel} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
                           "it was edited by hand and is shown whole]\n")
             parts.append(block + body)
-            files.append(FileBlock(info.rel, len(snap.body), info.ceiling, personal, body))
+            files.append(FileBlock(info.rel, len(snap.body), info.ceiling, personal, body, snap.sha))
         block_out: StructuredBlock | None = None
         relevant: list[TypedEntry] = []
         if not memoryless:
@@ -218,16 +249,30 @@ class ContextService:
                 parts.append(self.structured.render_relevant(relevant))
         return "\n\n".join(parts), files, block_out, relevant
 
+    def _facts(self, agent: str, owner: str | None, query: str, memoryless: bool,
+               turn: str | None) -> tuple[list[FactView], str]:
+        """The FACTS block: what `FactService.recall` returned, every fact of it and nothing else
+        (recall counts a use for each one it returns, so the block must carry each one whole)."""
+        facts = self.facts
+        if memoryless or facts is None or not facts.enabled or not query.strip() or self.recall_max_chars <= 0:
+            return [], ""
+        # recall budgets `len(text) + 3` per fact: exactly the "- text\n" lines rendered here.
+        room = self.recall_max_chars // FACTS_SHARE - len(FACTS_TITLE) - 1
+        chosen = facts.recall(agent, owner, query, budget_chars=room, turn=turn or "")
+        if not chosen:
+            return [], ""
+        return chosen, "\n".join([FACTS_TITLE, *(f"- {' '.join(f.text.split())}" for f in chosen)])
+
     def _recall(
         self, agent: str, owner: str | None, query: str, memoryless: bool, system: str,
-        messages: Sequence[Message | None],
+        messages: Sequence[Message | None], budget: int,
     ) -> tuple[RecalledBlock | None, Prefetch | None]:
         """Provider prefetch: none for a memoryless context, an empty query or a zero budget."""
-        if memoryless or not query.strip() or self.providers is None or self.recall_max_chars <= 0:
+        if memoryless or not query.strip() or self.providers is None or self.recall_max_chars <= 0 or budget <= 0:
             return None, None
         prefetch = self.providers.prefetch(agent, owner, query)
         seen = [system, *(str(m.get("content") or "") for m in messages if m is not None)]
-        return recalled_block(prefetch.items, seen, self.recall_max_chars), prefetch
+        return recalled_block(prefetch.items, seen, budget), prefetch
 
     def _files(self, agent: str, owner: str | None, memoryless: bool) -> list[tuple[FileInfo, bool]]:
         """Enabled files by (sort_order, name), each with whether it comes from the owner's folder."""
@@ -271,6 +316,22 @@ class ContextService:
                 },
             }
         return out
+
+
+def _turn_memory(ctx: Context, turn: str, at_ms: int, conversation_id: str | None) -> TurnMemory:
+    """Ids and hashes of what `ctx` injected (its system message is what the model sees of memory)."""
+    entries = [{"type": e.type, "key": e.entry.key, "sha": text_hash(e.entry.text), "block": "always_on"}
+               for e in (ctx.structured.entries if ctx.structured else ())]
+    entries += [{"type": e.type, "key": e.entry.key, "sha": text_hash(e.entry.text), "block": "relevant"}
+                for e in ctx.relevant]
+    return TurnMemory(
+        turn, ctx.agent, ctx.owner, at_ms, conversation_id, ctx.memoryless,
+        files=[{"file": f.rel, "sha": f.sha, "personal": f.personal} for f in ctx.files],
+        entries=entries,
+        facts=[{"id": f.id, "sha": text_hash(f.text), "file": f.file} for f in ctx.facts],
+        recalled=[{"provider": i.provider, "source": i.source, "sha": text_hash(i.text)}
+                  for i in (ctx.recalled.items if ctx.recalled else ())],
+    )
 
 
 def _as_message(m: str | Mapping[str, Any]) -> Message:

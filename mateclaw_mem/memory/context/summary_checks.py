@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mateclaw_mem.llm.prompts import summary as summary_prompt
+from mateclaw_mem.llm.prompts.echo import mostly_placeholders
 
 _PLACEHOLDER_RE = re.compile(r"[\s.…·*_\-–—()\[\]]*")
 
@@ -26,6 +27,15 @@ def summary_problem(text: str, max_tokens: int) -> str | None:
     summariser's instructions echoed back — a base model without a chat template does exactly that."""
     stripped = text.strip()
     if not stripped or _PLACEHOLDER_RE.fullmatch(stripped):
+        return f"the answer is a placeholder ({stripped[:20]!r})"
+    if stripped[:1] in "{[" and stripped[-1:] in "}]":
+        try:
+            json.loads(stripped)
+        except ValueError:
+            pass
+        else:  # a JSON object is some other step's answer (or an echo of one), never a summary
+            return "the answer is a JSON value, not a summary"
+    if mostly_placeholders(stripped):
         return f"the answer is a placeholder ({stripped[:20]!r})"
     flat = _flat(stripped)
     if _flat(summary_prompt.SYSTEM_PROMPT.splitlines()[0]) in flat or "<<< earlier conversation >>>" in flat:

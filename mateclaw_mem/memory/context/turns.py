@@ -15,10 +15,14 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict, dataclass, field
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.db import SharedConnection, owner_column
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS context_turns (
@@ -57,14 +61,19 @@ class TurnMemory:
     entries: list[dict[str, Any]] = field(default_factory=list)  # {type, key, sha, block}
     facts: list[dict[str, Any]] = field(default_factory=list)  # {id, sha, file}
     recalled: list[dict[str, Any]] = field(default_factory=list)  # {provider, source, sha}
+    at: str = ""  # at_ms in the workspace's time zone, as read back
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 class TurnLog(SharedConnection):
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Clock) -> None:
         super().__init__(path, _SCHEMA)
+        self.clock = clock
+
+    def now_ms(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
 
     def record(self, turn: TurnMemory) -> None:
         memory = {"files": turn.files, "entries": turn.entries, "facts": turn.facts, "recalled": turn.recalled}
@@ -83,6 +92,7 @@ class TurnLog(SharedConnection):
         if r is None:
             return None
         memory = json.loads(r["memory"])
+        at = datetime.fromtimestamp(r["at_ms"] / 1000, tz=self.clock.tz).isoformat(timespec="seconds")
         return TurnMemory(r["id"], r["agent"], r["owner"] or None, r["at_ms"], r["conversation"] or None,
                           bool(r["memoryless"]), memory.get("files", []), memory.get("entries", []),
-                          memory.get("facts", []), memory.get("recalled", []))
+                          memory.get("facts", []), memory.get("recalled", []), at)

@@ -21,6 +21,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Protocol
 
 # Keys whose value is a list: "likes: tea" and "likes: coffee" are both true.
@@ -95,6 +96,7 @@ def temporal(text: str) -> bool:
     return bool(_TEMPORAL.search(text))
 
 
+@lru_cache(maxsize=4096)  # detection asks once per pair; a claim's text is all it depends on
 def correction(text: str) -> Correction | None:
     """The correction a claim states, if it states one."""
     zh = bool(re.search(r"[\u3400-\u9fff]", text)) and not re.search(r"[A-Za-z]{3,}\s+[A-Za-z]{3,}", text)
@@ -169,8 +171,8 @@ def _later(x: ClaimLike, y: ClaimLike) -> tuple[ClaimLike, ClaimLike]:
 
 def pair(x: ClaimLike, y: ClaimLike) -> Found | None:
     """How `x` and `y` disagree, earlier claim first, or None."""
-    if x.id == y.id or _norm_value(x.text) == _norm_value(y.text):
-        return None
+    if x.id == y.id or _norm_value(x.text) == _norm_value(y.text) or _norm_value(x.value) == _norm_value(y.value):
+        return None  # the same claim (under another key, say) agrees with itself
     for older, newer in (_later(x, y), _later(x, y)[::-1]):
         fix = correction(newer.text)
         if fix is not None and correction(older.text) is None and corrected_by(older.text, fix):
@@ -187,20 +189,40 @@ def pair(x: ClaimLike, y: ClaimLike) -> Found | None:
         if not va or not vb or va == vb or va in vb or vb in va:  # "Berlin" / "Berlin, Germany": a refinement
             return None
         return Found(a, b, "same_key", f"{x.key}: {a.value!r} vs {b.value!r}")
-    if not kx and not ky and same_subject(a.text, b.text):
+    if not (kx in MULTI_KEYS and ky in MULTI_KEYS) and same_subject(a.text, b.text):
         return Found(a, b, "same_subject", "the same claim with a different value")
     return None
 
 
 def detect(claims: Sequence[ClaimLike]) -> list[Found]:
-    """Every disagreeing pair among `claims` (the facts one owner sees), in a stable order."""
+    """Every disagreeing pair among `claims` (the facts one owner sees), in a stable order.
+
+    Only pairs that can disagree are compared: the same key, or shared words (two for the same
+    subject, one when either states a correction) -- found through an inverted index, so detection
+    on every projection stays near-linear rather than comparing every pair."""
     ordered = sorted(claims, key=lambda c: c.id)
+    postings: dict[str, list[int]] = {}
+    for i, c in enumerate(ordered):
+        for t in set(tokens(c.text)) - _STOP:
+            postings.setdefault(t, []).append(i)
+        if c.key:
+            postings.setdefault("\0key:" + c.key.casefold().strip(), []).append(i)
+    shared: dict[tuple[int, int], int] = {}
+    for ids in postings.values():
+        if len(ids) > 200:  # a word in most claims says nothing about which pairs disagree
+            continue
+        for n, i in enumerate(ids):
+            for j in ids[n + 1:]:
+                shared[(i, j)] = shared.get((i, j), 0) + 1
     out = []
-    for i, x in enumerate(ordered):
-        for y in ordered[i + 1:]:
-            found = pair(x, y)
-            if found is not None:
-                out.append(found)
+    for (i, j), count in sorted(shared.items()):
+        x, y = ordered[i], ordered[j]
+        keyed = bool(x.key) and x.key.casefold().strip() == y.key.casefold().strip()
+        if count < 2 and not keyed and correction(x.text) is None and correction(y.text) is None:
+            continue
+        found = pair(x, y)
+        if found is not None:
+            out.append(found)
     return out
 
 

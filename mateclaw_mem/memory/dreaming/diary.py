@@ -101,6 +101,7 @@ class DiaryEntry:
         if self.archived:
             lines.append(f"- Archived: {', '.join(self.archived)}")
         lines.append(f"- Reason: {_one_line(self.reason) or '(none given)'}")
+        lines += render_lines(self.report)  # facts, rejections, contradictions, the diff
         if self.candidates:
             lines += ["", f"### Candidates ({len(self.candidates)}, best first)"]
             for c in self.candidates[:LIST_LIMIT]:
@@ -114,7 +115,6 @@ class DiaryEntry:
             lines += ["", "### Kept for next time"]
             lines += [f"- {_one_line(k)}" for k in self.kept[:LIST_LIMIT]]
             _more(lines, len(self.kept))
-        lines += render_lines(self.report)
         return "\n".join(lines) + "\n"
 
 

@@ -106,13 +106,15 @@ def archive_dropped(store: WorkspaceStore, agent: str, owner: str | None, droppe
 # -- protected sections ----------------------------------------------------------------------------
 
 
-def protected_sections(store: WorkspaceStore, agent: str, owner: str | None, snap: Any) -> set[str]:
-    """Section keys a machine may not change: pinned, and hand-edited since the last machine write."""
+def protected_sections(store: WorkspaceStore, agent: str, owner: str | None, snap: Any,
+                       rel: str = MEMORY_REL) -> set[str]:
+    """Section keys of `rel` a machine may not change: pinned, and hand-edited since the last machine
+    write (SOUL.md proposals use it too)."""
     _, sections = split_sections(snap.body)
     keys = {s.key for s in sections if s.pinned}
     if not snap.exists:
         return keys
-    versions = store.history(agent, MEMORY_REL, owner=owner)
+    versions = store.history(agent, rel, owner=owner)
     if not versions or versions[-1].replaced_by != snap.sha:
         # Changed outside the store (or created by hand): we cannot tell which sections the
         # person touched, so every one of them is theirs.
@@ -122,7 +124,7 @@ def protected_sections(store: WorkspaceStore, agent: str, owner: str | None, sna
     for v in reversed(versions):
         if v.actor != PERSON:
             break
-        before = store.history_store.content(key, MEMORY_REL, v.version).decode("utf-8") if v.existed else ""
+        before = store.history_store.content(key, rel, v.version).decode("utf-8") if v.existed else ""
         keys |= _changed_sections(before, after)
         after = before
     return keys

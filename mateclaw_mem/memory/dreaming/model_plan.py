@@ -13,6 +13,7 @@ from typing import Any
 
 from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.prompts.dream import DreamResult, PromptCandidate, answer_check, build_messages, note_dates
+from mateclaw_mem.llm.prompts.echo import placeholder
 from mateclaw_mem.llm.prompts.edits import edits_for
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.edits import apply_edits
@@ -46,8 +47,10 @@ def plan_model(model: Any, agent: str, topic: str | None, snap: Any, scored: can
     # The model's words are untrusted input: a secret it echoed (or invented) never reaches MEMORY.md,
     # its archive, the run log or DREAMS.md.
     edits = [op.model_copy(update={"text": redact(op.text), "old": redact(op.old)}) for op in result.edits]
-    result = result.model_copy(update={"memory_content": redact(result.memory_content),
-                                       "reason": redact(result.reason), "edits": edits})
+    # A placeholder reason ("...", "one sentence") is no reason: it never reaches the diary.
+    reason = "" if placeholder(result.reason) else redact(result.reason)
+    result = result.model_copy(update={"memory_content": redact(result.memory_content), "reason": reason,
+                                       "edits": edits})
     kept_all = kept_facts(scored, [])
     if not result.should_update:
         return DreamPlan(None, result.reason or "the model found nothing to change", [], kept_all)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import asdict, is_dataclass
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.markdown import frontmatter
@@ -25,7 +26,7 @@ log = logging.getLogger(__name__)
 MEMORY_REL = "MEMORY.md"
 DIFF_LINES = 60  # of the MEMORY.md diff in a DREAMS.md entry (the stored report keeps it whole)
 LIST_LIMIT = 20
-ContradictionsHook = Callable[[str, "str | None"], list[dict[str, Any]]]
+ContradictionsHook = Callable[[str, "str | None"], list[Any]]
 
 
 def build_report(out: DreamOutcome, before_text: str, after_text: str,
@@ -86,7 +87,7 @@ def _contradictions(hook: ContradictionsHook | None, agent: str, owner: str | No
     if hook is None:
         return []
     try:
-        return [dict(c) for c in hook(agent, owner)]
+        return [asdict(c) if is_dataclass(c) and not isinstance(c, type) else dict(c) for c in hook(agent, owner)]
     except Exception:  # the report is a record of the night; a broken inbox must not lose it
         log.exception("contradictions unavailable for the report of %s", agent)
         return []

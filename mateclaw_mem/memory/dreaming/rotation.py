@@ -1,60 +1,180 @@
-"""Archive rotation: daily notes older than `dream.archive-keep-days` move into monthly archives
-`memory/archive/daily-YYYY-MM.md`, which search still finds (with the archive weight).
+"""Archive rotation: what is older than `dream.archive-keep-days` rolls into ONE compressed file per
+month, `memory/archive/YYYY-MM.md.gz` (format and restore in `workspace/month_archive.py`):
 
-Archive first, then delete the note (its previous content stays in history), all under one batch id
-`rotate-<agent>-<timestamp>` so the rotation can be undone as a whole. Idempotent: a note already in
-its archive (marker comment with the note's hash) is not appended twice after a crash.
+- daily notes `memory/YYYY-MM-DD.md` dated before the cut-off, byte for byte;
+- the monthly text archives of months that ended before it: the diary's `memory/dreams/YYYY-MM.md`
+  and the `memory/archive/daily-YYYY-MM.md` files earlier versions of this rotation wrote;
+- DREAMS.md entries (`## YYYY-MM-DD HH:MM Dreaming`) dated before it, appended to that month's
+  `memory/dreams/YYYY-MM.md` inside the archive, as the diary's own cap would have (so restoring a
+  month gives the diary's archive file back). Pinned entries and the newest one stay.
+
+Archive first, then remove the originals (each delete compare-and-swap on what was archived: a note
+written to meanwhile stays, and the next rotation archives its new version), all under one batch id
+`rotate-<agent>-<timestamp>`, so `mateclaw-mem undo AGENT --run ID` undoes a rotation as a whole.
+Idempotent: the archive is a pure function of its members, so a re-run (after a crash, say) writes
+the same bytes, which the store takes as no change. A damaged archive is reported and its month
+left alone: rolling into it would lose what it still holds.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+from dataclasses import dataclass, field
 from datetime import date, timedelta
 from typing import TYPE_CHECKING
 
-from mateclaw_mem.errors import ConflictError, NotFoundError
+from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.sections import Section, join, split_sections
 from mateclaw_mem.memory.dreaming.candidates import DAILY_RE
+from mateclaw_mem.memory.dreaming.diary import ARCHIVE_DIR as DIARY_ARCHIVE_DIR
+from mateclaw_mem.memory.dreaming.diary import DIARY_REL, SUMMARY_TITLE
+from mateclaw_mem.workspace import month_archive
 
 if TYPE_CHECKING:
+    from mateclaw_mem.workspace.records import Snapshot
     from mateclaw_mem.workspace.store import WorkspaceStore
+
+log = logging.getLogger(__name__)
+
+_MONTHLY_RE = re.compile(r"^memory/(?:archive/daily-|dreams/)(\d{4}-\d{2})\.md$")
+_ENTRY_RE = re.compile(r"^(\d{4}-\d{2}-\d{2}) \d{2}:\d{2} Dreaming\b")
+
+
+@dataclass
+class _Month:
+    files: dict[str, Snapshot] = field(default_factory=dict)  # rel -> as read (deleted after archiving)
+    entries: list[Section] = field(default_factory=list)  # DREAMS.md entries to move
+
+
+@dataclass
+class Rotation:
+    moved: list[str] = field(default_factory=list)  # files rolled, then "DREAMS.md: <title>" entries
+    archives: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # archives refused as damaged (message each)
 
 
 def rotate_daily_notes(
     store: WorkspaceStore, agent: str, *, owner: str | None, today: date, keep_days: int, actor: str
 ) -> list[str]:
-    """Move daily notes dated before `today - keep_days` to their month's archive. Returns the notes moved."""
+    """Roll what is dated before `today - keep_days` into its month's archive. Returns what moved."""
+    return rotate(store, agent, owner=owner, today=today, keep_days=keep_days, actor=actor).moved
+
+
+def rotate(
+    store: WorkspaceStore, agent: str, *, owner: str | None, today: date, keep_days: int, actor: str
+) -> Rotation:
     cutoff = today - timedelta(days=keep_days)
     batch = f"rotate-{agent}-{store.clock.now():%Y%m%dT%H%M%S}"
-    moved: list[str] = []
-    for info in store.list_files(agent, owner=owner, prefix="memory/"):
-        m = DAILY_RE.match(info.rel)
-        if not m:
+    plan = _plan(store, agent, owner, cutoff)
+    out = Rotation()
+    for month, pending in sorted(plan.items()):
+        try:
+            result = month_archive.update_month(
+                store, agent, month, lambda members, p=pending, m=month: _merge(members, p, m),
+                actor=actor, owner=owner, reason=f"rotated {len(pending.files) + len(pending.entries)} item(s)",
+                batch=batch)
+        except InvalidInputError as exc:
+            log.warning("%s: archive rotation left %s alone: %s", agent, month, exc)
+            out.damaged.append(exc.message)
             continue
+        if result is not None:
+            out.archives.append(result.rel)
+        for rel, snap in sorted(pending.files.items()):
+            try:
+                store.delete(agent, rel, expected_sha=snap.sha, actor=actor, owner=owner,
+                             reason=f"rotated into {month_archive.archive_rel(month)}", batch=batch)
+            except (ConflictError, NotFoundError):
+                continue  # written to meanwhile: kept; the next rotation archives the new version
+            out.moved.append(rel)
+        if pending.entries:
+            out.moved += _drop_entries(store, agent, owner, pending.entries, actor=actor, batch=batch)
+    return out
+
+
+def _plan(store: WorkspaceStore, agent: str, owner: str | None, cutoff: date) -> dict[str, _Month]:
+    plan: dict[str, _Month] = {}
+    for info in store.list_files(agent, owner=owner, prefix="memory/"):
+        month = _due_month(info.rel, cutoff)
+        if month is None:
+            continue
+        snap = store.read(agent, info.rel, owner=owner)
+        if snap.exists:
+            plan.setdefault(month, _Month()).files[info.rel] = snap
+    diary = store.read(agent, DIARY_REL, owner=owner)
+    if diary.exists:
+        entries = [s for s in split_sections(frontmatter.body(diary.text))[1]
+                   if _ENTRY_RE.match(s.title) and s.title != SUMMARY_TITLE]
+        for s in entries[:-1]:  # the newest entry stays, whatever its age (the card and `latest` read it)
+            m = _ENTRY_RE.match(s.title)
+            if m is None or s.pinned:
+                continue
+            try:
+                day = date.fromisoformat(m.group(1))
+            except ValueError:
+                continue
+            if day < cutoff:
+                plan.setdefault(f"{day:%Y-%m}", _Month()).entries.append(s)
+    return plan
+
+
+def _due_month(rel: str, cutoff: date) -> str | None:
+    """The month a file rolls into if it is old enough, else None."""
+    m = DAILY_RE.match(rel)
+    if m:
         try:
             day = date.fromisoformat(m.group(1))
         except ValueError:
-            continue
-        if day >= cutoff:
-            continue
-        snap = store.read(agent, info.rel, owner=owner)
-        if not snap.exists:
-            continue
-        archive_rel = f"memory/archive/daily-{day:%Y-%m}.md"
-        marker = f"<!-- {info.rel} sha256:{snap.sha[:16]} -->"
-        body = frontmatter.body(snap.text).strip("\n")
+            return None
+        return f"{day:%Y-%m}" if day < cutoff else None
+    m = _MONTHLY_RE.match(rel)
+    if m:
+        year, mon = (int(x) for x in m.group(1).split("-"))
+        if not 1 <= mon <= 12:
+            return None
+        month_end = date(year + mon // 12, mon % 12 + 1, 1) - timedelta(days=1)
+        return m.group(1) if month_end < cutoff else None
+    return None
 
-        def add(current: str, marker: str = marker, body: str = body, day: date = day) -> str | None:
-            if marker in current:
-                return None
-            if not current:
-                current = f"---\nenabled: false\n---\n# Daily notes — {day:%Y-%m}\n"
-            return current.rstrip("\n") + "\n\n" + marker + "\n" + body + "\n"
 
-        store.update(agent, archive_rel, add, actor=actor, owner=owner, reason=f"rotated {info.rel}", batch=batch)
-        try:
-            store.delete(agent, info.rel, expected_sha=snap.sha, actor=actor, owner=owner,
-                         reason=f"rotated into {archive_rel}", batch=batch)
-        except (ConflictError, NotFoundError):
-            continue  # written to meanwhile: keep it; the next rotation archives the new version
-        moved.append(info.rel)
-    return moved
+def _merge(members: dict[str, bytes], pending: _Month, month: str) -> dict[str, bytes] | None:
+    before = dict(members)
+    diary_rel = f"{DIARY_ARCHIVE_DIR}/{month}.md"
+    for rel, snap in pending.files.items():
+        data = snap.text.encode("utf-8")
+        if rel == diary_rel and rel in members:
+            members[rel] = _union(members[rel].decode("utf-8"), split_sections(frontmatter.body(snap.text))[1])
+        else:
+            # A note of the same name rolled before and back again (restored, edited): the version on
+            # disk is the newer one; the archive's previous bytes stay in the store's history.
+            members[rel] = data
+    if pending.entries:
+        base = members.get(diary_rel, b"").decode("utf-8") or f"---\nenabled: false\n---\n# Dreaming diary — {month}\n"
+        members[diary_rel] = _union(base, pending.entries)
+    return None if members == before else members
+
+
+def _union(text: str, sections: list[Section]) -> bytes:
+    """`text` with the sections it does not hold yet appended, in the diary archive's layout."""
+    new = [s for s in sections if s.text.rstrip("\n") not in text]
+    if new:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(s.text.rstrip("\n") + "\n" for s in new)
+    return text.encode("utf-8")
+
+
+def _drop_entries(store: WorkspaceStore, agent: str, owner: str | None, entries: list[Section], *, actor: str,
+                  batch: str) -> list[str]:
+    moved = {s.text for s in entries}
+    gone: list[str] = []
+
+    def drop(current: str) -> str | None:
+        block, body = frontmatter.split(current)
+        preamble, sections = split_sections(body)
+        kept = [s for s in sections if s.text not in moved]
+        gone[:] = [f"{DIARY_REL}: {s.title}" for s in sections if s.text in moved]
+        return None if len(kept) == len(sections) else block + join(preamble, kept)
+
+    store.update(agent, DIARY_REL, drop, actor=actor, owner=owner, reason="rotated old entries into month archives",
+                 batch=batch)
+    return gone

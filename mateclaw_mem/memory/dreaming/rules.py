@@ -13,6 +13,7 @@ from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, normalise_title, split_sections
+from mateclaw_mem.memory.contradictions.detect import corrected_by, correction
 from mateclaw_mem.memory.dreaming import candidates as cand
 
 RECURRING_TITLES = ("Recurring", "反复出现")
@@ -26,7 +27,8 @@ class DreamPlan:
     kept: list[str]
 
 
-def kept_facts(scored: cand.Scored, promoted: list[cand.FactCluster]) -> list[str]:
+def kept_facts(scored: cand.Scored, promoted: list[cand.FactCluster],
+               corrected: dict[int, cand.FactCluster] | None = None) -> list[str]:
     """Facts left in the daily notes for a later night (not promoted, not already in MEMORY.md)."""
     out = []
     for k in scored.clusters:
@@ -34,17 +36,40 @@ def kept_facts(scored: cand.Scored, promoted: list[cand.FactCluster]) -> list[st
             continue
         days = len(k.days)
         where = f"{k.sources[0].rel} {k.sources[0].time}".rstrip()
-        out.append(f"{k.text} ({where}, {days} day{'s' if days != 1 else ''})")
+        fix = (corrected or {}).get(id(k))
+        note = f"; corrected later: {fix.text!r} ({fix.sources[0].rel})" if fix else ""
+        out.append(f"{k.text} ({where}, {days} day{'s' if days != 1 else ''}{note})")
+    return out
+
+
+def _newest(k: cand.FactCluster) -> tuple[Any, str]:
+    return (k.sources[0].day, k.sources[0].time) if k.sources else (min(k.days), "")
+
+
+def corrected_later(scored: cand.Scored) -> dict[int, cand.FactCluster]:
+    """Clusters a later note corrects ("light mode, not dark mode", "actually I switched to light
+    mode"), by id, with the correcting cluster. A claim said again after its correction stands."""
+    fixes = [(k, fix) for k in scored.clusters if (fix := correction(k.text)) is not None]
+    out: dict[int, cand.FactCluster] = {}
+    for k in scored.clusters:
+        for later, fix in fixes:
+            if later is not k and _newest(later) > _newest(k) and corrected_by(k.text, fix):
+                out[id(k)] = later
+                break
     return out
 
 
 def plan_rules(snap: Any, scored: cand.Scored, now: datetime, topic: str | None, protected: set[str]) -> DreamPlan:
-    promote = cand.promotable(scored, topic=topic)
-    kept = kept_facts(scored, promote)
+    # Never promote what a later note corrects; the correction itself is promoted if it recurs.
+    corrected = corrected_later(scored)
+    promote = [k for k in cand.promotable(scored, topic=topic) if id(k) not in corrected]
+    kept = kept_facts(scored, promote, corrected)
     if not promote:
         recurring = [k for k in scored.clusters if k.recurring]
         if recurring and all(k.present for k in recurring):
             reason = "every fact that recurred is already in MEMORY.md"
+        elif recurring and all(k.present or id(k) in corrected for k in recurring):
+            reason = "every fact that recurred is in MEMORY.md already or corrected by a later note"
         elif topic and recurring:
             reason = f"no recurring fact about {topic!r}"
         else:

@@ -132,8 +132,10 @@ class DreamingService:
         retrieval_hits: HitsProvider | None = None,
         next_run: Callable[[], datetime | None] | None = None,
         runs_db: Path | None = None,
+        forget: Any = None,
     ) -> None:
         self.settings = settings
+        self._forget = forget  # memory/forget/: a tombstoned claim is never promoted
         self.store = store
         self.clock = clock
         self.mem = settings.mate.memory
@@ -263,6 +265,11 @@ class DreamingService:
         scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
         out.candidates = [s.as_dict() for s in scored.candidates]
         plan = self._plan(out, snap, scored, now, RETRY_NOTE if n else "")
+        guard = self._forget.guard(agent, owner) if self._forget is not None else None
+        if guard and plan.new_text is not None:  # rules or model: what the plan adds is checked
+            body = guard.body(snap.body, frontmatter.body(plan.new_text))
+            plan.new_text = frontmatter.with_body(plan.new_text, body) if body.strip() != snap.body.strip() else None
+            plan.promoted = [p for p in plan.promoted if not guard.blocks(p)]
         out.promoted, out.kept = plan.promoted, plan.kept
         out.reason = plan.reason
         if plan.new_text is None:
@@ -342,7 +349,8 @@ class DreamingService:
         if out.error_kind:
             record_failure(self._model, "dream", out.error_kind, out.reason, agent=out.agent, owner=out.owner)
         memory = self.store.read(out.agent, MEMORY_REL, owner=out.owner)
-        out.report = build_report(out, out.memory_before or memory.text, memory.text, self.contradictions)
+        before = memory.text if out.memory_before is None else out.memory_before
+        out.report = build_report(out, before, memory.text, self.contradictions)
         entry = DiaryEntry(
             when=datetime.fromisoformat(out.started_at), outcome=out.status, reason=out.reason, run_id=out.run_id,
             mode=out.mode, trigger=out.trigger, topic=out.topic, owner=out.owner, looked_at=out.looked_at,

@@ -3,7 +3,8 @@
 `auto-summarize-enabled`; never for memoryless conversations; never for turns from consolidation or
 dreaming, nor from cron when `skip-cron-conversations`; at least `min-messages-for-summarize`
 messages; the last user message at least `min-user-message-length` characters. An explicit
-"remember …" / "记住…" bypasses the count, length and cooldown gates.
+"remember …" / "记住…" bypasses the count, length and cooldown gates, and so does "forget that …" /
+"忘记…" with `fact.forget-enabled` (the forget itself runs at the start of the run).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from mateclaw_mem.conversations.log import ConversationLog
 from mateclaw_mem.memory.extraction import rules
+from mateclaw_mem.memory.extraction.forget_requests import forget_requests
 
 NEVER_EXTRACT_SOURCES = frozenset({"consolidation", "dreaming", "dream", "extraction"})
 
@@ -43,6 +45,8 @@ def gate(mem: Any, log: ConversationLog, agent: str, conv: str, owner: str | Non
         last_user = users[-1].content if users else ""
     if rules.is_explicit_remember(last_user):
         return TriggerResult(True, "explicit remember request (bypasses count, length and cooldown)", True)
+    if mem.fact.forget_enabled and forget_requests(last_user):
+        return TriggerResult(True, "forget request (bypasses count, length and cooldown)", True)
     count = int(flags.get("message_count", 0))
     if count < mem.min_messages_for_summarize:
         return TriggerResult(

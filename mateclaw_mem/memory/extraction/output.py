@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.llm.prompts.echo import placeholder
 from mateclaw_mem.llm.prompts.edits import edits_for
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
@@ -34,6 +35,8 @@ def sanitise(result: ExtractionResult) -> tuple[ExtractionResult, int]:
     texts: dict[str, Any] = {}
     for name in ("reason", "memory_update", "profile_update"):
         value = getattr(result, name)
+        if name == "reason" and placeholder(value):  # "...", "one sentence": no reason, never a daily body
+            value = ""
         n = len(find_secrets(value))
         found += n
         texts[name] = redact(value) if n else value
@@ -88,14 +91,20 @@ def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) ->
 
 def write_answer(
     store: WorkspaceStore, agent: str, owner: str | None, run_id: str, result: ExtractionResult, profile: Any,
-    memory: Any, *, actor: str, remember: Callable[..., Any] | None,
+    memory: Any, *, actor: str, remember: Callable[..., Any] | None, guard: Any = None,
 ) -> list[str]:
     """Write a sanitised answer: PROFILE.md / MEMORY.md by compare-and-swap on the snapshots the
     answer was planned on (ConflictError when a person saved since), structured entries through
-    `remember`, the daily entry last. Returns the files changed."""
+    `remember`, the daily entry last. Returns the files changed. `guard` (memory/forget/guard.py):
+    the owner's tombstones - no forgotten claim is written again, whatever the answer says."""
     if not result.should_update:
         return []
     planned = planned_file_updates(result, profile, memory)
+    if guard:
+        planned = [(rel, snap, body) for rel, snap, new in planned
+                   if (body := guard.body(snap.body, new)).strip() != snap.body.strip()]
+        result = result.model_copy(update={"daily_entry": guard.daily(result.daily_entry), "structured": [
+            i for i in result.structured if not guard.blocks(i.key) and not guard.blocks(i.text)]})
     changed: list[str] = []
     reason = f"extraction: {result.reason}"[:200]
     for rel, snap, new_body in planned:

@@ -135,8 +135,10 @@ class ExtractionService:
         timers: bool = True,
         triage: bool = True,
         remember: Callable[..., Any] | None = None,
+        forget: Any = None,
     ) -> None:
         self.settings = settings
+        self._forget = forget  # memory/forget/: runs "forget that …" requests, tombstones guard writes
         # Structured entries (user/feedback/project/reference) go through the structured-memory
         # service when the composition root provides it; extraction does not own that format.
         self._remember = remember
@@ -282,9 +284,16 @@ class ExtractionService:
         if only is not None:
             pending = [only]
         out.conversations = pending
-        batch = collect(self.log, self._state, bucket, pending, cap=self.mem.max_transcript_messages,
-                        with_context=self.mode == "model", tz=self.clock.tz,
-                        message_chars=self.mem.transcript_message_max_chars)
+        def read() -> Batch:
+            return collect(self.log, self._state, bucket, pending, cap=self.mem.max_transcript_messages,
+                           with_context=self.mode == "model", tz=self.clock.tz,
+                           message_chars=self.mem.transcript_message_max_chars)
+
+        batch = read()
+        # "forget that …" is done by our code in both modes, then the run reads what the log kept.
+        if self._forget is not None and self._forget.handle_requests(agent, owner, batch.new_user_texts):
+            batch = read()
+        guard = self._forget.guard(agent, owner) if self._forget is not None else None
         for conv in batch.skipped_convs:
             self._state.drop_pending(bucket, conv)
         out.new_messages = batch.new_count
@@ -311,7 +320,8 @@ class ExtractionService:
                              RETRY_NOTE if n else "", max_tokens=self.mem.summary_max_tokens)
             result, out.redactions = sanitise(result)
             changed = write_answer(self.store, agent, owner, run_id, result, profile, memory,
-                                   actor=ACTOR if self.model is not None else RULES_ACTOR, remember=self._remember)
+                                   actor=ACTOR if self.model is not None else RULES_ACTOR, remember=self._remember,
+                                   guard=guard)
             return changed, result
 
         try:
@@ -339,7 +349,7 @@ class ExtractionService:
             out.files_changed = changed
             out.outcome = "updated" if changed else "no_change"
             out.reason = result.reason or ("updated" if changed else "nothing worth remembering")
-        requests = remember.requests_in(batch.new_user_texts)
+        requests = [r for r in remember.requests_in(batch.new_user_texts) if not (guard and guard.blocks(r))]
         if (requests and out.outcome == "no_change" and self.model is not None
                 and remember.unrecorded(self.store, agent, owner, requests)):
             # The answer check asked for a write; a guard or a skipped edit can still leave none.

@@ -15,14 +15,17 @@ owner's facts (the shared files are owner None).
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.errors import InvalidInputError, NotFoundError
+from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown import structured as fmt
 from mateclaw_mem.markdown.edits import Edit, apply_edits
-from mateclaw_mem.memory.facts.projection import claims, fact_id, is_source
+from mateclaw_mem.memory.facts.projection import STRUCTURED_PREFIX, claims, fact_id, is_source
 from mateclaw_mem.memory.facts.storage import FactDB, Row
 from mateclaw_mem.memory.facts.trust import Event, trust
 
@@ -31,6 +34,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.store import WorkspaceStore
 
+log = logging.getLogger(__name__)
 VERDICTS = ("helpful", "unhelpful")
 RECALL_CANDIDATES = 24
 MIN_RECALL_TRUST = 0.05
@@ -67,6 +71,23 @@ class FactService:
         self.store = store
         self.clock = clock
         self.db = db or FactDB(settings.state_dir / "facts.db")
+        self._listeners: list[Callable[[str, str | None], None]] = []
+        self._held: set[tuple[str, str | None]] | None = None  # during a rebuild: who changed
+
+    def add_listener(self, fn: Callable[[str, str | None], None]) -> None:
+        """`fn(agent, owner)` after a file of theirs was reprojected (once per owner per rebuild);
+        the contradiction inbox re-detects from here. A failing listener never fails the projection."""
+        self._listeners.append(fn)
+
+    def _changed(self, agent: str, owner: str | None) -> None:
+        if self._held is not None:
+            self._held.add((agent, owner))
+            return
+        for fn in self._listeners:
+            try:
+                fn(agent, owner)
+            except Exception:  # a listener's bug must not stop the one ingest pipeline
+                log.exception("fact listener failed for %s/%s", agent, owner or "-")
 
     @property
     def enabled(self) -> bool:
@@ -78,6 +99,12 @@ class FactService:
 
     def close(self) -> None:
         self.db.close()
+
+    def require_enabled(self) -> None:
+        """The faces' guard: with projection off there are no facts to show or act on (409 / exit 4)."""
+        if not self.enabled:
+            raise ConflictError("fact projection is off: set mate.memory.fact.projection-enabled: true "
+                                "in the settings and restart to use facts")
 
     def _now(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
@@ -101,19 +128,26 @@ class FactService:
             seen.add(fid)
             rows.append(Row(fid, agent, owner, rel, c.section, c.line, c.key, c.value, c.text, 0, 0))
         self.db.replace_file(agent, owner, rel, rows, self._now())
+        self._changed(agent, owner)
         return len(rows)
 
     def rebuild(self, agent: str | None = None) -> dict[str, int]:
         """Reconcile the projection with every source file on disk (and drop files that are gone)."""
         on_disk = {(f.agent, f.owner, f.rel) for f in self.store.walk_files(agent) if is_source(f.rel)}
-        total = 0
-        for a, o, rel in sorted(on_disk, key=lambda k: (k[0], k[1] or "", k[2])):
-            total += self.refresh(a, o, rel)
-        dropped = 0
-        for key in self.db.files(agent):
-            if key not in on_disk:
-                self.db.replace_file(*key, [], self._now())
-                dropped += 1
+        total, dropped, self._held = 0, 0, set()
+        try:
+            for a, o, rel in sorted(on_disk, key=lambda k: (k[0], k[1] or "", k[2])):
+                total += self.refresh(a, o, rel)
+            for key in self.db.files(agent):
+                if key not in on_disk:
+                    self.db.replace_file(*key, [], self._now())
+                    self._held.add(key[:2])
+                    dropped += 1
+        finally:
+            held, self._held = self._held, None
+        # Owners first, then shared (whose listeners may fan out to every owner again).
+        for a, o in sorted(held, key=lambda k: (k[0], k[1] is None, k[1] or "")):
+            self._changed(a, o)
         return {"files": len(on_disk), "facts": total, "files_dropped": dropped}
 
     # -- reading ---------------------------------------------------------------------------------
@@ -142,8 +176,8 @@ class FactService:
 
     def list(self, agent: str, owner: str | None, *, query: str | None = None, file: str | None = None,
              limit: int = 500) -> list[FactView]:
-        if query:
-            rows = [r for r, _ in self.db.match(agent, owner, query, limit)]
+        if query:  # relevant ones first; `file` narrows them, it never widens the match
+            rows = [r for r, _ in self.db.match(agent, owner, query, limit) if file is None or r.file == file]
         else:
             rows = self.db.list(agent, owner, file=file)[:limit]
         return self._views(rows)
@@ -181,10 +215,8 @@ class FactService:
             raise InvalidInputError("an edit needs the new text (to remove a fact, forget it)")
         view = self.get(agent, owner, fid)
         snap = self.store.read(agent, view.file, owner=owner)
-        result = apply_edits(snap.body, [Edit("update", section=view.section, old=view.text, text=text)])
-        if not result.applied:
-            raise InvalidInputError(f"could not edit {view.file}: {result.skipped[0][1]}")
-        self.store.write(agent, view.file, frontmatter.with_body(snap.text, result.body), expected_sha=snap.sha,
+        body = _reworded(view, snap.body, text, f"{self.clock.now():%Y-%m-%d}")
+        self.store.write(agent, view.file, frontmatter.with_body(snap.text, body), expected_sha=snap.sha,
                          actor=actor, owner=owner, reason=f"fact edit {fid}")
         self.refresh(agent, owner, view.file)
         new = [r for r in self.db.list(agent, owner, file=view.file) if text in r.text]
@@ -210,3 +242,24 @@ class FactService:
         now = self._now()
         self.db.add_events((v.id, agent, owner, "use", now, "recall", turn) for v in chosen)
         return chosen
+
+
+def _reworded(view: FactView, body: str, text: str, today: str) -> str:
+    """`body` with the fact reworded: a structured entry's text under its `## key` (what a person
+    added below its `> Source` line kept), else the fact's line, as `apply_edits` finds it."""
+    if not view.file.startswith(STRUCTURED_PREFIX):
+        result = apply_edits(body, [Edit("update", section=view.section, old=view.text, text=text)])
+        if not result.applied:
+            raise InvalidInputError(f"could not edit {view.file}: {result.skipped[0][1]}")
+        return result.body
+    doc = fmt.parse(body)
+    at = fmt.find(doc.entries, view.key)
+    if at is None:
+        raise InvalidInputError(f"could not edit {view.file}: no entry {view.key!r} any more")
+    if text.casefold().startswith(f"{view.key.casefold()}:"):  # "key: text", as the fact is shown
+        text = text[len(view.key) + 1:].strip() or text
+    old = doc.entries[at]
+    full = f"{text}\n{old.tail}" if old.tail and old.tail not in text else text
+    entries = list(doc.entries)
+    entries[at] = old.changed(text=full, tail=old.tail if full != text else "", updated=today)
+    return fmt.render(fmt.Document(doc.preamble, entries))

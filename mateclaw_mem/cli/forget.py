@@ -1,0 +1,66 @@
+"""`mateclaw-mem forget`: a structured entry, or a claim everywhere.
+
+    forget AGENT TYPE KEY                      remove one structured entry (exact key; undoable)
+    forget AGENT TEXT [--now] | --fact ID      forget a claim everywhere (`fact.forget-enabled`)
+
+One quoted TEXT is a claim; TYPE KEY (two words, TYPE one of user/feedback/project/reference) is an
+entry - the two forms differ by their argument count, so neither can be read as the other.
+
+A claim: removed from every memory file of that owner (or the shared ones), the conversation log and both
+indexes, and tombstones it so extraction and dreaming never bring it back; prints every place.
+History copies holding it go after `fact.forget-undo-hours` (`--now`: at once; then the run can no
+longer be undone). With `mate.memory.fact.forget-enabled` off: exit 6 naming the key.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mateclaw_mem.cli.context import CliContext
+
+PERSON = "person"  # a human at the command line
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("forget", parents=[common],
+                       help="forget a claim everywhere (TEXT, --now) or remove a structured entry (TYPE KEY)")
+    p.add_argument("agent")
+    p.add_argument("what", nargs="*", metavar="TEXT | TYPE KEY",
+                   help="the claim, e.g. 'I take my tea without sugar'; or an entry's type and key")
+    p.add_argument("--fact", metavar="ID", help="forget the fact with this id (its text) instead of TEXT")
+    p.add_argument("--now", action="store_true", help="purge history copies at once (no undo afterwards)")
+    p.add_argument("--owner", help="owner key of personal memory (owner isolation)")
+    p.set_defaults(func=cmd_forget)
+
+
+def cmd_forget(ctx: CliContext) -> int:
+    from mateclaw_mem.cli.main import EXIT_NOTHING, EXIT_USAGE
+    from mateclaw_mem.cli.prompt import TYPES
+
+    a = ctx.args
+    if len(a.what) == 2 and a.what[0] in TYPES and not a.fact and not a.now:
+        item = ctx.services.structured.forget(a.agent, a.what[0], a.what[1], actor=PERSON, owner=a.owner)
+        ctx.emit(item.as_dict(), f"forgot {item.type} entry {item.entry.key!r} (undo restores it)")
+        return 0
+    if (len(a.what) == 1) == bool(a.fact) or len(a.what) > 1:
+        ctx.fail("name the claim as one TEXT (quoted), or --fact ID, or an entry as TYPE KEY "
+                 f"(TYPE one of {', '.join(TYPES)})", code="invalid_input")
+        return EXIT_USAGE
+    svc = ctx.services.forget
+    if a.fact:
+        report = svc.forget_fact(a.agent, a.owner, a.fact, actor=PERSON, now=a.now)
+    else:
+        report = svc.forget(a.agent, a.owner, a.what[0], actor=PERSON, now=a.now)
+    lines = [f"forgot in {report.places} place(s) (run {report.batch})"]
+    lines += [f"  {f['file']}: {f['lines']} line(s)" for f in report.files]
+    lines.append(f"  conversation log: {report.log_messages} message(s), {report.aml_facts} AML fact(s); "
+                 f"message index: {report.message_index_docs}; search index: {report.search_index_rows} row(s)")
+    if report.history_purge_due:
+        lines.append(f"  history copies: purged after {report.history_purge_due} "
+                     f"(undo before: mateclaw-mem undo {a.agent} --run {report.batch})")
+    else:
+        lines.append(f"  history copies purged: {report.history_purged}")
+    ctx.emit(report.to_dict(), "\n".join(lines))
+    return 0 if report.places or report.history_purged else EXIT_NOTHING

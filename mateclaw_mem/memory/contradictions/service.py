@@ -1,0 +1,243 @@
+"""The contradiction inbox: detection after every projection, the model's judgement, and resolutions
+that change the files.
+
+    inbox = ContradictionService(settings, facts, store, clock, model=lambda: services.model,
+                                 forget=lambda: getattr(services, "forget", None))
+    facts.add_listener(inbox.on_projection)       # every refresh / rebuild re-detects for that owner
+    inbox.list(agent, owner)                      # open pairs side by side (judged first, with a model)
+    inbox.resolve(agent, owner, id, "KEEP_A" | "KEEP_B" | "MERGE" | "IGNORE", text=None)
+
+An owner sees the pairs among their own facts and the shared (team) facts; pairs are stored per
+(agent, owner) and every read names both. A shared file changing re-detects for every owner of the
+agent. With `fact.contradiction-check-enabled` and a model, open pairs are judged in batches of at
+most 5 (llm/prompts/contradiction.py) before they are listed; the judge's "no" dismisses a pair
+(remembered by fingerprint like IGNORE), its reason is stored and shown.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.errors import ConflictError, InvalidInputError, MateclawError, NotFoundError
+from mateclaw_mem.llm.prompts import contradiction as prompt
+from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.edits import Edit, apply_edits
+from mateclaw_mem.memory.contradictions.detect import detect, fingerprint
+from mateclaw_mem.memory.contradictions.inbox import InboxDB, PairRow, Side
+from mateclaw_mem.redaction import redact
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.memory.facts.service import FactService
+    from mateclaw_mem.memory.facts.storage import Row
+    from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.store import WorkspaceStore
+
+log = logging.getLogger(__name__)
+ACTIONS = ("KEEP_A", "KEEP_B", "MERGE", "IGNORE")
+
+
+@dataclass
+class Resolution:
+    pair: PairRow
+    action: str
+    files: list[dict[str, str]] = field(default_factory=list)  # {file, scope, diff}
+    forgot_with: str = ""  # "forget" (the forget service) | "edit" (the line removed through the writer) | ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pair": self.pair.to_dict(), "action": self.action, "files": self.files,
+                "forgot_with": self.forgot_with}
+
+
+class ContradictionService:
+    def __init__(self, settings: Settings, facts: FactService, store: WorkspaceStore, clock: Clock, *,
+                 model: Callable[[], Any] = lambda: None, forget: Callable[[], Any] = lambda: None) -> None:
+        self.settings = settings
+        self.facts = facts
+        self.store = store
+        self.clock = clock
+        self._model = model
+        self._forget = forget
+        self.db = InboxDB(settings.state_dir / "facts.db")
+        self._resolving: set[str] = set()  # pair ids whose files are being changed (re-detection skips them)
+
+    @property
+    def judge_enabled(self) -> bool:
+        return self.settings.mate.memory.fact.contradiction_check_enabled
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _now(self) -> int:
+        return int(self.clock.now().timestamp() * 1000)
+
+    # -- detection -------------------------------------------------------------------------------
+
+    def on_projection(self, agent: str, owner: str | None) -> None:
+        """FactService listener: a file of (agent, owner) was reprojected. A shared file is seen by
+        every owner, so it re-detects for each of them."""
+        owners: list[str | None] = [owner]
+        if owner is None:
+            owners += sorted({o for a, o, _ in self.facts.db.files(agent) if a == agent and o is not None})
+        for o in owners:
+            self.detect(agent, o)
+
+    def _visible(self, agent: str, owner: str | None) -> list[Row]:
+        rows = self.facts.db.list(agent, owner)
+        return rows + self.facts.db.list(agent, None) if owner is not None else rows
+
+    def detect(self, agent: str, owner: str | None) -> int:
+        """Re-detect the pairs (agent, owner) sees; returns how many are new."""
+        found = detect(self._visible(agent, owner))
+        records = [(fingerprint(agent, owner, f.a.text, f.b.text), f.kind, f.reason, _side(f.a), _side(f.b))
+                   for f in found]
+        return self.db.sync(agent, owner, records, self._now(), busy=frozenset(self._resolving))
+
+    # -- the judge -------------------------------------------------------------------------------
+
+    def judge(self, agent: str, owner: str | None) -> int:
+        """Judge the open, unjudged pairs with the model (batches of <= 5). Returns how many calls
+        were made. A failed call leaves its pairs unjudged (open) for the next look; never raises."""
+        model = self._model() if self.judge_enabled else None
+        if model is None:
+            return 0
+        pending, calls = self.db.unjudged(agent, owner), 0
+        for i in range(0, len(pending), prompt.BATCH):
+            batch = pending[i:i + prompt.BATCH]
+            inputs = [prompt.PairInput(p.a.text, _where(p.a), p.b.text, _where(p.b)) for p in batch]
+            calls += 1
+            try:
+                answer = model.chat_json(prompt.build_messages(inputs), prompt.Judgement, step=prompt.STEP,
+                                         check=prompt.checker(len(batch)))
+            except MateclawError as exc:
+                log.warning("contradiction check failed for %s: %s", agent, exc.message)
+                continue
+            for v in answer.verdicts:
+                p = batch[v.pair - 1]
+                reason = redact(" ".join(v.reason.split()))[:prompt.REASON_MAX]
+                self.db.set_verdict(p.id, "contradiction" if v.contradiction else "compatible", reason,
+                                    "open" if v.contradiction else "dismissed")
+        return calls
+
+    def _owner(self, owner: str | None) -> str | None:
+        # With isolation off every owner shares the agent's files, and so its inbox.
+        return owner if self.store.owner_isolation else None
+
+    def list(self, agent: str, owner: str | None, *, status: str | None = "open") -> list[PairRow]:
+        owner = self._owner(owner)
+        self.judge(agent, owner)
+        return self.db.list(agent, owner, status)
+
+    def get(self, agent: str, owner: str | None, pid: str) -> PairRow:
+        owner = self._owner(owner)
+        pair = self.db.get(agent, owner, pid)
+        if pair is None:
+            raise NotFoundError(f"no contradiction {pid!r} for agent {agent!r}"
+                                + (f" (owner {owner})" if owner else ""))
+        return pair
+
+    # -- resolving -------------------------------------------------------------------------------
+
+    def resolve(self, agent: str, owner: str | None, pid: str, action: str, *, text: str | None = None,
+                actor: str = "person") -> Resolution:
+        """Change the files as the person decided: KEEP_A / KEEP_B forget the other claim, MERGE writes
+        `text` in place of A and removes B, IGNORE only remembers the decision."""
+        action = action.strip().upper()
+        if action not in ACTIONS:
+            raise InvalidInputError(f"resolve action {action!r}: use one of {', '.join(ACTIONS)}")
+        merged = " ".join((text or "").split())
+        if action == "MERGE" and not merged:
+            raise InvalidInputError("MERGE needs the merged text (--text / \"text\")")
+        owner = self._owner(owner)
+        pair = self.get(agent, owner, pid)
+        if pair.status != "open":
+            raise ConflictError(f"contradiction {pid} is already {pair.status}"
+                                + (f" ({pair.action})" if pair.action else ""))
+        out = Resolution(pair, action)
+        # The writes re-project and so re-detect midway (after A changed, before B did): the pair is
+        # left alone until its files are as the person decided.
+        self._resolving.add(pid)
+        try:
+            if action == "KEEP_A":
+                self._remove(agent, owner, pair.b, actor, out)
+            elif action == "KEEP_B":
+                self._remove(agent, owner, pair.a, actor, out)
+            elif action == "MERGE":
+                self._merge(agent, owner, pair, merged, actor, out)
+            self.db.close_pair(pid, "ignored" if action == "IGNORE" else "resolved", action, self._now())
+        finally:
+            self._resolving.discard(pid)
+        out.pair = self.get(agent, owner, pid)
+        return out
+
+    def _side_owner(self, owner: str | None, side: Side) -> str | None:
+        return owner if side.scope == "personal" else None
+
+    def _remove(self, agent: str, owner: str | None, side: Side, actor: str, out: Resolution) -> None:
+        o = self._side_owner(owner, side)
+        forget = self._forget()
+        if forget is not None and getattr(forget, "enabled", False):
+            before = self.store.read(agent, side.file, owner=o).text
+            try:  # forgotten everywhere, tombstoned so extraction and dreaming never bring it back
+                forget.forget(agent, o, side.text, actor=actor)
+            except InvalidInputError:  # too short a claim to fingerprint: removed from its file below
+                pass
+            else:
+                out.forgot_with = "forget"
+                self._record(agent, o, side, before, out)
+                return
+        out.forgot_with = "edit"
+        self._edit(agent, o, side, [Edit("remove", section=side.section, old=side.text)], actor, out)
+
+    def _merge(self, agent: str, owner: str | None, pair: PairRow, merged: str, actor: str, out: Resolution) -> None:
+        a, b = pair.a, pair.b
+        oa, ob = self._side_owner(owner, a), self._side_owner(owner, b)
+        update = Edit("update", section=a.section, old=a.text, text=merged)
+        if (a.file, a.scope) == (b.file, b.scope):
+            self._edit(agent, oa, a, [update, Edit("remove", section=b.section, old=b.text)], actor, out)
+            return
+        self._edit(agent, oa, a, [update], actor, out)
+        self._edit(agent, ob, b, [Edit("remove", section=b.section, old=b.text)], actor, out)
+
+    def _edit(self, agent: str, o: str | None, side: Side, edits: list[Edit], actor: str, out: Resolution) -> None:
+        if side.file.startswith("structured/") and any(e.op == "remove" for e in edits):
+            raise InvalidInputError(f"{side.file}: a structured entry is removed with forget "
+                                    f"(`mateclaw-mem structured forget`), not from the inbox")
+        snap = self.store.read(agent, side.file, owner=o)
+        result = apply_edits(snap.body, edits)
+        if result.skipped:
+            raise ConflictError(f"{side.file} changed since the contradiction was found "
+                                f"({result.skipped[0][1]}); list the inbox again")
+        self.store.write(agent, side.file, frontmatter.with_body(snap.text, result.body), expected_sha=snap.sha,
+                         actor=actor, owner=o, reason="contradiction resolved")
+        self._record(agent, o, side, snap.text, out)
+
+    def _record(self, agent: str, o: str | None, side: Side, before: str, out: Resolution) -> None:
+        after = self.store.read(agent, side.file, owner=o).text
+        self.facts.refresh(agent, o, side.file)  # the projection (and so the inbox) follows at once
+        diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                            f"a/{side.file}", f"b/{side.file}"))
+        out.files.append({"file": side.file, "scope": side.scope, "diff": diff})
+
+
+def _side(r: Row) -> Side:
+    return Side(r.id, r.text, r.file, r.section, r.line, "personal" if r.owner else "team")
+
+
+def _where(s: Side) -> str:
+    return f"{s.file}" + (f" ## {s.section}" if s.section else "") + f" ({s.scope})"
+
+
+def attach(services: Any) -> ContradictionService:
+    """Build the inbox for a `Services` and hook it to the projection (runtime/services.py calls this:
+    the model and the forget service are looked up per call, so neither is built before it is needed)."""
+    inbox = ContradictionService(services.settings, services.facts, services.store, services.clock,
+                                 model=lambda: services.model, forget=lambda: getattr(services, "forget", None))
+    services.on_close(inbox)
+    if services.facts.enabled:
+        services.facts.add_listener(inbox.on_projection)
+    return inbox

@@ -1,0 +1,95 @@
+"""`workspace/.mateclaw/forget.db`: tombstones (a claim's fingerprint, never its words) and the
+history purges each forget has scheduled.
+
+A log, not derived data: no rebuild touches it. Every row carries (agent, owner); every read names
+both, so one owner's tombstones never block, or reveal anything to, another.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mateclaw_mem.db import SharedConnection, owner_column
+from mateclaw_mem.memory.forget.matching import Fingerprint
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS tombstones (
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    sha TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL,
+    actor TEXT NOT NULL,
+    batch TEXT NOT NULL,
+    PRIMARY KEY (agent, owner, sha)
+);
+CREATE TABLE IF NOT EXISTS purges (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    sha TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    batch TEXT NOT NULL,
+    due_ms INTEGER NOT NULL,
+    done_ms INTEGER,
+    purged INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS purges_due ON purges (done_ms, due_ms);
+"""
+
+
+@dataclass(frozen=True)
+class Purge:
+    id: int
+    agent: str
+    owner: str | None
+    print: Fingerprint
+    batch: str
+    due_ms: int
+
+
+class TombstoneDB(SharedConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__(path, _SCHEMA)
+
+    def add(self, agent: str, owner: str | None, fp: Fingerprint, *, at_ms: int, actor: str, batch: str) -> bool:
+        """Record a tombstone; False when this owner already had it."""
+        with self._write() as conn:
+            cur = conn.execute(
+                "INSERT OR IGNORE INTO tombstones (agent, owner, sha, n, created_ms, actor, batch)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, owner_column(owner), fp.sha, fp.n, at_ms, actor, batch))
+            return cur.rowcount > 0
+
+    def remove(self, agent: str, owner: str | None, sha: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM tombstones WHERE agent = ? AND owner = ? AND sha = ?",
+                         (agent, owner_column(owner), sha))
+
+    def prints(self, agent: str, owner: str | None) -> list[Fingerprint]:
+        with self._lock:
+            rows = self._conn.execute("SELECT sha, n FROM tombstones WHERE agent = ? AND owner = ?",
+                                      (agent, owner_column(owner))).fetchall()
+        return [Fingerprint(r["sha"], r["n"]) for r in rows]
+
+    def count(self, agent: str, owner: str | None) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM tombstones WHERE agent = ? AND owner = ?",
+                                          (agent, owner_column(owner))).fetchone()[0])
+
+    def schedule(self, agent: str, owner: str | None, fp: Fingerprint, batch: str, due_ms: int) -> int:
+        with self._write() as conn:
+            cur = conn.execute("INSERT INTO purges (agent, owner, sha, n, batch, due_ms) VALUES (?, ?, ?, ?, ?, ?)",
+                               (agent, owner_column(owner), fp.sha, fp.n, batch, due_ms))
+            return int(cur.lastrowid or 0)
+
+    def due(self, now_ms: int) -> list[Purge]:
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM purges WHERE done_ms IS NULL AND due_ms <= ? ORDER BY id",
+                                      (now_ms,)).fetchall()
+        return [Purge(r["id"], r["agent"], r["owner"] or None, Fingerprint(r["sha"], r["n"]), r["batch"],
+                      r["due_ms"]) for r in rows]
+
+    def done(self, purge_id: int, now_ms: int, purged: int) -> None:
+        with self._write() as conn:
+            conn.execute("UPDATE purges SET done_ms = ?, purged = ? WHERE id = ?", (now_ms, purged, purge_id))
