@@ -48,6 +48,7 @@ class DreamSettings(Section):
     archive_enabled: bool = True
     archive_keep_days: int = Field(30, ge=0)
     max_candidates_per_dream: int = Field(100, ge=1)
+    morning_card_pointer: bool = False  # ours: the day's first context says when a morning card waits
 
 
 # Seed keys this version cannot honour yet (the full-lifecycle issue makes them real). A value whose

@@ -13,7 +13,7 @@ import pytest
 
 from mateclaw_mem.conversations.aml import AmlMessage
 from mateclaw_mem.index import dense
-from mateclaw_mem.index.dense import Matrix, agreement, fuse, pack
+from mateclaw_mem.index.dense import Gate, Matrix, agreement, fuse, pack
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import ModelSettings, load_settings
 
@@ -66,25 +66,29 @@ def test_fusion_keeps_the_lexical_order_unless_the_dense_signal_is_strong() -> N
     # Weight 0: the lexical order exactly; dense-only ids come after, with score 0.
     assert [i for i, _ in fuse(lexical, [(3, 0.9), (4, 0.8)], 0.0)][:3] == [1, 2, 3]
     # A mild dense preference cannot reorder a clear lexical gap (1 over 2)...
-    fused = fuse(lexical, [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.15)], 0.2)
+    dense = [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.15)]
+    fused = fuse(lexical, dense, 0.2, keep=0)
     assert fused[0][0] == 1
-    # ...but a strong one can swap close neighbours (2 and 3 are 0.05 apart lexically).
+    # ...but a strong one can swap close neighbours (2 and 3 are 0.05 apart lexically)...
     assert [i for i, _ in fused].index(3) < [i for i, _ in fused].index(2)
+    # ...except within the kept head (by default the keyword top 3 never move).
+    assert [i for i, _ in fuse(lexical, dense, 0.2)][:3] == [1, 2, 3]
     # A dense-only id enters with 0 lexical: below every lexical hit of a quarter of the top or more.
     assert [i for i, _ in fused][-1] == 4 and fused[-1][1] == pytest.approx(0.2 * 0.25)
 
 
-def test_the_agreement_gate_closes_for_cosines_unrelated_to_the_keywords() -> None:
+def test_the_agreement_gate_stays_shut_for_cosines_unrelated_to_the_keywords() -> None:
     rng = random.Random(7)
     lexical = [(i, 100.0 - i) for i in range(30)]
-    noise = [(i, rng.gauss(0.8, 0.03)) for i in range(300)]  # e5-like: high, narrow, meaningless
-    assert agreement(lexical, noise, dict(noise)) == 0.0
-    # The same noise, but the keywords' top 10 sit a little higher: a model that understands.
-    useful = [(i, c + (0.05 if i < 10 else 0.0)) for i, c in noise]
-    assert agreement(lexical, useful, dict(useful)) == 1.0
-    # Gate shut: fusion is the keyword order, dense-only ids below every keyword hit.
-    fused = fuse(lexical, noise, 0.2)
-    assert [i for i, _ in fused][:30] == list(range(30))
+    random_gate, useful_gate = Gate(), Gate()
+    assert random_gate.factor == 0.0  # shut until searches show the model means something
+    for _ in range(40):
+        noise = [(i, rng.gauss(0.8, 0.03)) for i in range(300)]  # e5-like: high, narrow, meaningless
+        random_gate.update(lexical, noise)
+        # The same kind of noise, but the keywords' top 10 sit a little higher: a model that understands.
+        useful_gate.update(lexical, [(i, c + (0.05 if i < 10 else 0.0)) for i, c in noise])
+    assert random_gate.factor == 0.0 and abs(random_gate.mean) < 1.0
+    assert useful_gate.factor == 1.0 and agreement(lexical, [(i, float(i < 10)) for i in range(300)]) > 10
 
 
 def test_numpy_and_pure_python_score_alike(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -372,3 +372,22 @@ def test_cli_forget(tmp_path: Path, clock: Any, enabled: bool) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "MEMORY.md: 1 line(s)" in proc.stdout and "history copies purged" in proc.stdout
     assert CLAIM not in (tmp_path / "workspace" / AGENT / "MEMORY.md").read_text(encoding="utf-8")
+
+
+def test_forget_reaches_inside_the_compressed_month_archives(svc: Services, clock: Any) -> None:
+    from datetime import timedelta
+
+    from mateclaw_mem.workspace import month_archive
+
+    old = clock.now() - timedelta(days=90)
+    svc.store.append_daily(AGENT, "Tea", f"- {CLAIM}\n- likes cats", actor="extraction", when=old)
+    assert svc.dreaming.rotate(AGENT)["daily_notes_archived"]  # the note is now inside memory/archive/*.md.gz
+    month = month_archive.months(svc.store, AGENT)[0]["month"]
+    report = svc.forget.forget(AGENT, None, CLAIM, actor="person", now=True)
+    inside = month_archive.read_month(svc.store, AGENT, month)
+    assert inside is not None
+    texts = "\n".join(text for _, text in inside.texts())
+    assert "without sugar" not in texts and "likes cats" in texts
+    assert any(f["file"].startswith("memory/archive/") and ".md.gz:" in f["file"] for f in report.files)
+    hits = svc.search.search("tea without sugar", agent=AGENT, record=False).hits
+    assert hits and not [h for h in hits if "sugar" in h.snippet.lower()]  # the index re-read the archive

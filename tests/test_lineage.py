@@ -61,7 +61,7 @@ def test_the_watcher_reports_hand_edits(services: Services, lineage) -> None:
 
 def test_machine_writes_register_through_the_store(services: Services, lineage) -> None:
     lineage.check(AGENT)
-    services.tools.edit(AGENT, "AGENTS.md", "You have a memory", "You have a good memory", actor="api")
+    services.tools.edit(AGENT, "AGENTS.md", "Your memory is Markdown", "Your good memory is Markdown", actor="api")
     rows = lineage.versions(AGENT)["versions"]
     assert [r["source"] for r in rows] == ["seed", "api"]
     # Other files and owners' files are not the harness.

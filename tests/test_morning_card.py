@@ -100,3 +100,20 @@ def test_seen_empties_the_card(api: httpx.Client) -> None:
     r = api.post(f"{BASE}/morning-card/seen", json={"owner": "alice"})
     assert r.status_code == 200 and r.json()["marked"] == 1
     assert card(api).status_code == 204 and services.morning_card.card_pointer(AGENT, "alice") is None
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_the_days_first_context_points_to_a_waiting_card(tmp_path: Any, on: bool) -> None:
+    services = daemon_services(tmp_path / "ws", mate={"memory": {"dream": {"morning_card_pointer": on}}})
+    try:
+        services.seed_agents()
+        now = services.clock.now()
+        for days in (2, 1):
+            services.store.append_daily(AGENT, "Work", f"- {FACT}", actor="extraction", when=now - timedelta(days=days))
+        assert services.dreaming.dream(AGENT).status == "done"
+        first = services.context.build(AGENT, query="what is due?").system
+        second = services.context.build(AGENT, query="what is due?").system
+        assert ("Morning card waiting" in first) is on
+        assert "Morning card waiting" not in second  # once a day, not on every turn
+    finally:
+        services.close()

@@ -59,6 +59,9 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "model": ({6}, r"mateclaw-mem: error: no model configured"),  # the walk runs in rules mode
     "facts": ({4}, r"mateclaw-mem: error: fact projection is off"),  # built-in defaults: the layer is off
     "contradictions": ({4}, r"mateclaw-mem: error: fact projection is off"),  # the same: the layer is off
+    "card": ({10}, r"no morning card for default"),  # the walk dreams nothing worth a card
+    "soul": ({10}, r"no SOUL\.md proposal for default"),  # soul-update-interval: 0 (off)
+    "archive": ({10}, r"no month archives for default yet"),
 }
 NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk"}
 # Optional flags the walk passes too (README syntax `[--flag VALUE]`), to cover what they promise.

@@ -341,8 +341,8 @@ def test_dense_retrieval_fuses_and_falls_back_with_a_warning(tmp_path: Path, clo
         result = svc.search.search("sailing")
         assert result.mode == "hybrid" and result.warnings == []
         assert result.hits[0].title == "Boat"
-        # Dense-only neighbours appear too (every chunk has a vector), keyword hits stay on top.
-        assert {"Boat", "Other"} <= {h.title for h in result.hits}
+        # The scripted server's vectors are random: the agreement gate keeps the keyword ranking.
+        assert result.dense["complete"] and svc.search.dense.gate.factor == 0.0
         embeds = [r for r in model_server.requests if r.path.endswith("embeddings")]
         assert embeds and embeds[0].body["model"] == "embed-a"
         assert svc.file_index.vector_counts()["embed-a"] >= 2

@@ -31,10 +31,11 @@ files (owner isolation on) and their conversations ("" is taken as None).
 
 Dense retrieval (`model.embedding-model` set): the keyword scores and the cosines over the scope's
 chunk vectors are fused by weighted scores (`index/dense.py`, `fuse`: (1 - w) x keyword / top
-keyword + w x min-max-normalised cosine, w = `search.dense-weight`); why not reciprocal-rank fusion
-is said there. File weights and recency apply after fusion. A search whose scope has chunks without
-vectors says so (`dense`, a warning); if embedding fails the search returns the keyword hits with
-a warning (never an error, never silently).
+keyword + w x min-max-normalised cosine, w = `search.dense-weight`, the keyword top 3 kept in
+place); why not reciprocal-rank fusion is said there. The keyword side is the final keyword score
+(file weights and recency applied), so fusion starts from the ranking keyword search shows. A
+search whose scope has chunks without vectors says so (`dense`, a warning); if embedding fails the
+search returns the keyword hits with a warning (never an error, never silently).
 """
 
 from __future__ import annotations
@@ -190,6 +191,8 @@ class SearchService:
         dfs = self.index.doc_freqs(terms)
         cands = self._candidates(terms, dfs, n_docs, agent=agent, owners=owners, scope=scope, pool=pool)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
+        for s in scored:  # before fusion: the keyword side fused is the keyword ranking as shown
+            s.score *= self._weight(s.cand) * self._recency(s.cand)
         mode, dense_state = "keyword", None
         if self.dense is not None and self.settings.dense_weight > 0:
             try:
@@ -203,8 +206,6 @@ class SearchService:
                 dense_state = {"vectors": len(ranked.cosine), "chunks": ranked.total, "complete": ranked.complete}
                 if not ranked.complete:
                     warnings.append(complete_note(len(ranked.cosine), ranked.total))
-        for s in scored:
-            s.score *= self._weight(s.cand) * self._recency(s.cand)
         scored.sort(key=lambda s: (-s.score, s.cand.rel, s.cand.line_start))
         hits = [self._hit(s, set(terms)) for s in scored[:limit]]
         if record:
@@ -282,8 +283,13 @@ class SearchService:
 
     def _fuse(self, keyword: list[_Scored], cosine: list[tuple[int, float]], terms: list[str]) -> list[_Scored]:
         by_id = {s.cand.id: s for s in keyword}
-        extra = self.dense.extra if self.dense is not None else 0
-        fused = fuse([(s.cand.id, s.keyword) for s in keyword], cosine, self.settings.dense_weight, extra=extra)
+        assert self.dense is not None
+        lexical = [(s.cand.id, s.score) for s in keyword]
+        weight = self.settings.dense_weight
+        weight *= self.dense.gate.update(lexical, cosine) if weight < 1 else 1.0  # 1: dense only (benches)
+        if weight <= 0:
+            return keyword  # the gate is shut: exactly the keyword ranking
+        fused = fuse(lexical, cosine, weight, extra=self.dense.extra)
         missing = [cid for cid, _ in fused if cid not in by_id]
         for c in self.index.chunks_by_ids(missing):
             by_id[c.id] = _Scored(c, covered={t for t in terms if t in set(c.tokens.split())})

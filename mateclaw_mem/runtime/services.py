@@ -267,7 +267,9 @@ class Services:
         self.on_close(turns := TurnLog(self.settings.log_db, self.clock))  # what each build injected
         return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
                               providers=self.providers, facts=self.facts, turns=turns,
-                              recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars)
+                              recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars,
+                              card_pointer=(lambda a, o: self.morning_card.card_pointer(a, o))
+                              if self.settings.mate.memory.dream.morning_card_pointer else None)
 
     @_service
     def providers(self) -> ProviderRegistry:

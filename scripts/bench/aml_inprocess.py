@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
                 a = bench.aggregate(sub)
                 print(f"{mode:<8} {half:<8} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
                       f" {a['recall@2k']:>7.4f} {p50:>8.2f} {p50 / base:>6.1f}")
-        print(f"(fused: search.dense-weight {args.dense_weight}; model {args.embedding_model} at {args.embeddings})\n")
+        print(f"(fused: search.dense-weight {args.dense_weight}; model {args.embedding_model} at {args.embeddings};"
+              f" agreement gate: mean z {dense.gate.mean:.2f}, factor {dense.gate.factor:.2f})\n")
 
     cats = sorted({r["category"] for r in rows})
     print(f"{'category':<14} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}")

@@ -210,7 +210,8 @@ def conversations(args: argparse.Namespace, embedder) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         cfg = root / "cfg.yaml"
-        cfg.write_text("timezone: Europe/Berlin\nsearch:\n  watch: false\n", encoding="utf-8")
+        # Owner isolation on: each LoCoMo speaker pair is an owner, searched apart (as AML does).
+        cfg.write_text("timezone: Europe/Berlin\nowner-isolation: true\nsearch:\n  watch: false\n", encoding="utf-8")
         svc = Services(load_settings(cfg, root / "ws"), ManualClock(NOW))
         try:
             agent = svc.settings.aml_agent
@@ -235,7 +236,8 @@ def conversations(args: argparse.Namespace, embedder) -> None:
                     ms.append((time.perf_counter() - t0) * 1000)
                     by_id = {m.id: m.content for m in svc.log.by_ids([h.message_id for h in hits if h.message_id])}
                     got = [{"id": h.message_id, "content": by_id.get(h.message_id, h.snippet)} for h in hits]
-                    rows.append({**bench.score_question(q, got, 2000), "sample_id": q["sample_id"]})
+                    rows.append({**bench.score_question(q, got, 2000), "sample_id": q["sample_id"], "n_items": len(got),
+                                 "tokens_returned": sum(len(g["content"].split()) for g in got)})
                 runs[mode] = (rows, ms)
             base = bench.percentile(runs["lexical"][1], 50) or 1e-9
             print(f"{'mode':<8} {'half':<8} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.db import immediate
-from mateclaw_mem.index.dense import DENSE_EXTRA, Embedder, Matrix, fuse, text_sha
+from mateclaw_mem.index.dense import DENSE_EXTRA, Embedder, Gate, Matrix, fuse, text_sha
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.storage import MessageStorage
@@ -43,6 +43,7 @@ class MessageVectors:
         self.weight = weight
         self.max_owners = max_owners
         self.extra = DENSE_EXTRA  # turns the dense side may add beyond the lexical list
+        self.gate = Gate()  # shut until the model's cosines prove to mean something (index/dense.py)
         self._owners: OrderedDict[tuple[str, str | None], _Owner] = OrderedDict()
         self._lock = threading.Lock()  # the per-owner caches (searches already hold the index lock)
         self._cursor = 0  # backfill: documents up to this id have been looked at
@@ -79,7 +80,11 @@ class MessageVectors:
         if matrix is None or not len(matrix):
             return lexical
         cosine = list(zip(matrix.ids, matrix.scores(q), strict=True))
-        fused = fuse([(i, s) for s, i in lexical], cosine, self.weight, extra=self.extra)
+        pairs = [(i, s) for s, i in lexical]
+        weight = self.weight * (self.gate.update(pairs, cosine) if self.weight < 1 else 1.0)  # 1: dense only
+        if weight <= 0:
+            return lexical  # the gate is shut: exactly the model-free ranking
+        fused = fuse(pairs, cosine, weight, extra=self.extra)
         return [(s, i) for i, s in fused[:limit]]
 
     def _matrix(self, agent: str, owner: str | None, view: OwnerView) -> Matrix | None:

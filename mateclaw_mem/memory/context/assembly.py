@@ -152,6 +152,7 @@ class ContextService:
         recall_max_chars: int = 2000,
         facts: FactService | None = None,
         turns: TurnLog | None = None,
+        card_pointer: Callable[[str, str | None], str | None] | None = None,
     ) -> None:
         self.store = store
         self.structured = structured
@@ -162,6 +163,8 @@ class ContextService:
         self.recall_max_chars = recall_max_chars
         self.facts = facts
         self.turns = turns
+        # The morning card's one-line pointer, for the day's first context (`dream.morning-card-pointer`).
+        self.card_pointer = card_pointer
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -189,6 +192,9 @@ class ContextService:
             query = str(current_msg.get("content") or "")
         system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless)
         hist = [_as_message(m) for m in history]
+        if not memoryless and self.card_pointer is not None and self.turns is not None \
+                and self.turns.first_today(agent, owner) and (pointer := self.card_pointer(agent, owner)):
+            system = f"{system}\n\n{pointer}" if system else pointer
         turn = new_turn_id() if self.turns is not None else None
         facts, facts_text = self._facts(agent, owner, query, memoryless, turn)
         if facts_text:

@@ -84,6 +84,14 @@ class TurnLog(SharedConnection):
                 (turn.turn_id, turn.agent, owner_column(turn.owner), turn.at_ms, turn.conversation_id or "",
                  int(turn.memoryless), json.dumps(memory, ensure_ascii=False, separators=(",", ":"))))
 
+    def first_today(self, agent: str, owner: str | None) -> bool:
+        """True when no context was built for (agent, owner) yet today (the workspace's day)."""
+        midnight = self.clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM context_turns WHERE agent=? AND owner=? AND at_ms>=? LIMIT 1",
+                                     (agent, owner_column(owner), int(midnight.timestamp() * 1000))).fetchone()
+        return row is None
+
     def get(self, agent: str, owner: str | None, turn_id: str) -> TurnMemory | None:
         """The turn, if it was built for this very (agent, owner); another owner's turn is None."""
         with self._lock:

@@ -23,6 +23,7 @@ from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, split_sections
 from mateclaw_mem.memory.dreaming.report import render_lines
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace import month_archive
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
@@ -262,6 +263,15 @@ class Diary:
             stats = months.setdefault(m.group(1), MonthStats())
             for section in split_sections(frontmatter.body(snap.text))[1]:
                 stats.add(section)
+        # Months the rotation rolled into the compressed month archives still count in the summary.
+        for row in month_archive.months(self.store, agent, owner=owner):
+            got = None if row["error"] else month_archive.read_month(self.store, agent, row["month"], owner=owner)
+            for rel, text in got.texts() if got is not None else []:
+                m = _ARCHIVE_RE.match(rel)
+                if m and m.group(1) not in months:
+                    stats = months.setdefault(m.group(1), MonthStats())
+                    for section in split_sections(frontmatter.body(text))[1]:
+                        stats.add(section)
         return months
 
     def latest(self, agent: str, *, owner: str | None = None) -> str | None:

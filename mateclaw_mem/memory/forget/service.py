@@ -28,6 +28,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import DisabledError, InvalidInputError, MateclawError
@@ -37,6 +38,7 @@ from mateclaw_mem.memory.extraction.forget_requests import forget_requests
 from mateclaw_mem.memory.forget.guard import Guard
 from mateclaw_mem.memory.forget.matching import MIN_TOKENS, Fingerprint, Matcher, cut_text
 from mateclaw_mem.memory.forget.tombstones import TombstoneDB
+from mateclaw_mem.workspace import month_archive
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -165,6 +167,7 @@ class ForgetService:
                 continue
             if lines:
                 report.files.append({"file": f.rel, "lines": lines})
+        self._cut_archives(agent, files_owner, matcher, batch, actor, report)
         self._cut_log(agent, owner, matcher, report)
         for fid in facts:
             self.facts.db.add_event(fid, agent, files_owner, "forget", self._now_ms(), actor=actor)  # type: ignore[union-attr]
@@ -196,6 +199,18 @@ class ForgetService:
         self.store.update(agent, rel, change, actor=PERSON, owner=owner, reason=f"forget (via {actor})", batch=batch)
         return cut["lines"]
 
+    def _cut_archives(self, agent: str, owner: str | None, matcher: Matcher, batch: str, actor: str,
+                      report: ForgetReport) -> None:
+        """Inside the compressed monthly archives too: each kept file that holds the claim is cut."""
+        for month in month_archive.months(self.store, agent, owner=owner):
+            if month["error"]:
+                report.skipped.append({"file": month["file"], "reason": month["error"]})
+                continue
+            cut: list[tuple[str, int]] = []
+            month_archive.update_month(self.store, agent, month["month"], partial(_cut_members, matcher, cut),
+                                       actor=PERSON, owner=owner, reason=f"forget (via {actor})", batch=batch)
+            report.files.extend({"file": f"{month['file']}:{rel}", "lines": n} for rel, n in cut)
+
     def _cut_log(self, agent: str, owner: str | None, matcher: Matcher, report: ForgetReport) -> None:
         changed = self.log.rewrite(agent, owner, lambda t: cut_text(t, matcher, marker=True)[0])
         messages, facts = changed.get("messages", {}), changed.get("aml_facts", {})
@@ -225,3 +240,15 @@ class ForgetService:
             self.db.done(p.id, self._now_ms(), n)
             total += n
         return total
+
+
+def _cut_members(matcher: Matcher, cut: list[tuple[str, int]], members: dict[str, bytes]) -> dict[str, bytes] | None:
+    """One month archive's members with the claim cut from each that holds it (None: none does)."""
+    cut.clear()
+    for rel, data in members.items():
+        text = data.decode("utf-8")
+        if matcher.contains(text):
+            body, lines = cut_text(text, matcher, drop_empty_sections=True)
+            members[rel] = body.encode("utf-8")
+            cut.append((rel, lines))
+    return members if cut else None
