@@ -117,13 +117,17 @@ class MemorySettings(Section):
     provider_circuit_failure_threshold: int = Field(3, ge=1)
     provider_circuit_cooldown_seconds: int = Field(30, ge=0)
     provider_prefetch_max_chars: int = Field(2000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
+    # Ours: which providers run, in order — a name, or {name: ..., <that provider's settings>}; names are
+    # entry points of group `mateclaw_mem.providers` (providers/plugins.py). Mem0 is off until listed.
+    providers: list[str | dict[str, Any]] = Field(default_factory=lambda: ["search_hits", "conversation_hits"])
     dream: DreamSettings = DreamSettings()
     fact: FactSettings = FactSettings()
     soul: SoulSettings = SoulSettings()  # ours: `soul.auto-apply` applies a proposal unreviewed
 
     _cron = field_validator("structured_consolidation_cron")(_check_cron)
-
-
+    # Ours (README "Export and import"): any .md on import, within wider streamed limits; extras that travel.
+    snapshot_vault_import: bool = False
+    snapshot_extras: list[Literal["structured", "dreams", "facts", "owners"]] = []
 
 class WindowSettings(Section):
     """`mate.agent.conversation.window.*`."""

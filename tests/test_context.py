@@ -127,12 +127,18 @@ def test_owner_isolation_takes_identity_from_the_agent_and_memory_from_the_owner
         svc.structured.remember("default", "user", "pet", "BOB-CAT", actor="api", owner="bob@example.com")
         ctx = svc.context.build("default", owner="bob@example.com", query="hi")
         system = _system(ctx)
-        assert "BOB-PROFILE" in system and "SHARED-PROFILE" not in system and "BOB-CAT" in system
+        # As in the seed (issue 18): PROFILE.md is TEAM and the system message holds TEAM memory only;
+        # bob's own files and entries are the per-turn block at the head of his message.
+        assert "SHARED-PROFILE" in system and "BOB" not in system
         assert "--- AGENTS.md ---" in system and "--- SOUL.md ---" in system
-        assert {f.rel: f.personal for f in ctx.files} == {"AGENTS.md": False, "SOUL.md": False,
-                                                           "PROFILE.md": True, "MEMORY.md": True}
-        other = _system(svc.context.build("default", owner="eve", query="hi"))
-        assert "BOB" not in other
+        turn = ctx.messages[-1]["content"]
+        assert ctx.messages[-1]["role"] == "user" and turn.endswith("hi")
+        assert "BOB-PROFILE" in turn and "BOB-CAT" in turn
+        assert {(f.rel, f.personal) for f in ctx.files} == {
+            ("AGENTS.md", False), ("SOUL.md", False), ("PROFILE.md", False), ("MEMORY.md", False),
+            ("PROFILE.md", True), ("MEMORY.md", True)}
+        other = svc.context.build("default", owner="eve", query="hi")
+        assert _system(other) == system and "BOB" not in str(other.messages)
     finally:
         svc.close()
 

@@ -189,3 +189,32 @@ def test_projection_off_means_no_recall(tmp_path: Path, clock) -> None:
         assert services.facts.recall(AGENT, None, "editor", budget_chars=500) == []
     finally:
         services.close()
+
+
+def test_model_mode_facts_carry_the_messages_they_were_extracted_from(tmp_path: Path, clock, model_server) -> None:
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    min-messages-for-summarize: 0\n"
+                   "    fact:\n      projection-enabled: true\n"
+                   f"model:\n  base-url: {model_server.base_url}\n  model: test-model\n  max-retries: 0\n",
+                   encoding="utf-8")
+    services = Services(load_settings(cfg, tmp_path / "workspace"), clock)
+    try:
+        services.store.ensure_agent(AGENT)
+        _ = services.file_index, services.facts
+
+        def answer(body: dict) -> dict:
+            line = next(ln for ln in body["messages"][-1]["content"].splitlines() if ln.startswith("[NEW #"))
+            msg_id = line.split("#", 1)[1].split()[0]
+            return {"should_update": True, "reason": "a preference",
+                    "edits": [{"op": "add", "section": "Preferences", "text": "plays the cello on Sundays",
+                               "evidence": [msg_id]}]}
+
+        model_server.responder = answer
+        services.extraction.record_turn(AGENT, "c7", "I play the cello every Sunday morning.", "Lovely.")
+        out = services.extraction.extract_now(AGENT, "c7")
+        assert out.outcome == "updated", out
+        fact = by_text(services, "plays the cello")
+        notes = [h["note"] for h in services.facts.history(AGENT, None, fact.id) if h["kind"] == "source"]
+        assert notes and notes[0].startswith("conversation c7: message(s) ")
+    finally:
+        services.close()

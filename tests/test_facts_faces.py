@@ -152,8 +152,11 @@ def test_a_context_returns_its_turn_and_the_turn_record_is_the_owners(api: httpx
     assert r.status_code == 200, r.text
     body = r.json()
     turn = body["turn"]
-    assert "drinks green tea every morning" in body["messages"][0]["content"]
-    assert "opera" not in body["messages"][0]["content"]
+    # Isolation on: facts are the owner's, so they come in the per-turn block at the head of the
+    # user message, never in the (cache-stable, TEAM/GLOBAL only) system message (issue 18).
+    assert "drinks green tea every morning" in body["messages"][-1]["content"]
+    assert "drinks green tea" not in body["messages"][0]["content"]
+    assert "opera" not in str(body["messages"])
     memory = api.get(f"/api/v1/memory/{AGENT}/turns/{turn}/memory", params={"owner": "alice"})
     assert memory.status_code == 200, memory.text
     record = memory.json()

@@ -308,9 +308,11 @@ def test_with_owner_isolation_one_owner_never_recalls_another_owners_memory(
         services.log.append("default", "c-alice", [NewMessage("user", "my dentist is Dr. Weiss")], owner="alice",
                             now_ms=1_764_400_000_000)
         bob = services.context.build("default", owner="bob", query="dentist")
-        assert bob.prefetch is not None and RECALLED_TITLE not in bob.system
+        assert bob.prefetch is not None and RECALLED_TITLE not in str(bob.messages)
         alice = services.context.build("default", owner="alice", query="dentist")
-        assert "Alice sees the dentist on Tuesday." in alice.system and "Dr. Weiss" in alice.system
+        # Isolation on: the owner's recalled memory is per turn, at the head of the user message (issue 18).
+        turn = alice.messages[-1]["content"]
+        assert "Alice sees the dentist on Tuesday." in turn and "Dr. Weiss" in turn and "Dr. Weiss" not in alice.system
     finally:
         services.close()
 

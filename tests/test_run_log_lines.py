@@ -65,14 +65,14 @@ def test_a_structured_consolidation_logs_one_line(services: Services, caplog: py
 
 def test_an_import_logs_one_line(services: Services, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     src = tmp_path / "vault"
-    (src / "notes").mkdir(parents=True)
-    (src / "notes" / "tea.md").write_text("# Tea\n\n- sencha in the morning\n", encoding="utf-8")
+    (src / "memory").mkdir(parents=True)
+    (src / "memory" / "2026-11-02.md").write_text("# 2026-11-02\n\n- sencha in the morning\n", encoding="utf-8")
     caplog.set_level(logging.INFO)
     services.transfer.import_(src, agent=AGENT)
     services.transfer.import_(src, agent=AGENT, dry_run=True)  # a dry run writes nothing and logs nothing
     got = lines(caplog, "mateclaw_mem.workspace.transfer")
     assert len(got) == 1, got
-    assert re.fullmatch(rf"import default from vault: updated notes/tea\.md \(1 create\) {MS}", got[0]), got
+    assert re.fullmatch(rf"import default from vault: updated memory/2026-11-02\.md \(1 create\) {MS}", got[0]), got
 
 
 def test_http_mcp_calls_log_nothing_at_info_from_the_sdk(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

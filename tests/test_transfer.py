@@ -13,8 +13,19 @@ from mateclaw_mem.cli.main import main
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.workspace.import_source import Limits
+from mateclaw_mem.workspace.snapshot_rules import Policy, strip_target_keys
 from mateclaw_mem.workspace.store import WorkspaceStore
 from mateclaw_mem.workspace.transfer import Transfer
+
+
+def vault(store: WorkspaceStore, **kwargs: object) -> Transfer:
+    """The vault import (`snapshot-vault-import: true`): any .md, as these tests' folders hold."""
+    return Transfer(store, policy=Policy(vault=True), **kwargs)  # type: ignore[arg-type]
+
+
+def stripped(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files as a snapshot carries them: `enabled` / `sort_order` are the target's to decide."""
+    return {k: strip_target_keys(v.decode("utf-8")).encode("utf-8") for k, v in files.items()}
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -58,37 +69,37 @@ def filled(store: WorkspaceStore) -> WorkspaceStore:
 def test_round_trip_is_byte_for_byte_through_zip_and_folder(filled: WorkspaceStore, tmp_path: Path,
                                                             clock: ManualClock) -> None:
     source = tree(filled.agent_dir("default"))
-    out = Transfer(filled).export("default", tmp_path / "backup.zip")
+    out = vault(filled).export("default", tmp_path / "backup.zip")
     with zipfile.ZipFile(out.out) as zf:
         names = zf.namelist()
         manifest = json.loads(zf.read("manifest.json"))
     assert sorted(n for n in names if n != "manifest.json") == sorted(source)
     assert not any(n.startswith(".mateclaw") for n in names)
-    assert manifest["version"] == 1 and manifest["agent"] == "default" and manifest["exported_at"]
-    assert {f["path"]: f["size"] for f in manifest["files"]} == {k: len(v) for k, v in source.items()}
+    assert manifest["version"] == 1 and manifest["agentId"] == "default" and manifest["exportedAt"]
+    assert {f["path"]: f["size"] for f in manifest["files"]} == {k: len(v) for k, v in stripped(source).items()}
 
     other = fresh_store(tmp_path, clock)  # its untouched seeds give way to the imported files
-    report = Transfer(other).import_(out.out)  # the manifest names the agent
+    report = vault(other).import_(out.out)
     assert report.agent == "default" and report.counts() == {"create": 3, "overwrite": 1, "unchanged": 3}
-    assert tree(other.agent_dir("default")) == source
+    assert stripped(tree(other.agent_dir("default"))) == stripped(source)
 
-    folder = Transfer(filled).export("default", tmp_path / "backup-dir").out
+    folder = vault(filled).export("default", tmp_path / "backup-dir").out
     third = fresh_store(tmp_path, clock, "third")
     third.ensure_agent("copy")
-    Transfer(third).import_(folder, agent="copy")
-    assert tree(third.agent_dir("copy")) == source
+    vault(third).import_(folder, agent="copy")
+    assert stripped(tree(third.agent_dir("copy"))) == stripped(source)
     assert [v.actor for v in third.history("copy", "MEMORY.md")][-1] == "import"
 
 
 def test_history_only_with_include_history_and_never_imported(filled: WorkspaceStore, tmp_path: Path,
                                                                clock: ManualClock) -> None:
-    out = Transfer(filled).export("default", tmp_path / "h.zip", include_history=True)
+    out = vault(filled).export("default", tmp_path / "h.zip", include_history=True)
     with zipfile.ZipFile(out.out) as zf:
         history = [n for n in zf.namelist() if n.startswith(".mateclaw/history/")]
     assert history and out.history_files == len(history)
     assert any(n.endswith("MEMORY.md/versions.jsonl") for n in history)
     other = fresh_store(tmp_path, clock)
-    report = Transfer(other).import_(out.out)
+    report = vault(other).import_(out.out)
     skipped = [i for i in report.items if i.action == "skip"]
     assert [i.source for i in skipped] == [".mateclaw/"] and "not imported" in skipped[0].reason
     # Only its own versions (the seed, the import), none of the person's kept in the source.
@@ -104,7 +115,7 @@ def test_import_through_the_ceiling_archives_the_tail_and_undo_takes_it_all_back
     src.mkdir()
     (src / "MEMORY.md").write_text(big, encoding="utf-8")
     before = tree(store.agent_dir("default"))
-    report = Transfer(store).import_(src, strategy="overwrite")
+    report = vault(store).import_(src, strategy="overwrite")
     (item,) = report.items
     assert item.action == "overwrite" and item.archived
     memory = store.read("default", "MEMORY.md").text
@@ -121,7 +132,7 @@ def test_pinned_sections_survive_an_overwrite_import(store: WorkspaceStore, tmp_
     src = tmp_path / "src"
     src.mkdir()
     (src / "MEMORY.md").write_text("# Memory\n\n## New\nincoming text\n", encoding="utf-8")
-    report = Transfer(store).import_(src, strategy="overwrite")
+    report = vault(store).import_(src, strategy="overwrite")
     assert report.counts() == {"overwrite": 1}
     text = store.read("default", "MEMORY.md").text
     assert "## Keep\n<!-- pin -->\nmy pinned words\n" in text and "incoming text" in text and "old text" not in text
@@ -135,7 +146,7 @@ def test_default_strategy_keeps_a_differing_file_and_merge_appends_what_is_missi
     src.mkdir()
     (src / "PROFILE.md").write_text("# Profile\n\n## Food\n- likes tea\n- hates coffee\n\n## Pets\n- a cat\n",
                                     encoding="utf-8")
-    transfer = Transfer(store)
+    transfer = vault(store)
     report = transfer.import_(src)
     assert report.counts() == {"conflict": 1} and report.batch is None
     assert store.read("default", "PROFILE.md").text == mine
@@ -153,7 +164,7 @@ def test_an_untouched_seed_is_replaced_even_with_skip(store: WorkspaceStore, tmp
     src = tmp_path / "src"
     src.mkdir()
     (src / "SOUL.md").write_text("# Soul\nI am a calm assistant.\n", encoding="utf-8")
-    (item,) = Transfer(store).import_(src).items
+    (item,) = vault(store).import_(src).items
     assert item.action == "overwrite" and "seed" in item.reason
     assert store.read("default", "SOUL.md").text.endswith("I am a calm assistant.\n")
 
@@ -170,7 +181,7 @@ def test_zip_slip_and_absolute_entries_refuse_the_whole_archive(store: Workspace
     archive = make_zip(tmp_path / "bad.zip", {"fine.md": b"# ok\n", name: b"# evil\n"})
     before = tree(store.root)
     with pytest.raises(InvalidInputError, match=why):
-        Transfer(store).import_(archive)
+        vault(store).import_(archive)
     assert tree(store.root) == before
     assert not (tmp_path / "evil.md").exists()
 
@@ -180,7 +191,7 @@ def test_symlinks_are_refused_in_zips_and_folders(store: WorkspaceStore, tmp_pat
                        links=("MEMORY.md",))
     before = tree(store.root)
     with pytest.raises(InvalidInputError, match="symbolic link"):
-        Transfer(store).import_(archive)
+        vault(store).import_(archive)
     folder = tmp_path / "vault"
     folder.mkdir()
     (folder / "fine.md").write_text("# ok\n", encoding="utf-8")
@@ -188,7 +199,7 @@ def test_symlinks_are_refused_in_zips_and_folders(store: WorkspaceStore, tmp_pat
     secret.write_text("secret\n", encoding="utf-8")
     os.symlink(secret, folder / "MEMORY.md")
     with pytest.raises(InvalidInputError, match="symbolic link"):
-        Transfer(store).import_(folder)
+        vault(store).import_(folder)
     assert tree(store.root) == before
 
 
@@ -203,7 +214,7 @@ def test_unimportable_files_are_reported_and_skipped(store: WorkspaceStore, tmp_
         "Vault/.obsidian/workspace.md": b"# hidden\n",
         "Vault/100%25.md": b"# odd name\n",
     })
-    report = Transfer(store, limits=Limits(max_file_bytes=1000)).import_(archive)
+    report = vault(store, limits=Limits(max_file_bytes=1000)).import_(archive)
     by_source = {i.source: i for i in report.items}
     assert by_source["ok.md"].action == "create"  # the zip's single top folder is the import root
     assert "not a Markdown" in by_source["photo.png"].reason
@@ -220,16 +231,16 @@ def test_oversized_archive_and_damaged_files_are_refused(store: WorkspaceStore, 
                                                           clock: ManualClock) -> None:
     archive = make_zip(tmp_path / "huge.zip", {f"n{i}.md": b"y" * 600 for i in range(5)})
     with pytest.raises(InvalidInputError, match="more than 2000 bytes"):
-        Transfer(store, limits=Limits(max_total_bytes=2000)).import_(archive)
+        vault(store, limits=Limits(max_total_bytes=2000)).import_(archive)
     with pytest.raises(InvalidInputError, match="entries"):
-        Transfer(store, limits=Limits(max_entries=3)).import_(archive)
+        vault(store, limits=Limits(max_entries=3)).import_(archive)
 
-    exported = Transfer(store).export("default", tmp_path / "e.zip").out
+    exported = vault(store).export("default", tmp_path / "e.zip").out
     with zipfile.ZipFile(exported) as zf:
         entries = {n: zf.read(n) for n in zf.namelist()}
     entries["MEMORY.md"] += b"tampered\n"
     damaged = make_zip(tmp_path / "damaged.zip", entries)
-    report = Transfer(fresh_store(tmp_path, clock)).import_(damaged)
+    report = vault(fresh_store(tmp_path, clock)).import_(damaged)
     memory = next(i for i in report.items if i.source == "MEMORY.md")
     assert memory.action == "skip" and "sha256" in memory.reason
 
@@ -242,7 +253,7 @@ def test_dry_run_writes_nothing(store: WorkspaceStore, tmp_path: Path) -> None:
     (src / "memory" / "2026-11-01.md").write_text("# 2026-11-01\n", encoding="utf-8")
     before = tree(store.root)
     history_before = sorted(p for p in store.state_dir.rglob("*") if "history" in p.parts)
-    report = Transfer(store).import_(src, strategy="overwrite", dry_run=True)
+    report = vault(store).import_(src, strategy="overwrite", dry_run=True)
     assert report.dry_run and report.batch is None
     assert {i.source: i.action for i in report.items} == {"MEMORY.md": "overwrite", "memory/2026-11-01.md": "create"}
     assert tree(store.root) == before
@@ -257,7 +268,7 @@ def test_undo_of_a_whole_import_restores_everything(filled: WorkspaceStore, tmp_
     (src / "MEMORY.md").write_text("# replaced\n" + "## S\n" + "z " * 5000 + "\n## T\nt\n", encoding="utf-8")
     (src / "notes" / "crlf.md").write_text("# new content\n", encoding="utf-8")
     (src / "notes" / "brand-new.md").write_text("# new file\n", encoding="utf-8")
-    transfer = Transfer(filled)
+    transfer = vault(filled)
     report = transfer.import_(src, strategy="overwrite")
     assert report.batch.startswith("import-default-") and report.written == 3
     assert tree(filled.agent_dir("default")) != before
@@ -276,7 +287,7 @@ def test_two_imports_in_one_second_get_two_runs(store: WorkspaceStore, tmp_path:
         src = tmp_path / f"src{n}"
         src.mkdir()
         (src / f"n{n}.md").write_text(f"# {n}\n", encoding="utf-8")
-    transfer = Transfer(store)
+    transfer = vault(store)
     first = transfer.import_(tmp_path / "src1")
     second = transfer.import_(tmp_path / "src2")
     assert first.batch != second.batch
@@ -285,7 +296,7 @@ def test_two_imports_in_one_second_get_two_runs(store: WorkspaceStore, tmp_path:
 
 
 def test_export_refuses_to_clobber_or_to_write_inside_the_workspace(store: WorkspaceStore, tmp_path: Path) -> None:
-    transfer = Transfer(store)
+    transfer = vault(store)
     transfer.export("default", tmp_path / "a.zip")
     with pytest.raises(InvalidInputError, match="already exists"):
         transfer.export("default", tmp_path / "a.zip")
@@ -297,10 +308,10 @@ def test_owner_files_round_trip_into_their_owner(tmp_path: Path, clock: ManualCl
     store = WorkspaceStore(tmp_path / "ws", clock=clock, owner_isolation=True)
     store.ensure_agent("default")
     store.write("default", "PROFILE.md", "# Bob\n- likes jazz\n", expected_sha=None, actor="person", owner="bob@x")
-    out = Transfer(store).export("default", tmp_path / "all.zip").out
+    out = vault(store).export("default", tmp_path / "all.zip").out
     other = WorkspaceStore(tmp_path / "ws2", clock=clock, owner_isolation=True)
     other.ensure_agent("default")
-    report = Transfer(other).import_(out)
+    report = vault(other).import_(out)
     bob = next(i for i in report.items if i.owner == "bob@x")
     assert bob.rel == "PROFILE.md" and bob.action == "create"
     assert other.read("default", "PROFILE.md", owner="bob@x").text == "# Bob\n- likes jazz\n"
@@ -315,7 +326,7 @@ def test_export_reports_what_it_leaves_out(store: WorkspaceStore, tmp_path: Path
     (base / "notes" / "link.md").symlink_to(base / "notes" / "real.md")
     (base / ".obsidian").mkdir()
     (base / ".obsidian" / "workspace.md").write_text("editor state\n", encoding="utf-8")
-    result = Transfer(store).export("default", tmp_path / "e.zip")
+    result = vault(store).export("default", tmp_path / "e.zip")
     assert dict(result.skipped) == {"photo.png": "not a Markdown (.md) file",
                                     "notes/link.md": "symbolic link, not followed"}
     assert {f.path for f in result.files} == set(tree(base)) - {"photo.png", "notes/link.md", ".obsidian/workspace.md"}
@@ -327,17 +338,17 @@ def test_export_keeps_owner_folders_and_ignores_an_owner_without_isolation(tmp_p
     isolated.ensure_agent("default")
     isolated.write("default", "PROFILE.md", "# Bob\n", expected_sha=None, actor="person", owner="bob@x")
     isolated.write("default", "PROFILE.md", "# Eve\n", expected_sha=None, actor="person", owner="eve")
-    bob = Transfer(isolated).export("default", tmp_path / "bob.zip", owner="bob@x")
+    bob = vault(isolated).export("default", tmp_path / "bob.zip", owner="bob@x")
     assert bob.owner == "bob@x" and {f.path for f in bob.files} == {"PROFILE.md"}
     with zipfile.ZipFile(bob.out) as zf:
         assert zf.read("PROFILE.md") == b"# Bob\n"
     # The same folder without isolation: nobody's files are left behind, and no owner is picked.
     plain = WorkspaceStore(tmp_path / "ws", clock=clock)
-    result = Transfer(plain).export("default", tmp_path / "all.zip", owner="bob@x")
+    result = vault(plain).export("default", tmp_path / "all.zip", owner="bob@x")
     assert result.owner is None
     assert {f.path for f in result.files} | {p for p, _ in result.skipped} == set(tree(plain.agent_dir("default")))
     assert "owners/eve/PROFILE.md" in {f.path for f in result.files}
-    assert "bob" not in Transfer(plain).default_export_path("default", result.owner).name
+    assert "bob" not in vault(plain).default_export_path("default", result.owner).name
 
 
 def test_cli_export_import_and_undo_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -346,31 +357,31 @@ def test_cli_export_import_and_undo_the_run(tmp_path: Path, monkeypatch: pytest.
 
     no_config_here(monkeypatch, tmp_path)  # from tmp_path, on tmp_path/workspace, no settings file
     assert main(["init"]) == 0
-    assert main(["write", "default", "notes/a.md", "--text", "# A\n"]) == 0
+    assert main(["write", "default", "memory/2026-11-02.md", "--text", "# A\n"]) == 0
     assert main(["export", "--out", str(tmp_path / "out.zip")]) == 0
-    assert main(["write", "default", "notes/a.md", "--text", "# A changed by hand\n"]) == 0
+    assert main(["write", "default", "memory/2026-11-02.md", "--text", "# A changed by hand\n"]) == 0
     capsys.readouterr()
     assert main(["import", "out.zip", "--agent", "copy", "--dry-run"]) == 3  # never created: how to create it
     assert "mateclaw-mem init copy" in capsys.readouterr().err and not (tmp_path / "workspace/copy").exists()
     assert main(["init", "copy"]) == 0
     assert main(["import", "out.zip", "--agent", "copy", "--dry-run"]) == 0
-    assert "dry run" in capsys.readouterr().out and not (tmp_path / "workspace/copy/notes").exists()
+    assert "dry run" in capsys.readouterr().out and not (tmp_path / "workspace/copy/memory").exists()
     assert main(["import", "out.zip", "--json"]) == 10  # back into default: the hand edit wins, nothing written
     data = json.loads(capsys.readouterr().out)
-    assert {f["file"]: f["action"] for f in data["files"]}["notes/a.md"] == "conflict"
+    assert {f["file"]: f["action"] for f in data["files"]}["memory/2026-11-02.md"] == "conflict"
     assert data["run"] is None
     assert main(["import", "out.zip", "--agent", "copy", "--json"]) == 0
     run = json.loads(capsys.readouterr().out)["run"]
-    assert (tmp_path / "workspace/copy/notes/a.md").read_text(encoding="utf-8").endswith("# A\n")
+    assert (tmp_path / "workspace/copy/memory/2026-11-02.md").read_text(encoding="utf-8").endswith("# A\n")
     assert main(["undo", "copy", "--run", run]) == 0
-    assert not (tmp_path / "workspace/copy/notes/a.md").exists()
+    assert not (tmp_path / "workspace/copy/memory/2026-11-02.md").exists()
     code = main(["import", str(tmp_path / "nope.zip")])
     assert code == 3 and "does not exist" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
 def test_exported_zip_entries_are_plain_files(store: WorkspaceStore, tmp_path: Path) -> None:
-    out = Transfer(store).export("default", tmp_path / "p.zip").out
+    out = vault(store).export("default", tmp_path / "p.zip").out
     with zipfile.ZipFile(out) as zf:
         assert all(stat.S_ISREG(i.external_attr >> 16) for i in zf.infolist())
 
@@ -391,8 +402,8 @@ def test_a_pathologically_nested_manifest_is_refused_with_a_reason(store: Worksp
             zf.writestr("MEMORY.md", "# M\n")
     before = store.read("default", "MEMORY.md").text
     with pytest.raises(InvalidInputError, match=r"manifest\.json nests 100001 levels deep"):
-        Transfer(store).import_(source)
+        vault(store).import_(source)
     assert store.read("default", "MEMORY.md").text == before
     # Brackets inside strings are text, not nesting.
     (folder / "manifest.json").write_text(json.dumps({"files": [], "note": "[" * 1000}), encoding="utf-8")
-    Transfer(store).import_(folder, dry_run=True)
+    vault(store).import_(folder, dry_run=True)

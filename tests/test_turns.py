@@ -47,7 +47,9 @@ def svc(tmp_path: Path, clock) -> Iterator[Services]:
 
 
 def system_of(ctx) -> str:
-    return ctx.messages[0]["content"]
+    """What the prompt carries of memory: the system message and, isolation on (as here), the per-turn
+    block where the seed puts the turn's facts (issue 18)."""
+    return ctx.messages[0]["content"] + (f"\n\n{ctx.turn_block.text}" if ctx.turn_block else "")
 
 
 def facts_block(system: str) -> list[str]:

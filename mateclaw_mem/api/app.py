@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,11 +17,13 @@ from mateclaw_mem.api import facts as facts_api
 from mateclaw_mem.api import forget as forget_api
 from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import morning_card as morning_card_api
+from mateclaw_mem.api import snapshots as snapshots_api
 from mateclaw_mem.api import structured as structured_api
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
+from mateclaw_mem.api.ui import install_ui
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 
@@ -32,13 +35,15 @@ class BodyLimit:
     counted, and replayed to the app only if it stays within the limit.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, per_path: dict[str, tuple[int, str]] | None = None) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, per_path: dict[str, tuple[int, str]] | None = None,
+                 streamed: re.Pattern[str] | None = None) -> None:
         self.app = app
+        self.streamed = streamed  # paths whose route counts its own body as it streams (snapshot uploads)
         self.max_bytes = max_bytes
         self.per_path = per_path or {}  # path -> (smaller limit, why)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (self.streamed and self.streamed.fullmatch(scope["path"])):
             await self.app(scope, receive, send)
             return
         max_bytes, why = self.per_path.get(scope["path"], (self.max_bytes, ""))
@@ -109,6 +114,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.include_router(aml.router)
     app.include_router(contradictions_api.router)  # before any /facts/{id} route: "contradictions" is no fact id
     app.include_router(memory.router)
+    app.include_router(snapshots_api.router)  # before workspace.router: its paths are literal words
     app.include_router(workspace.router)
     app.include_router(clawdiators.router)  # before learning_api: /api/v1/agents/me is not an agent 'me'
     app.include_router(learning_api.router)
@@ -118,6 +124,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.include_router(forget_api.router)
     app.include_router(facts_api.router)  # after any literal /facts/<word> route: /facts/{factId} matches all
     _ = services.lineage  # built now: it records harness versions from the first write on
+    install_ui(app)  # the Memory Browser at /ui/ (and / redirects there)
     # Other faces' routers go here, one line each.
 
     if mcp_app is not None:
@@ -127,7 +134,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     # (parsing 1.9 MB of JSON on the event loop held /health for 100+ ms).
     search_limit = (SEARCH_BODY_BYTES, f" (a search query is at most {MAX_QUERY_CHARS} characters)")
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
-                       per_path={"/v1/aml/search": search_limit})
+                       per_path={"/v1/aml/search": search_limit}, streamed=snapshots_api.UPLOAD_PATHS)
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)

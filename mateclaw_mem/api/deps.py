@@ -7,20 +7,37 @@ from typing import Annotated
 from fastapi import Depends, Path, Query, Request
 from pydantic import AfterValidator, Field
 
+from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.workspace.owners import owner_key, wire_owner
 
 # The store's agent-name rule (workspace/paths.py) as a schema pattern: a bad name is a documented 422.
 AGENT_PATTERN = r"^[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,62}[A-Za-z0-9_-])?$"
 
-# An owner key on the wire, in a query or a body. Absent and "" both mean no owner, which the services
-# spell None: converted here, while parsing, and nowhere else in the HTTP face.
-OwnerField = Annotated[str | None, Field(max_length=200), AfterValidator(normalise_owner)]
+
+
+def end_user_owner(value: str | int | None) -> str | None:
+    """The seed's API end user: `endUserId` 42 is the owner `api:42` (a web user 42 is `user:42`).
+    An integer id is kept exact (JSON integers are parsed as Python ints, never floats)."""
+    if value is None or value == "":
+        return None
+    try:
+        return owner_key("api", value).key
+    except InvalidInputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+# An owner key on the wire, in a query or a body (`user:<id>`, `<channel>:<sender>`, `api:<endUserId>`,
+# a legacy bare key; "" and "system" = shared = None): checked and converted here, while parsing, and
+# nowhere else in the HTTP face (`workspace.owners.wire_owner`).
+OwnerField = Annotated[str | None, Field(max_length=200), AfterValidator(wire_owner)]
 OwnerQuery = Annotated[
     str | None,
-    Query(max_length=200, description="owner key (end user; personal memory when owner isolation is on)"),
-    AfterValidator(normalise_owner),
+    Query(max_length=200, description="owner key: user:<id> (web), <channel>:<sender> (IM), api:<endUserId>, "
+                                      "or system (shared); personal memory when owner isolation is on"),
+    AfterValidator(wire_owner),
 ]
+EndUserField = Annotated[str | int | None, AfterValidator(end_user_owner)]
 
 
 async def get_services(request: Request) -> Services:

@@ -29,6 +29,8 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "index": _index(services),
         # Model mode: does the model answer (start-up probe) and which steps failed in the last 24 h.
         "model": model_health(services) if services.mode == "model" else None,
+        # Per memory provider: latency, failures, breaker state (what `status` shows from the daemon).
+        "providers": services.providers.status() if services.built("providers") else None,
     }
 
 

@@ -16,7 +16,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, EndUserField, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
@@ -31,8 +31,8 @@ RunId = Path(alias="runId", min_length=1, max_length=100)
 # How long `summarize` holds the request before it answers 202 and lets the run go on.
 SUMMARIZE_WAIT_SECONDS = 2.0
 _manual_runs_lock = threading.Lock()
-EndUserOwner = Annotated[OwnerField, Field(description="owner key; defaults to endUserId")]
-EndUserId = Annotated[OwnerField, Field(alias="endUserId")]
+EndUserOwner = Annotated[OwnerField, Field(description="owner key; defaults to api:<endUserId>")]
+EndUserId = Annotated[EndUserField, Field(alias="endUserId", description="the API end user: owner api:<endUserId>")]
 
 
 class _Body(BaseModel):

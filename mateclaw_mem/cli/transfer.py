@@ -24,9 +24,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", parents=[common],
-                       help="import an export, or any folder/zip of .md files, as one undoable run")
+                       help="import a snapshot (the seed's files; any .md with mate.memory.snapshot-vault-import) "
+                            "as one undoable run")
     p.add_argument("path", help="a zip or folder from export, an agent folder, an Obsidian vault, or one .md file")
-    p.add_argument("--agent", help="target agent (default: the export's agent, else default)")
+    p.add_argument("--agent", help="target agent (default: default; never the agent named in the manifest)")
     p.add_argument("--owner", help="import into this owner's personal memory (owner isolation)")
     p.add_argument("--strategy", choices=("skip", "overwrite", "merge"), default="skip",
                    help="when a file exists and differs: keep it (skip, default), replace it (overwrite; pinned "

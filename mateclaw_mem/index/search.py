@@ -27,7 +27,8 @@ Scopes (which chunks a search may return):
 - `files`: every memory file, no conversation messages.
 
 Owner: `owner=None` searches the agent's shared files; an owner key adds that owner's personal
-files (owner isolation on) and their conversations ("" is taken as None).
+files (owner isolation on) and their conversations ("" is taken as None). Every search also covers
+the workspace's GLOBAL files (`global/`, indexed as agent `global`): every agent sees them.
 
 Dense retrieval (`model.embedding-model` set): the keyword scores and the cosines over the scope's
 chunk vectors are fused by weighted scores (`index/dense.py`, `fuse`: (1 - w) x keyword / top
@@ -50,13 +51,14 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
-from mateclaw_mem.index.dense import complete_note, fuse
+from mateclaw_mem.index.dense import DenseRanking, complete_note, fuse
 from mateclaw_mem.index.files.index import FileIndex
 from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
 from mateclaw_mem.index.snippets import make_snippet
 from mateclaw_mem.index.sources import MessageSource
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS, STOPWORDS, fts_query, tokenize
+from mateclaw_mem.workspace.walk import GLOBAL
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -197,6 +199,9 @@ class SearchService:
         if self.dense is not None and self.settings.dense_weight > 0:
             try:
                 ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds)
+                if agent != GLOBAL:
+                    everyone = self.dense.rank(query, agent=GLOBAL, owners=[None], kinds=kinds)
+                    ranked = DenseRanking([*ranked.cosine, *everyone.cosine], ranked.total + everyone.total)
             except Exception as exc:
                 warnings.append(f"dense retrieval failed ({exc}); showing keyword results only")
                 log.warning("dense retrieval failed, keyword results only: %s", exc)
@@ -236,8 +241,9 @@ class SearchService:
         found: dict[int, Candidate] = {}
 
         def add(expr: str, ranked: bool) -> None:
-            for c in self.index.match(expr, agent=agent, owners=owners, scope=scope, limit=pool, ranked=ranked):
-                found.setdefault(c.id, c)
+            for where, who in ((agent, owners), (GLOBAL, [None])):
+                for c in self.index.match(expr, agent=where, owners=who, scope=scope, limit=pool, ranked=ranked):
+                    found.setdefault(c.id, c)
 
         if any(dfs.get(t, 0) for t in rare):
             add(fts_query(rare), ranked=True)

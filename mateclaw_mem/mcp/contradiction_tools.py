@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem.mcp.common import CHANGE, READ, call
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.workspace.owners import wire_owner
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 ACTOR = "mcp"
 Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
-                  AfterValidator(normalise_owner)]
+                  AfterValidator(wire_owner)]
 Action = Annotated[Literal["KEEP_A", "KEEP_B", "MERGE", "IGNORE"],
                    Field(description="KEEP_A / KEEP_B forget the other claim; MERGE writes `text` in place of "
                          "both; IGNORE remembers the pair as no contradiction")]

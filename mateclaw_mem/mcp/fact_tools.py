@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem.mcp.common import ADD, READ, call
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.workspace.owners import wire_owner
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 ACTOR = "mcp"
 Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
-                  AfterValidator(normalise_owner)]
+                  AfterValidator(wire_owner)]
 FactId = Annotated[str, Field(description="a fact id from memory_facts", min_length=1, max_length=64)]
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem.mcp.common import CHANGE, call
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.workspace.owners import wire_owner
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 ACTOR = "mcp"
 Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
-                  AfterValidator(normalise_owner)]
+                  AfterValidator(wire_owner)]
 
 
 def register(server: MCPServer, services: Services, agent: Callable[[], str]) -> None:

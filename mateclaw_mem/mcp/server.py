@@ -24,7 +24,7 @@ from mateclaw_mem.mcp import card_tools, contradiction_tools, fact_tools, forget
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace import tools as workspace_tools
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.workspace.owners import wire_owner
 
 ACTOR = "mcp"
 
@@ -39,7 +39,7 @@ Path_ = Annotated[str, Field(description="file path inside the agent, e.g. MEMOR
 MemPath = Annotated[str, Field(description="a path under /memories, e.g. /memories/notes.md")]
 # "" is no owner, which the services spell None: converted here, as the arguments are validated.
 Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
-                  AfterValidator(normalise_owner)]
+                  AfterValidator(wire_owner)]
 EntryType = Literal["user", "feedback", "project", "reference"]
 
 

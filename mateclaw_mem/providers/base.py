@@ -4,13 +4,24 @@ A provider answers "what do you know that bears on this query?" for one (agent, 
 short items, each naming where it came from. It runs on a worker thread of the registry; `deadline`
 is a `time.monotonic()` value after which its answer is ignored (the registry abandons the call), so
 a provider doing several steps may stop early, but it never has to check.
+
+Optional parts, looked up by name: `sync_turn(agent, owner, messages)` hears every recorded chat turn
+(it must not block: queue and return), `status()` adds the provider's own figures to `status`, and
+`close()` runs at shutdown. A provider is built by a factory `build(context, options)` registered
+as an entry point of group `mateclaw_mem.providers` (`plugins.py`).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.index.search import SearchService
+    from mateclaw_mem.settings import Settings
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,16 @@ class MemoryProvider(Protocol):
 
     def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
         ...
+
+
+@dataclass(frozen=True)
+class ProviderContext:
+    """What a provider factory may use. `search` is reached lazily: building a provider (e.g. for
+    `status`) must not open the index."""
+
+    settings: Settings
+    clock: Clock
+    search: Callable[[], SearchService]
 
 
 _HIGHLIGHT = re.compile(r"\[\[|\]\]")

@@ -7,9 +7,10 @@ not recorded as retrievals: Dreaming scores memory sections, not messages.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.providers.base import ProviderItem, snippet_text
+from mateclaw_mem.providers.base import ProviderContext, ProviderItem, snippet_text
+from mateclaw_mem.providers.plugins import limit_option
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.search import SearchService
@@ -26,3 +27,8 @@ class ConversationHitsProvider:
         result = self._search().search(query, agent=agent, owner=owner, scope="conversations", limit=self.limit,
                                        record=False)
         return [ProviderItem(snippet_text(h.snippet), h.file, h.score) for h in result.hits]
+
+
+def build(context: ProviderContext, options: dict[str, Any]) -> ConversationHitsProvider:
+    """The `conversation_hits` entry point."""
+    return ConversationHitsProvider(context.search, limit=limit_option("conversation_hits", options, 5))

@@ -11,6 +11,9 @@ within a total budget, each behind a circuit breaker.
   the others of the pool.
 - Circuit breaker per provider (`circuit.py`), timed by the injected Clock: after N consecutive
   failures it is skipped for the cooldown, then one trial call decides.
+- `sync_turn` hands a recorded chat turn to every provider that takes one (`sync_turn` of its own,
+  which must not block); a provider's failure there is logged, never raised, and never trips its
+  breaker (only recall is guarded by it).
 - Every prefetch returns a report (who answered, timed out, failed, was skipped, how long each
   took); `status()` keeps the per-provider picture (circuit, counts, recent timeouts) for `status`.
 
@@ -99,6 +102,9 @@ class _State:
     errors: int = 0
     skipped: int = 0
     last_error: str | None = None
+    last_ms: float | None = None  # the latest call that ran
+    total_ms: float = 0.0
+    timed: int = 0  # calls that ran (the mean latency's denominator)
     recent_timeouts: deque[str] = field(default_factory=lambda: deque(maxlen=RECENT))
 
 
@@ -125,12 +131,14 @@ class ProviderRegistry:
         failure_threshold: int = 3,
         cooldown_seconds: float = 30,
         max_workers: int | None = None,
+        origins: dict[str, str] | None = None,
     ) -> None:
         names = [p.name for p in providers]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"memory provider names must be unique; repeated: {', '.join(dupes)}")
         self.clock = clock
+        self.origins = dict(origins or {})  # provider name -> the distribution that supplied it
         self.timeout_ms = timeout_ms
         self.budget_ms = total_budget_ms
         self.failure_threshold = failure_threshold
@@ -258,6 +266,8 @@ class ProviderRegistry:
             for name, st in self._states.items():
                 outcome, ms, got, error = outcomes[name]
                 st.calls += 1
+                if ms is not None:
+                    st.last_ms, st.total_ms, st.timed = ms, st.total_ms + ms, st.timed + 1
                 if outcome == OK:
                     st.breaker.success()
                     st.answered += 1
@@ -306,12 +316,28 @@ class ProviderRegistry:
                     "calls": st.calls, "answered": st.answered, "timeouts": st.timeouts, "errors": st.errors,
                     "skipped": st.skipped, "running_late": st.late, "last_error": st.last_error,
                     "recent_timeouts": list(st.recent_timeouts),
+                    "latency_ms": {"last": st.last_ms,
+                                   "mean": _ms(st.total_ms / st.timed / 1000) if st.timed else None},
+                    "failures": st.timeouts + st.errors,
+                    "from": self.origins.get(name, "in code"),
+                    **_own_status(st.provider),
                 }
                 for name, st in self._states.items()
             }
         return {"timeout_ms": self.timeout_ms, "total_budget_ms": self.budget_ms,
                 "failure_threshold": self.failure_threshold, "cooldown_seconds": self.cooldown_seconds,
                 "providers": providers}
+
+    def sync_turn(self, agent: str, owner: str | None, messages: Sequence[tuple[str, str]]) -> None:
+        """A recorded turn's (role, content) messages, for every provider that keeps its own store."""
+        for name, st in self._states.items():
+            sync = getattr(st.provider, "sync_turn", None)
+            if not callable(sync) or self._closed:
+                continue
+            try:
+                sync(agent, owner, list(messages))
+            except Exception as exc:  # a plug-in's sync must never fail the turn being recorded
+                log.warning("memory provider %s: sync_turn failed (%s: %s)", name, type(exc).__name__, exc)
 
     def close(self) -> None:
         # Never wait for a late provider call: shutting down must not hang on a hung provider.
@@ -320,6 +346,23 @@ class ProviderRegistry:
             pool, self._pool = self._pool, None
         if pool is not None:
             pool.shutdown(wait=False, cancel_futures=True)
+        for st in self._states.values():
+            closer = getattr(st.provider, "close", None)
+            if callable(closer):
+                try:
+                    closer()
+                except Exception:
+                    log.exception("memory provider %s: close failed", st.provider.name)
+
+
+def _own_status(provider: MemoryProvider) -> dict[str, Any]:
+    report = getattr(provider, "status", None)
+    if not callable(report):
+        return {}
+    try:
+        return {"details": report()}
+    except Exception as exc:  # status must always render
+        return {"details": {"error": f"{type(exc).__name__}: {exc}"}}
 
 
 def timeout_of(ms: int) -> float:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.providers.base import ProviderItem, snippet_text
+from mateclaw_mem.providers.base import ProviderContext, ProviderItem, snippet_text
+from mateclaw_mem.providers.plugins import limit_option
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.search import SearchService
@@ -43,3 +44,8 @@ class SearchHitsProvider:
                 text = _ENTRY_META.sub("", text)
             items.append(ProviderItem(text, f"{h.file}:{h.line}", h.score))
         return items
+
+
+def build(context: ProviderContext, options: dict[str, Any]) -> SearchHitsProvider:
+    """The `search_hits` entry point."""
+    return SearchHitsProvider(context.search, limit=limit_option("search_hits", options, 8))

@@ -135,9 +135,14 @@ class Services:
     @_service
     def transfer(self) -> Transfer:
         """export/import of an agent's files; every import write goes through `store` (actor "import")."""
+        from mateclaw_mem.memory.facts.snapshot import FactEvents
+        from mateclaw_mem.workspace.snapshot_rules import policy_from
         from mateclaw_mem.workspace.transfer import Transfer
 
-        return Transfer(self.store)
+        memory = self.settings.mate.memory
+        sidecars = [FactEvents(self.facts.db)] if "facts" in memory.snapshot_extras else []
+        return Transfer(self.store, policy=policy_from(memory.snapshot_vault_import, memory.snapshot_extras),
+                        sidecars=sidecars)
 
     @_service
     def file_commands(self) -> FileCommands:
@@ -271,19 +276,9 @@ class Services:
                               card_pointer=(lambda a, o: self.morning_card.card_pointer(a, o))
                               if self.settings.mate.memory.dream.morning_card_pointer else None)
 
-    @_service
-    def providers(self) -> ProviderRegistry:
-        """Memory providers prefetched into a prompt (deadlines, budget, circuit breakers). Cheap to
-        build: no thread and no index until the first prefetch."""
-        from mateclaw_mem.providers.conversation_hits import ConversationHitsProvider
-        from mateclaw_mem.providers.registry import ProviderRegistry
-        from mateclaw_mem.providers.search_hits import SearchHitsProvider
-
-        registry = ProviderRegistry.from_settings(
-            [SearchHitsProvider(lambda: self.search), ConversationHitsProvider(lambda: self.search)],
-            self.settings.mate.memory, self.clock)
-        self.on_close(registry)
-        return registry
+    # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in
+    # `mate.memory.providers`; cheap to build: no thread and no index until the first prefetch.
+    providers: _service[ProviderRegistry] = _service(lambda s: _providers().build_registry(s))
 
     @_service
     def structured_consolidation(self) -> StructuredConsolidation:
@@ -310,7 +305,9 @@ class Services:
 
         # One model client (and usage log) for every step; structured items go through `structured`.
         svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
-                                remember=lambda *a, **k: self.structured.remember(*a, **k), forget=self.forget)
+                                remember=lambda *a, **k: self.structured.remember(*a, **k), forget=self.forget,
+                                on_turn=lambda *turn: self.providers.sync_turn(*turn),
+                                sources=lambda *a: self.facts.record_sources(*a))
         self.on_close(svc)
         return svc
 
@@ -425,6 +422,12 @@ def _index_wiring() -> Any:
     from mateclaw_mem.runtime import index_wiring
 
     return index_wiring
+
+
+def _providers() -> Any:
+    from mateclaw_mem.runtime import provider_wiring
+
+    return provider_wiring
 
 
 def _lifecycle() -> Any:

@@ -63,6 +63,7 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
     for name, reporter in services.status_reporters():
         out[name] = _guarded(reporter)
     _watcher_from_daemon(out, services)
+    _providers_from_daemon(out, services)
     return out
 
 
@@ -101,6 +102,17 @@ def _watcher_from_daemon(out: dict[str, Any], services: Services) -> None:
         index["watcher"] = {"state": f"{background['file watcher']} (in the daemon, pid {daemon['pid']})"}
     elif not daemon["running"]:
         index["watcher"] = {"state": "off: the daemon is not running (`mateclaw-mem serve` starts it)"}
+
+
+def _providers_from_daemon(out: dict[str, Any], services: Services) -> None:
+    """Provider calls happen in the daemon: its latencies, failures and breakers are the live ones."""
+    daemon = out["daemon"]
+    live = (daemon.get("health") or {}).get("providers")
+    if isinstance(live, dict) and not services.running_parts():
+        out["providers"] = {**live, "source": f"the daemon (pid {daemon['pid']})"}
+    elif isinstance(out.get("providers"), dict) and "error" not in out["providers"]:
+        where = "this process" if services.running_parts() else "this process (no daemon: counts start at zero)"
+        out["providers"]["source"] = where
 
 
 def _hand_edit(path: Path, f: FileInfo, last_sha: str | None, services: Services) -> dict[str, Any] | None:

@@ -2,14 +2,20 @@
 
 Refused as a whole, because they only come from a broken or hostile archive: entries that climb out
 (`..`) or are absolute, symbolic links, the same name twice, more entries or more bytes than the
-limits. Skipped one by one, each with its reason, because a real folder is full of them: hidden files
-and folders (`.obsidian/`, `.git/`, editor swap files), non-Markdown files, files over the size limit,
-encrypted zip entries. Nothing here writes anything; content checks (UTF-8, path rules, manifest
-hashes) belong to the importer.
+limits (measured while reading, never taken from a header). In seed mode (snapshot_rules.Policy)
+also a file over the per-file limit, one that is not UTF-8 text and a daily note with an impossible
+date. Skipped one by one, each with its reason, because a real folder is full of them: hidden files
+and folders (`.obsidian/`, `.git/`, editor swap files), non-Markdown files, files outside the seed's
+whitelist, encrypted zip entries (and, in a vault import, oversized or non-UTF-8 files).
+
+Nothing is kept in memory: the first pass measures and hashes every entry with a bounded read; the
+importer reads an entry again (`Source.load`, checked against that hash) only when it writes it.
+Nothing here writes anything.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -19,26 +25,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mateclaw_mem.errors import InvalidInputError, NotFoundError
+from mateclaw_mem.errors import InvalidInputError, NotFoundError, TooLargeError
+from mateclaw_mem.workspace.snapshot_rules import Limits, Policy
 
 MANIFEST = "manifest.json"
 STATE_PREFIX = ".mateclaw/"
 _DRIVE = re.compile(r"^[A-Za-z]:")
 _SEPARATORS = re.compile(r"[\\/]")
+# Folders of an agent's own layout: a zip holding only `memory/…` is daily notes, not a wrapper folder.
+AGENT_FOLDERS = frozenset({"memory", "structured", "owners", "archive"})
 
-
-@dataclass(frozen=True)
-class Limits:
-    max_file_bytes: int = 5 * 1024 * 1024  # far above any memory file; a bigger .md is not a note
-    max_total_bytes: int = 200 * 1024 * 1024  # everything is held in memory while the plan is made
-    max_entries: int = 20_000
+__all__ = ["MANIFEST", "Limits", "Source", "SourceFile", "read_source"]
 
 
 @dataclass(frozen=True)
 class SourceFile:
     path: str  # '/'-separated, relative to the source root
-    data: bytes | None = None  # None when skipped
+    size: int = 0
+    sha: str = ""
     skipped: str = ""  # why it is not imported ("" = importable as far as the container goes)
+    origin: str = field(default="", repr=False)  # the zip entry name or the file path to read again
 
 
 @dataclass
@@ -47,24 +53,39 @@ class Source:
     files: list[SourceFile] = field(default_factory=list)
     manifest: dict[str, Any] | None = None
     manifest_error: str = ""
+    limits: Limits = field(default_factory=Limits)
+    zf: zipfile.ZipFile | None = field(default=None, repr=False)
+
+    def load(self, f: SourceFile) -> bytes:
+        """The entry's bytes, read again within the limit and checked against the first read."""
+        data = _read_zip_entry(self.zf, f.origin, self.limits) if self.zf else _read_file(Path(f.origin), self.limits)
+        if data is None or hashlib.sha256(data).hexdigest() != f.sha:
+            raise InvalidInputError(f"{self.name}: {f.path} changed or became unreadable during the import")
+        return data
+
+    def close(self) -> None:
+        if self.zf is not None:
+            self.zf.close()
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
-def read_source(path: Path, limits: Limits | None = None) -> Source:
-    limits = limits or Limits()
+def read_source(path: Path, limits: Limits | None = None, policy: Policy | None = None) -> Source:
+    policy = policy or Policy(vault=True)
+    limits = limits or policy.bounds
     if not path.exists():
         raise NotFoundError(f"{path} does not exist")
     if path.is_dir():
-        return _read_folder(path, limits)
+        return _read_folder(path, limits, policy)
     if zipfile.is_zipfile(path):
-        return _read_zip(path, limits)
+        return _read_zip(path, limits, policy)
     if path.suffix.lower() == ".md":
-        # One loose note: imported under its own name.
-        size = path.stat().st_size
-        source = Source(path.name)
-        if size > limits.max_file_bytes:
-            source.files.append(SourceFile(path.name, None, _too_big(size, limits)))
-        else:
-            source.files.append(SourceFile(path.name, path.read_bytes()))
+        source = Source(path.name, limits=limits)  # one loose note: imported under its own name
+        _measure(source, path.name, str(path), lambda: _read_file(path, limits), policy, path.stat().st_size)
         return source
     raise InvalidInputError(f"{path} is neither a zip archive, a folder nor a .md file")
 
@@ -84,31 +105,70 @@ def _too_big(size: int, limits: Limits) -> str:
     return f"{size} bytes; the limit per file is {limits.max_file_bytes}"
 
 
-def _classify(rel: str) -> str:
+def _classify(rel: str, policy: Policy) -> str:
     """Skip reason from the name alone ("" = a Markdown file worth reading)."""
     parts = rel.split("/")
     if rel.startswith(STATE_PREFIX):
         return "mateclaw state (history), kept in the archive for reference, not imported"
     if any(p.startswith(".") for p in parts) or parts[0] == "__MACOSX":
         return "hidden file or folder"
-    if not rel.lower().endswith(".md"):
+    if not rel.lower().endswith(".md") and rel not in policy.data_files:
         return "not a Markdown (.md) file"
-    return ""
+    return policy.skip_reason(rel)
 
 
-def _read_zip(path: Path, limits: Limits) -> Source:
-    source = Source(path.name)
+def _measure(source: Source, rel: str, origin: str, read: Any, policy: Policy, declared: int) -> int:
+    """Read one entry (bounded), check it, record its size and hash; returns the bytes it held."""
+    why = _classify(rel, policy)
+    limits = source.limits
+    if not why and declared > limits.max_file_bytes:
+        if policy.strict:
+            raise TooLargeError(f"{source.name}: {rel} is {_too_big(declared, limits)}; refusing the archive")
+        why = _too_big(declared, limits)
+    if why:
+        source.files.append(SourceFile(rel, skipped=why))
+        return 0
+    data = read()
+    problem = ""
+    if data is None:
+        problem = "unreadable (larger than declared, over the limit, or corrupt)"
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            problem = f"not UTF-8 text (byte {exc.start}); save it as UTF-8"
+        else:
+            if "\x00" in text:
+                problem = "contains NUL characters"
+    if problem:
+        if policy.strict:
+            raise InvalidInputError(f"{source.name}: {rel} is {problem}; refusing the whole archive")
+        source.files.append(SourceFile(rel, skipped=problem))
+        return 0
+    assert data is not None
+    source.files.append(SourceFile(rel, len(data), hashlib.sha256(data).hexdigest(), origin=origin))
+    return len(data)
+
+
+def _check_total(source: Source, total: int) -> None:
+    if total > source.limits.max_total_bytes:
+        raise TooLargeError(
+            f"{source.name} unpacks to more than {source.limits.max_total_bytes} bytes; refusing the archive")
+
+
+def _read_zip(path: Path, limits: Limits, policy: Policy) -> Source:
+    source = Source(path.name, limits=limits)
     try:
         zf = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError) as exc:
         raise InvalidInputError(f"{path.name} is not a readable zip archive ({exc})") from None
-    with zf:
+    source.zf = zf
+    try:
         infos = zf.infolist()
         if len(infos) > limits.max_entries:
-            raise InvalidInputError(
+            raise TooLargeError(
                 f"{path.name} has {len(infos)} entries; the limit is {limits.max_entries}; refusing the archive")
         seen: set[str] = set()
-        total = 0
         entries = []
         for info in infos:
             name = info.filename
@@ -123,57 +183,52 @@ def _read_zip(path: Path, limits: Limits) -> Source:
             if name in seen:
                 raise InvalidInputError(f"{path.name}: entry {name!r} appears twice; refusing the whole archive")
             seen.add(name)
-            total += info.file_size
-            if total > limits.max_total_bytes:
-                raise InvalidInputError(
-                    f"{path.name} unpacks to more than {limits.max_total_bytes} bytes; refusing the archive")
             entries.append(info)
         prefix = _common_folder([i.filename for i in entries])
+        total = 0
         for info in entries:
             rel = info.filename[len(prefix):]
             if rel == MANIFEST:
-                _load_manifest(source, lambda i=info: _read_entry(zf, i, limits))
+                _load_manifest(source, lambda i=info: _read_zip_entry(zf, i.filename, limits))
                 continue
-            why = _classify(rel)
-            if not why and info.flag_bits & 0x1:
-                why = "encrypted zip entry"
-            if not why and info.file_size > limits.max_file_bytes:
-                why = _too_big(info.file_size, limits)
-            if why:
-                source.files.append(SourceFile(rel, None, why))
+            if info.flag_bits & 0x1 and not _classify(rel, policy):
+                source.files.append(SourceFile(rel, skipped="encrypted zip entry"))
                 continue
-            data = _read_entry(zf, info, limits)
-            if data is None:
-                source.files.append(SourceFile(rel, None, "unreadable zip entry (larger than declared or corrupt)"))
-            else:
-                source.files.append(SourceFile(rel, data))
+            total += _measure(source, rel, info.filename, lambda i=info: _read_zip_entry(zf, i.filename, limits),
+                              policy, info.file_size)
+            _check_total(source, total)
+    except BaseException:
+        zf.close()
+        raise
     source.files = _group_hidden(source.files)
     return source
 
 
-def _read_entry(zf: zipfile.ZipFile, info: zipfile.ZipInfo, limits: Limits) -> bytes | None:
+def _read_zip_entry(zf: zipfile.ZipFile | None, name: str, limits: Limits) -> bytes | None:
     """Read at most the limit: a header that lies about the size must not fill memory."""
+    assert zf is not None
     try:
-        with zf.open(info) as fh:
+        with zf.open(name) as fh:
             data = fh.read(limits.max_file_bytes + 1)
-    except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError):
+    except (zipfile.BadZipFile, OSError, RuntimeError, EOFError, ValueError, NotImplementedError):
         return None
     return None if len(data) > limits.max_file_bytes else data
 
 
 def _common_folder(names: list[str]) -> str:
-    """A zip made by zipping a folder holds `Vault/...` for every entry: import the folder's content."""
+    """A zip made by zipping a folder holds `Vault/...` for every entry: import the folder's content.
+    An agent's own folder (`memory/…` only) is kept: those are daily notes, not a wrapper."""
     visible = [n for n in names if not n.startswith((".", "__MACOSX/"))]
     if not visible:
         return ""
     firsts = {n.split("/", 1)[0] for n in visible}
-    if len(firsts) != 1 or any("/" not in n for n in visible):
+    if len(firsts) != 1 or any("/" not in n for n in visible) or next(iter(firsts)) in AGENT_FOLDERS:
         return ""
     return next(iter(firsts)) + "/"
 
 
-def _read_folder(root: Path, limits: Limits) -> Source:
-    source = Source(root.name or str(root))
+def _read_folder(root: Path, limits: Limits, policy: Policy) -> Source:
+    source = Source(root.name or str(root), limits=limits)
     total = 0
     count = 0
     for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
@@ -185,8 +240,7 @@ def _read_folder(root: Path, limits: Limits) -> Source:
             if os.path.islink(os.path.join(dirpath, d)):
                 raise InvalidInputError(f"{rel} is a symbolic link; symbolic links are not followed on import")
             if d.startswith("."):
-                why = _classify(rel + "/")
-                source.files.append(SourceFile(rel + "/", None, why))
+                source.files.append(SourceFile(rel + "/", skipped=_classify(rel + "/", policy)))
             else:
                 keep.append(d)
         dirnames[:] = keep
@@ -197,23 +251,14 @@ def _read_folder(root: Path, limits: Limits) -> Source:
                 raise InvalidInputError(f"{rel} is a symbolic link; symbolic links are not followed on import")
             count += 1
             if count > limits.max_entries:
-                raise InvalidInputError(
+                raise TooLargeError(
                     f"{root} holds more than {limits.max_entries} files; the limit is {limits.max_entries}")
             if rel == MANIFEST:
                 _load_manifest(source, lambda f=full: _read_file(Path(f), limits))
                 continue
-            why = _classify(rel)
-            size = os.stat(full).st_size
-            if not why and size > limits.max_file_bytes:
-                why = _too_big(size, limits)
-            if why:
-                source.files.append(SourceFile(rel, None, why))
-                continue
-            total += size
-            if total > limits.max_total_bytes:
-                raise InvalidInputError(f"{root} holds more than {limits.max_total_bytes} bytes of Markdown")
-            data = _read_file(Path(full), limits)
-            source.files.append(SourceFile(rel, data) if data is not None else SourceFile(rel, None, "unreadable"))
+            total += _measure(source, rel, full, lambda f=full: _read_file(Path(f), limits), policy,
+                              os.stat(full).st_size)
+            _check_total(source, total)
     return source
 
 
@@ -276,11 +321,11 @@ def _group_hidden(files: list[SourceFile]) -> list[SourceFile]:
     for f in files:
         parts = f.path.split("/")
         hidden_at = next((i for i, p in enumerate(parts[:-1]) if p.startswith(".") or p == "__MACOSX"), None)
-        if f.data is None and hidden_at is not None:
+        if f.skipped and hidden_at is not None:
             folder = "/".join(parts[: hidden_at + 1]) + "/"
             if folder not in seen:
                 seen.add(folder)
-                out.append(SourceFile(folder, None, f.skipped))
+                out.append(SourceFile(folder, skipped=f.skipped))
             continue
         out.append(f)
     return out

@@ -13,6 +13,9 @@ MAX_COMPONENT_CHARS = 120
 _AGENT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# GLOBAL memory's folder at the workspace root (workspace/walk.py): no agent may take its name, in any
+# case (a case-insensitive file system would make `Global` the same folder).
+GLOBAL_DIR = "global"
 
 
 def check_agent(agent: str) -> str:
@@ -20,6 +23,9 @@ def check_agent(agent: str) -> str:
         raise InvalidPathError(
             f"invalid agent name {agent!r}: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit"
         )
+    if agent.casefold() == GLOBAL_DIR:
+        raise InvalidPathError(f"agent name {agent!r} is reserved: `{GLOBAL_DIR}/` holds the workspace's GLOBAL "
+                               "memory, which every agent sees")
     return agent
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import ConflictError, NotFoundError
 from mateclaw_mem.workspace.listing import ALWAYS_ON
-from mateclaw_mem.workspace.paths import agent_folder, check_agent
+from mateclaw_mem.workspace.paths import GLOBAL_DIR, agent_folder, check_agent
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
@@ -31,7 +31,10 @@ def unknown_agent(agent: str) -> NotFoundError:
 
 
 def require_agent(root: Path, agent: str) -> str:
-    """`agent` when its folder exists; InvalidPathError for a bad name, else `unknown_agent`."""
+    """`agent` when its folder exists; InvalidPathError for a bad name, else `unknown_agent`.
+    GLOBAL memory (`global/`) always exists: its folder is made by its first write."""
+    if agent == GLOBAL_DIR:
+        return agent
     if not (root / check_agent(agent)).is_dir():
         raise unknown_agent(agent)
     return agent
@@ -45,7 +48,8 @@ def ensure_agent(store: WorkspaceStore, agent: str, owner: str | None = None) ->
         agent_folder(store.root, check_agent(agent)).mkdir(parents=True, exist_ok=True)
     created = []
     seeds = resources.files("mateclaw_mem.workspace") / "seeds"
-    names = ALWAYS_ON if not (owner and store.owner_isolation) else ("PROFILE.md", "MEMORY.md")
+    # PROFILE.md is TEAM, as in the seed: an owner gets only personal MEMORY.md of their own.
+    names = ALWAYS_ON if not (owner and store.owner_isolation) else ("MEMORY.md",)
     for name in names:
         if not store.read(agent, name, owner=owner).exists:
             text = (seeds / name).read_text(encoding="utf-8")

@@ -34,7 +34,6 @@ from mateclaw_mem.workspace.paths import (
     agent_folder,
     check_agent,
     escapes,
-    owner_dirname,
     resolve_inside,
 )
 from mateclaw_mem.workspace.provenance import ProvenanceStore
@@ -92,11 +91,9 @@ class WorkspaceStore:
     # -- paths ---------------------------------------------------------------------------------
 
     def agent_key(self, agent: str, owner: str | None = None) -> str:
-        """The agent directory relative to the workspace root (owner folders when isolation is on)."""
-        check_agent(agent)
-        if owner and self.owner_isolation:
-            return f"{agent}/{walk.OWNERS_DIR}/{owner_dirname(owner)}"
-        return agent
+        """The agent directory relative to the workspace root (owner folders when isolation is on;
+        `walk.GLOBAL` for GLOBAL memory)."""
+        return walk.agent_key(agent, owner, owner_isolation=self.owner_isolation)
 
     def agent_dir(self, agent: str, owner: str | None = None) -> Path:
         """The agent's (or owner's) folder; NotFoundError for an agent never created (so no write
@@ -132,7 +129,7 @@ class WorkspaceStore:
     def walk_files(self, agent: str | None = None, *, archives: bool = False) -> Iterator[walk.DiskFile]:
         """Every memory file on disk (of one agent, or all), stat only; owner None = shared files;
         `archives` adds the compressed month archives (for readers that unpack them: the index)."""
-        agents = [self.require_agent(agent)] if agent else self.agents()
+        agents = [self.require_agent(agent)] if agent else [*self.agents(), *walk.global_folder(self.root)]
         return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation,
                                also=month_archive.is_archive if archives else None)
 

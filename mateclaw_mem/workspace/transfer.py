@@ -1,11 +1,14 @@
-"""Export and import of an agent's memory files (`mateclaw-mem export` / `import`).
+"""Export and import of an agent's memory files (`mateclaw-mem export` / `import`, the HTTP snapshots).
 
-Export writes the files exactly as on disk (frontmatter included) to a zip or a folder, with a
-`manifest.json` (format version, agent, time, every file's sha256). Import takes such an export or
-any folder of .md files (a MateClaw/OpenClaw agent folder, an Obsidian vault) and sends every file
-through the one writer (`WorkspaceStore`, actor "import"): compare-and-swap against the version the
-plan read, history, ceilings with archive, pinned sections. All writes of one import carry one batch
-id (`import-<agent>-<YYYYmmddTHHMMSS>`), so `undo_batch` takes the whole import back.
+Export writes the snapshot's files (snapshot_rules: the seed's whitelist, or every .md for a vault
+import) to a zip or a folder, `manifest.json` first (format version, exportedAt, agentId, agentName,
+every file's sha256), each file as on disk but without `enabled` / `sort_order`: the target decides
+those. Import takes such an export or, as a vault import, any folder of .md files (a MateClaw/OpenClaw
+agent folder, an Obsidian vault) into the agent the caller names — never the manifest's — and sends
+every file through the one writer (`WorkspaceStore`, actor "import"): compare-and-swap against the
+version the plan read, history, ceilings with archive, pinned sections. All writes of one import
+carry one batch id (`import-<agent>-<YYYYmmddTHHMMSS>`), so `undo_batch` takes the whole import
+back; a write that fails undoes the batch at once, so an import is all or nothing.
 
 A file that exists and differs follows the strategy: `skip` (default — a person's file is never
 clobbered silently), `overwrite`, or `merge` (append the incoming sections and lines not present).
@@ -19,99 +22,55 @@ import contextlib
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Protocol
 
-from mateclaw_mem.errors import ConflictError, InvalidInputError, InvalidPathError, MateclawError, NotFoundError
+from mateclaw_mem.errors import (
+    ConflictError,
+    InvalidInputError,
+    InvalidPathError,
+    MateclawError,
+    NotFoundError,
+    RejectedError,
+)
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.merge import append_missing
-from mateclaw_mem.workspace.import_source import MANIFEST, Limits, SourceFile, read_source
-from mateclaw_mem.workspace.paths import check_agent, check_relative, owner_dirname
+from mateclaw_mem.workspace.import_source import MANIFEST, Source, SourceFile, read_source
 from mateclaw_mem.workspace.listing import ALWAYS_ON
+from mateclaw_mem.workspace.paths import check_agent, check_relative, owner_dirname
+from mateclaw_mem.workspace.snapshot_records import (
+    ACTOR,
+    FORMAT,
+    FORMAT_VERSION,
+    STRATEGIES,
+    WRITES,
+    ExportedFile,
+    ExportResult,
+    ImportItem,
+    ImportReport,
+    Sidecar,
+)
+from mateclaw_mem.workspace.snapshot_rules import Limits, Policy, adopt_target_keys, strip_target_keys
 from mateclaw_mem.workspace.store import WorkspaceStore, atomic_write, sha256
 from mateclaw_mem.workspace.walk import normalise_owner, walk_files
 
 log = logging.getLogger(__name__)
 
-ACTOR = "import"
-FORMAT = "mateclaw-mem-export"
-FORMAT_VERSION = 1
-STRATEGIES: tuple[str, ...] = ("skip", "overwrite", "merge")
-WRITES = ("create", "overwrite", "merge")
-
-
-@dataclass(frozen=True)
-class ExportedFile:
-    path: str
-    sha256: str
-    size: int
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    agent: str
-    owner: str | None
-    out: Path
-    files: list[ExportedFile]
-    skipped: list[tuple[str, str]]  # (path, reason)
-    history_files: int = 0
-
-
-@dataclass(frozen=True)
-class ImportItem:
-    source: str  # path inside the source
-    rel: str  # target path inside the agent's (or owner's) folder; "" when skipped before mapping
-    owner: str | None
-    action: str  # create | overwrite | merge | unchanged | conflict | skip | failed
-    reason: str = ""
-    archived: tuple[str, ...] = ()  # where a ceiling moved cut text
-    text: str = field(default="", repr=False, compare=False)  # what would be written
-    expected_sha: str = field(default="", repr=False, compare=False)  # the version the plan read
-    incoming: str = field(default="", repr=False, compare=False)  # the file as it came in
-
-
-@dataclass(frozen=True)
-class ImportReport:
-    agent: str
-    strategy: str
-    dry_run: bool
-    batch: str | None  # None for a dry run or when nothing was written
-    items: list[ImportItem]
-    notes: list[str] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for item in self.items:
-            out[item.action] = out.get(item.action, 0) + 1
-        return out
-
-    @property
-    def written(self) -> int:
-        return sum(1 for i in self.items if i.action in WRITES)
-
-    @property
-    def failed(self) -> int:
-        return sum(1 for i in self.items if i.action == "failed")
-
-    def log_line(self, source: str, owner: str | None, ms: float) -> str:
-        """`import default from notes.zip: updated MEMORY.md, notes/a.md (1 create, 1 merge) in 12 ms`."""
-        files = [i.rel for i in self.items if i.action in WRITES]
-        outcome = "updated" if files else "failed" if self.failed else "no_change"
-        counts = ", ".join(f"{n} {action}" for action, n in sorted(self.counts().items()))
-        who = self.agent + (f" (owner {owner})" if owner else "")
-        return f"import {who} from {source}: {outcome} {', '.join(files)} ({counts or 'no files'}) in {ms:.0f} ms"
-
-
 class Transfer:
-    def __init__(self, store: WorkspaceStore, *, limits: Limits | None = None) -> None:
+    def __init__(self, store: WorkspaceStore, *, limits: Limits | None = None, policy: Policy | None = None,
+                 sidecars: Sequence[Sidecar] = ()) -> None:
         self.store = store
-        self.limits = limits or Limits()
+        self.sidecars = {s.name: s for s in sidecars}
+        self.policy = replace(policy or Policy(), data_files=frozenset(self.sidecars))
+        self.limits = limits or self.policy.bounds
 
     # -- export ----------------------------------------------------------------------------------
 
@@ -140,7 +99,10 @@ class Transfer:
             except MateclawError as exc:
                 skipped.append((name, exc.message))
                 continue
-            files[name] = snap.text.encode("utf-8")  # lossless: the bytes on disk
+            files[name] = strip_target_keys(snap.text).encode("utf-8")  # the bytes on disk, less the target's keys
+        for name, sidecar in self.sidecars.items() if owner is None else ():
+            if data := sidecar.export(agent):
+                files[name] = data
         history: dict[str, bytes] = {}
         if include_history:
             hist_root = self.store.history_store.root / self.store.agent_key(agent, owner)
@@ -152,14 +114,15 @@ class Transfer:
         manifest = {
             "format": FORMAT,
             "version": FORMAT_VERSION,
-            "agent": agent,
+            "exportedAt": self.store.clock.now().isoformat(timespec="seconds"),
+            "agentId": agent,
+            "agentName": agent,
             "owner": owner,
-            "exported_at": self.store.clock.now().isoformat(timespec="seconds"),
-            "include_history": include_history,
+            "includeHistory": include_history,
             "files": [{"path": f.path, "sha256": f.sha256, "size": f.size} for f in listed],
         }
         if include_history:
-            manifest["history_files"] = len(history)
+            manifest["historyFiles"] = len(history)
         payload = {MANIFEST: (json.dumps(manifest, ensure_ascii=False, indent=2) + "\n").encode("utf-8")}
         payload.update(files)
         payload.update(history)
@@ -169,6 +132,27 @@ class Transfer:
             for rel, data in payload.items():
                 atomic_write(out.joinpath(*rel.split("/")), data)
         return ExportResult(agent, owner, out, listed, skipped, len(history))
+
+    def export_stream(self, agent: str, *, owner: str | None = None) -> tuple[ExportResult, Iterator[bytes]]:
+        """The export as a zip to stream (HTTP): written to a temp file that is gone once read."""
+        folder = Path(tempfile.mkdtemp(prefix="mateclaw-export-"))
+        try:
+            result = self.export(agent, folder / self.default_export_path(agent, owner, folder).name, owner=owner)
+        except BaseException:
+            folder.rmdir()
+            raise
+
+        def chunks() -> Iterator[bytes]:
+            try:
+                with open(result.out, "rb") as fh:
+                    while chunk := fh.read(256 * 1024):
+                        yield chunk
+            finally:
+                with contextlib.suppress(OSError):
+                    result.out.unlink()
+                    folder.rmdir()
+
+        return result, chunks()
 
     def _owner(self, owner: str | None) -> str | None:
         # Without owner isolation nobody has a folder of their own: an owner is ignored, as by the store.
@@ -190,7 +174,13 @@ class Transfer:
             if base not in f.path.parents:
                 continue  # another owner's file, in an owner's export
             name = f.path.relative_to(base).as_posix()
-            if f.path.is_symlink():
+            try:
+                why = self.policy.skip_reason(name)
+            except InvalidInputError as exc:
+                why = exc.message
+            if why:
+                skipped.append((name, why))
+            elif f.path.is_symlink():
                 skipped.append((name, "symbolic link, not followed"))
             elif owner is not None:
                 yield name, name, owner
@@ -238,72 +228,128 @@ class Transfer:
         strategy: str = "skip",
         dry_run: bool = False,
     ) -> ImportReport:
-        """Plan the import of `path`, and unless `dry_run`, write it as one undoable batch."""
+        """Plan the import of `path`, and unless `dry_run`, write it as one undoable batch: all of
+        it, or (a write failed) none of it — then RejectedError names the file and why."""
         t0 = time.monotonic()
         owner = self._owner(owner)
         if strategy not in STRATEGIES:
             raise InvalidInputError(f"unknown import strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
-        source = read_source(Path(path), self.limits)
-        manifest = source.manifest or {}
-        # Into an agent that exists (`init` first): an import never makes a half agent by itself.
-        target = self.store.require_agent(agent or _manifest_agent(manifest) or default_agent)
-        notes = [source.manifest_error] if source.manifest_error else []
-        expected = {
-            f["path"]: f.get("sha256") for f in manifest.get("files", []) if isinstance(f, dict) and "path" in f
-        }
-        present = {f.path for f in source.files}
-        notes += [f"{p} is listed in the manifest but missing from {source.name}" for p in expected
-                  if p not in present]
-        items = [self._plan(target, owner, f, strategy, expected.get(f.path)) for f in source.files]
-        if dry_run or not any(i.action in WRITES for i in items):
-            report = ImportReport(target, strategy, dry_run, None, items, notes)
-        else:
-            batch = self._batch_id(target)
-            done = [self._apply(target, item, batch) if item.action in WRITES else item for item in items]
-            wrote = any(i.action in WRITES for i in done)
-            report = ImportReport(target, strategy, False, batch if wrote else None, done, notes)
+        # Into an agent that exists (`init` first), the one the caller names: a snapshot's manifest
+        # says where it came from, never where it goes.
+        target = self.store.require_agent(agent or default_agent)
+        with read_source(Path(path), self.limits, self.policy) as source:
+            manifest = source.manifest or {}
+            notes = [source.manifest_error] if source.manifest_error else []
+            came_from = manifest.get("agentId", manifest.get("agent"))
+            if isinstance(came_from, str) and came_from and came_from != target:
+                notes.append(f"exported from agent {came_from!r}; imported into {target!r}")
+            expected = {
+                f["path"]: f.get("sha256") for f in manifest.get("files", []) if isinstance(f, dict) and "path" in f
+            }
+            present = {f.path for f in source.files}
+            notes += [f"{p} is listed in the manifest but missing from {source.name}" for p in expected
+                      if p not in present]
+            items = [self._plan(target, owner, f, strategy, expected.get(f.path), source) for f in source.files]
+            if dry_run or not any(i.action in WRITES for i in items):
+                report = ImportReport(target, strategy, dry_run, None, items, notes)
+            else:
+                batch = self._batch_id(target)
+                done: list[ImportItem] = []
+                for item in items:
+                    if any(i.action == "failed" for i in done):  # all or nothing: stop at the first failure
+                        done.append(replace(item, action="skip", reason="not written: the import stopped"))
+                    else:
+                        done.append(self._apply(target, item, batch, source, strategy)
+                                    if item.action in WRITES and item.source not in self.sidecars else item)
+                if not any(i.action == "failed" for i in done):  # a log, not a file: added once the files are in
+                    done = [self._apply_sidecar(target, i, source) if i.source in self.sidecars
+                            and i.action in WRITES else i for i in done]
+                self._all_or_nothing(source.name, done, batch)
+                wrote = any(i.action in WRITES for i in done)
+                report = ImportReport(target, strategy, False, batch if wrote else None, done, notes)
         if not dry_run:  # a dry run writes nothing: the face shows its plan
             log.info("%s", report.log_line(source.name, owner, (time.monotonic() - t0) * 1000))
         return report
 
-    def _plan(self, agent: str, owner: str | None, f: SourceFile, strategy: str, want_sha: Any) -> ImportItem:
-        if f.data is None:
-            return ImportItem(f.path, "", owner, "skip", f.skipped)
-        if isinstance(want_sha, str) and want_sha and sha256(f.data) != want_sha:
-            return ImportItem(f.path, "", owner, "skip", "does not match the sha256 in the manifest (damaged?)")
-        try:
-            text = f.data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            return ImportItem(f.path, "", owner, "skip", f"not UTF-8 text (byte {exc.start}); save it as UTF-8")
-        if "\x00" in text:
-            return ImportItem(f.path, "", owner, "skip", "contains NUL characters")
-        rel, file_owner = self._target(agent, f.path, owner)
-        return self._plan_file(agent, ImportItem(f.path, rel, file_owner, "create", text=text), strategy)
+    def import_upload(self, upload: BinaryIO, *, agent: str, strategy: str = "skip",
+                      dry_run: bool = False) -> ImportReport:
+        """Import an uploaded zip (HTTP): copied to a temp file in chunks, so the archive is never
+        held in memory, then read like any zip."""
+        with tempfile.TemporaryDirectory(prefix="mateclaw-import-") as folder:
+            path = Path(folder) / "upload.zip"
+            with open(path, "wb") as out:
+                shutil.copyfileobj(upload, out, 256 * 1024)
+            if not zipfile.is_zipfile(path):
+                raise InvalidInputError("the uploaded file is not a zip archive (send an export's .zip as `file`)")
+            return self.import_(path, agent=agent, strategy=strategy, dry_run=dry_run)
 
-    def _plan_file(self, agent: str, item: ImportItem, strategy: str) -> ImportItem:
-        """What to do with one decoded incoming file (`item.text`) against the file on disk now."""
+    def _apply_sidecar(self, agent: str, item: ImportItem, source: Source) -> ImportItem:
+        sidecar = self.sidecars[item.source]
+        assert item.entry is not None
+        try:
+            added = sidecar.apply(agent, sidecar.plan(source.load(item.entry)))
+        except MateclawError as exc:
+            return replace(item, action="failed", reason=exc.message)
+        return replace(item, reason=f"{added} fact events added")
+
+    def _all_or_nothing(self, name: str, done: list[ImportItem], batch: str) -> None:
+        failed = [i for i in done if i.action == "failed"]
+        if not failed:
+            return
+        undone = ""
+        if self.store.history_store.batch(batch):
+            try:
+                self.store.undo_batch(batch, actor=ACTOR)
+            except MateclawError as exc:
+                undone = f"; undoing the files already written failed too ({exc.message}): undo run {batch}"
+        why = "; ".join(f"{i.rel or i.source}: {i.reason}" for i in failed)
+        log.warning("import from %s failed and was undone: %s%s", name, why, undone)
+        raise RejectedError(f"import from {name} failed, so nothing of it was kept: {why}{undone}")
+
+    def _plan(self, agent: str, owner: str | None, f: SourceFile, strategy: str, want_sha: Any,
+              source: Source) -> ImportItem:
+        if f.skipped:
+            return ImportItem(f.path, "", owner, "skip", f.skipped)
+        if isinstance(want_sha, str) and want_sha and f.sha != want_sha:
+            return ImportItem(f.path, "", owner, "skip", "does not match the sha256 in the manifest (damaged?)")
+        if f.path in self.sidecars:
+            sidecar = self.sidecars[f.path]
+            new = sidecar.apply(agent, sidecar.plan(source.load(f)), dry_run=True)
+            return ImportItem(f.path, f.path, None, "create" if new else "unchanged", f"{new} new fact events",
+                              new_sha=f.sha, new_size=f.size, entry=f)
+        rel, file_owner = self._target(agent, f.path, owner)
+        item = ImportItem(f.path, rel, file_owner, "create", entry=f)
+        return self._plan_file(agent, item, source.load(f).decode("utf-8"), strategy)[0]
+
+    def _plan_file(self, agent: str, item: ImportItem, incoming: str, strategy: str) -> tuple[ImportItem, str]:
+        """What to do with one decoded incoming file against the file on disk now, and the text to write."""
         try:
             check_relative(item.rel)
             current = self.store.read(agent, item.rel, owner=item.owner)
         except MateclawError as exc:
-            return replace(item, action="skip", reason=exc.message, text="")
-        item = replace(item, expected_sha=current.sha, incoming=item.text)
+            return replace(item, action="skip", reason=exc.message), ""
+        text = adopt_target_keys(incoming, current.text)
+        item = replace(item, old_sha=current.sha, old_size=len(current.text.encode("utf-8")) if current.exists else 0)
+
+        def out(action: str, new_text: str, reason: str = "") -> tuple[ImportItem, str]:
+            data = new_text.encode("utf-8")
+            return replace(item, action=action, reason=reason, new_sha=sha256(data), new_size=len(data)), new_text
+
         if not current.exists:
-            return item
-        if current.text == item.text:
-            return replace(item, action="unchanged")
+            return out("create", text)
+        if current.text == text:
+            return out("unchanged", text)
         if _is_seed(item.rel, current.text):
-            return replace(item, action="overwrite", reason="replaces the untouched seed")
+            return out("overwrite", text, "replaces the untouched seed")
         if strategy == "overwrite":
-            return replace(item, action="overwrite")
+            return out("overwrite", text)
         if strategy == "merge":
             block, body = frontmatter.split(current.text)
-            merged = block + append_missing(body, frontmatter.body(item.text))
+            merged = block + append_missing(body, frontmatter.body(text))
             if merged == current.text:
-                return replace(item, action="unchanged", reason="everything incoming is already there")
-            return replace(item, action="merge", text=merged)
-        return replace(item, action="conflict",
-                       reason="exists and differs; kept as it is (use --strategy overwrite or merge)")
+                return out("unchanged", merged, "everything incoming is already there")
+            return out("merge", merged)
+        return out("conflict", current.text, "exists and differs; kept as it is (use --strategy overwrite or merge)")
 
     def _target(self, agent: str, rel: str, owner: str | None) -> tuple[str, str | None]:
         """A file of a whole-agent export that lies in an owner's folder is that owner's file (isolation on)."""
@@ -315,9 +361,13 @@ class Transfer:
                     return inner, key
         return rel, owner
 
-    def _apply(self, agent: str, item: ImportItem, batch: str) -> ImportItem:
+    def _apply(self, agent: str, item: ImportItem, batch: str, source: Source, strategy: str) -> ImportItem:
+        assert item.entry is not None
         try:
-            result = self.store.write(agent, item.rel, item.text, expected_sha=item.expected_sha, actor=ACTOR,
+            again, text = self._plan_file(agent, item, source.load(item.entry).decode("utf-8"), strategy)
+            if (again.action, again.new_sha) != (item.action, item.new_sha):
+                return replace(item, action="failed", reason="changed on disk after the plan was made; import again")
+            result = self.store.write(agent, item.rel, text, expected_sha=item.old_sha, actor=ACTOR,
                                       owner=item.owner, reason=f"import ({item.action} from {item.source})",
                                       batch=batch)
         except ConflictError as exc:
@@ -325,8 +375,9 @@ class Transfer:
             if versions and versions[-1].batch == batch and item.action != "merge":
                 # This import itself just made the file (a ceiling archived MEMORY.md's tail into the
                 # archive the export also holds): nobody's edit, so merge into it.
-                again = self._plan_file(agent, replace(item, text=item.incoming, action="create"), "merge")
-                return self._apply(agent, again, batch) if again.action in WRITES else again
+                fresh = replace(item, action="create")
+                merged, _ = self._plan_file(agent, fresh, source.load(item.entry).decode("utf-8"), "merge")
+                return self._apply(agent, merged, batch, source, "merge") if merged.action in WRITES else merged
             return replace(item, action="failed", reason=exc.message)
         except MateclawError as exc:
             return replace(item, action="failed", reason=exc.message)
@@ -342,11 +393,6 @@ class Transfer:
             n += 1
             batch = f"{base}-{n}"
         return batch
-
-
-def _manifest_agent(manifest: dict[str, Any]) -> str | None:
-    agent = manifest.get("agent") if manifest.get("format") == FORMAT else None
-    return agent if isinstance(agent, str) and agent else None
 
 
 def _is_seed(rel: str, text: str) -> bool:

@@ -2,28 +2,71 @@
 
     <root>/<agent>/<rel>                      the agent's shared files (owner None)
     <root>/<agent>/owners/<quoted owner>/<rel> an owner's personal files, only with owner isolation on
+    <root>/global/<rel>                       GLOBAL memory: every agent of the workspace sees it
+                                              (no agent may be named `global`: workspace/paths.py)
 
 Everything that walks or locates memory files (listing, index, reconcile, watcher, consolidation,
 export) goes through `walk_files` and `locate`, so the layout is written down once.
 
 "No owner" is None everywhere inside the services; `normalise_owner` is for the entry points that
-still receive the SQL/wire spelling "" from a caller.
+still receive the SQL/wire spelling "" or the seed's shared key "system" from a caller.
+
+Scopes (the seed's): PERSONAL = an owner's folder; TEAM = the agent's own files (owner None: every
+user of the agent, and everything written before isolation was turned on); GLOBAL = `global/`,
+addressed through the store as the reserved agent name `GLOBAL` with owner None.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from mateclaw_mem.workspace.owners import SYSTEM
+from mateclaw_mem.workspace.paths import GLOBAL_DIR, check_agent, escapes, owner_dirname
+
+log = logging.getLogger(__name__)
+
 OWNERS_DIR = "owners"
+GLOBAL = GLOBAL_DIR  # the scope's name is its folder's
+PERSONAL, TEAM = "personal", "team"
+SCOPES = (PERSONAL, TEAM, GLOBAL)
 
 
 def normalise_owner(owner: str | None) -> str | None:
-    """None for "no owner", however the caller spelled it ("" is the spelling of SQL columns and the wire)."""
-    return owner or None
+    """None for "no owner", however the caller spelled it ("" is the spelling of SQL columns and the
+    wire, "system" the seed's key for cron and unknown callers: shared memory)."""
+    return None if not owner or owner == SYSTEM else owner
+
+
+def agent_key(agent: str, owner: str | None, *, owner_isolation: bool) -> str:
+    """The folder of an agent's files relative to the root: `global`, `<agent>` or its owner's folder.
+    GLOBAL memory has no owners (it is what everyone sees)."""
+    if agent == GLOBAL_DIR:
+        return GLOBAL_DIR
+    check_agent(agent)
+    if owner and owner_isolation:
+        return f"{agent}/{OWNERS_DIR}/{owner_dirname(owner)}"
+    return agent
+
+
+def global_folder(root: Path) -> list[str]:
+    """[GLOBAL] when `global/` is a folder of this workspace, else [] — a link that leads out of the
+    root is never walked (it would put files from elsewhere into every agent's index)."""
+    if not (root / GLOBAL_DIR).is_dir():
+        return []
+    if escapes(root, GLOBAL_DIR):
+        log.warning("ignoring %s/: it links outside the workspace", GLOBAL_DIR)
+        return []
+    return [GLOBAL_DIR]
+
+
+def scope_of(agent: str, owner: str | None) -> str:
+    """The scope of files kept under (agent, owner) as `walk_files` / `locate` name them."""
+    return GLOBAL if agent == GLOBAL_DIR else PERSONAL if owner else TEAM
 
 
 @dataclass(frozen=True)
@@ -50,7 +93,7 @@ def locate(root: Path, path: Path, *, owner_isolation: bool) -> tuple[str, str |
 def _split(parts: tuple[str, ...], *, owner_isolation: bool) -> tuple[str, str | None, str] | None:
     agent, rest = parts[0], parts[1:]
     owner: str | None = None
-    if rest[0] == OWNERS_DIR:
+    if rest[0] == OWNERS_DIR and agent != GLOBAL_DIR:
         if not owner_isolation or len(rest) < 3:
             return None
         owner, rest = unquote(rest[1]), rest[2:]

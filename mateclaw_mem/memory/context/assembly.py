@@ -17,8 +17,15 @@
 3. the recent messages;
 4. the current user message, last (merged into the last one if the history ends with a user message).
 
-Owner isolation: identity files (AGENTS.md, SOUL.md, and other agent-level files) come from the
-agent's folder, personal memory (PROFILE.md, MEMORY.md, daily notes) from the owner's folder.
+Scopes (workspace/walk.py): TEAM is the agent's own folder, GLOBAL the workspace's `global/` folder
+(its files are `--- global/NAME ---` blocks, its structured entries a block of their own; with or
+without isolation: every agent sees them), PERSONAL an owner's folder. With owner isolation on the
+system message holds TEAM and GLOBAL only — byte-identical for every owner of the agent, so a prompt
+cache keeps it — and everything the owner's or the turn's (their files and structured entries, the
+relevant entries, facts, recalled memory, the card pointer) is the per-turn block at the head of the
+current user message (`memory/context/personal.py` says why there). PROFILE.md is TEAM, as in the
+seed; memory written before isolation was turned on is TEAM and stays in everyone's system message.
+With isolation off every file is TEAM and the prompt is as it always was.
 
 Memoryless mode (the Clawdiators seed): no memory beyond the agent's identity — only AGENTS.md and
 SOUL.md, no structured block, no relevant entries, no prefetch. The flag lives with the conversation
@@ -39,11 +46,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.memory.context.personal import TurnBlock, with_turn_block
 from mateclaw_mem.memory.context.recall import RecalledBlock, recalled_block
 from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
 from mateclaw_mem.memory.context.turns import TurnMemory, new_turn_id, text_hash
-from mateclaw_mem.memory.structured.entries import StructuredBlock, TypedEntry
-from mateclaw_mem.workspace.walk import normalise_owner
+from mateclaw_mem.memory.structured.entries import BLOCK_TITLE, StructuredBlock, TypedEntry
+from mateclaw_mem.workspace.walk import GLOBAL, PERSONAL, TEAM, global_folder, normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
@@ -58,16 +66,11 @@ T = TypeVar("T")
 Message = dict[str, Any]
 
 IDENTITY_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md")
-PERSONAL_FILES: tuple[str, ...] = ("PROFILE.md", "MEMORY.md")
+GLOBAL_BLOCK_TITLE = "--- GLOBAL STRUCTURED MEMORY ---"
 ROLES = ("system", "user", "assistant", "tool")
 FACTS_TITLE = "--- FACTS ---"
 # The facts block's share of `provider-prefetch-max-chars`: at most 1/FACTS_SHARE of it.
 FACTS_SHARE = 3
-
-
-def is_personal(rel: str) -> bool:
-    """Memory about the person (lives in the owner's folder when owner isolation is on)."""
-    return rel in PERSONAL_FILES or rel.startswith("memory/")
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class FileBlock:
     personal: bool  # read from the owner's folder
     text: str = field(default="", repr=False)  # what the prompt carries of it
     sha: str = ""  # the version injected (the store's sha)
+    scope: str = TEAM  # team / global / personal (workspace/walk.py)
 
     @property
     def tokens(self) -> int:
@@ -90,7 +94,7 @@ class FileBlock:
 
     def as_dict(self) -> dict[str, Any]:
         return {"file": self.rel, "chars": self.chars, "tokens": self.tokens, "budget": self.ceiling or None,
-                "over_budget": self.over_budget, "personal": self.personal}
+                "over_budget": self.over_budget, "personal": self.personal, "scope": self.scope}
 
 
 @dataclass
@@ -112,6 +116,7 @@ class Context:
     prefetch: Prefetch | None = None  # None: no prefetch ran (memoryless, no query, no providers)
     facts: list[FactView] = field(default_factory=list)  # exactly what the FACTS block carries
     turn: str | None = None  # the turn id its bookkeeping is under (None: no turn log)
+    turn_block: TurnBlock | None = None  # owner isolation: the per-turn memory at the head of the user message
 
     @property
     def tokens(self) -> int:
@@ -136,6 +141,7 @@ class Context:
             "recalled": self.recalled.as_dict() if self.recalled else None,
             "prefetch": self.prefetch.as_dict() if self.prefetch else None,
             "window": self.window.as_dict() if self.window else None,
+            "turn_block": self.turn_block.as_dict() if self.turn_block else None,
         }
 
 
@@ -153,6 +159,7 @@ class ContextService:
         facts: FactService | None = None,
         turns: TurnLog | None = None,
         card_pointer: Callable[[str, str | None], str | None] | None = None,
+        personal_max_chars: int = 12000,
     ) -> None:
         self.store = store
         self.structured = structured
@@ -165,6 +172,8 @@ class ContextService:
         self.turns = turns
         # The morning card's one-line pointer, for the day's first context (`dream.morning-card-pointer`).
         self.card_pointer = card_pointer
+        # Owner isolation: the per-turn block's PERSONAL part (files and structured entries); 0 = unbounded.
+        self.personal_max_chars = personal_max_chars
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -190,26 +199,41 @@ class ContextService:
             {"role": "user", "content": query} if query else None)
         if not query and current_msg is not None:
             query = str(current_msg.get("content") or "")
-        system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless)
+        # Isolation on: what is the owner's or the turn's goes into `per_turn`, never the system message.
+        per_turn = TurnBlock(max_chars=self.personal_max_chars) if self.store.owner_isolation and not memoryless \
+            else None
+        system, files, block, relevant = self._system(agent, owner, query, system_prompt, memoryless, per_turn)
         hist = [_as_message(m) for m in history]
+
+        def put(text: str) -> None:
+            nonlocal system
+            if per_turn is not None:
+                per_turn.add(text)
+            else:
+                system = f"{system}\n\n{text}" if system else text
+
         if not memoryless and self.card_pointer is not None and self.turns is not None \
                 and self.turns.first_today(agent, owner) and (pointer := self.card_pointer(agent, owner)):
-            system = f"{system}\n\n{pointer}" if system else pointer
+            put(pointer)
         turn = new_turn_id() if self.turns is not None else None
         facts, facts_text = self._facts(agent, owner, query, memoryless, turn)
         if facts_text:
-            system = f"{system}\n\n{facts_text}" if system else facts_text
+            put(facts_text)
         recall_budget = self.recall_max_chars - (len(facts_text) + 2 if facts_text else 0)
-        recalled, prefetch = self._recall(agent, owner, query, memoryless, system, [*hist, current_msg],
+        seen = system if per_turn is None else f"{system}\n\n{per_turn.text}"
+        recalled, prefetch = self._recall(agent, owner, query, memoryless, seen, [*hist, current_msg],
                                           recall_budget)
         if recalled is not None and recalled.text:
-            system = f"{system}\n\n{recalled.text}" if system else recalled.text
+            put(recalled.text)
+        if per_turn is not None:
+            current_msg = with_turn_block(current_msg, per_turn.text)
         prefix = [{"role": "system", "content": system}] if system else []
         # Without an id the defense keys the conversation by its first message.
         conversation = f"{agent}/{owner or ''}/{conversation_id}" if conversation_id else None
         window = self.window.fit(prefix, hist, current_msg, budget=budget, conversation=conversation)
         built = Context(agent, owner, memoryless, window.messages, system, files, block, relevant, window,
-                        prefix, hist, current_msg, recalled=recalled, prefetch=prefetch, facts=facts, turn=turn)
+                        prefix, hist, current_msg, recalled=recalled, prefetch=prefetch, facts=facts, turn=turn,
+                        turn_block=per_turn)
         if self.turns is not None and turn is not None:
             self.turns.record(_turn_memory(built, turn, self.turns.now_ms(), conversation_id))
         return built
@@ -229,30 +253,57 @@ class ContextService:
         return bool(self.log.conversation_flags(agent, conversation_id, owner).get("memoryless"))
 
     def _system(
-        self, agent: str, owner: str | None, query: str, system_prompt: str, memoryless: bool
+        self, agent: str, owner: str | None, query: str, system_prompt: str, memoryless: bool,
+        per_turn: TurnBlock | None,
     ) -> tuple[str, list[FileBlock], StructuredBlock | None, list[TypedEntry]]:
+        """The system message (and, isolation on, the PERSONAL part of `per_turn`)."""
         parts: list[str] = [system_prompt.strip()] if system_prompt.strip() else []
         files: list[FileBlock] = []
-        for info, personal in self._files(agent, owner, memoryless):
-            snap = self.store.read(agent, info.rel, owner=owner if personal else None)
+        personal_owner = owner if per_turn is not None else None
+        for info, scope in self._files(agent, owner, memoryless, personal_owner):
+            snap = self.store.read(GLOBAL if scope == GLOBAL else agent, info.rel,
+                                   owner=owner if scope == PERSONAL else None)
             body = snap.body.strip()
             if not body:
                 continue
-            block = f"--- {info.rel} ---\n"
+            name = f"global/{info.rel}" if scope == GLOBAL else info.rel
+            block = f"--- {name} ---\n"
             if info.ceiling and len(snap.body) > info.ceiling:
-                block += (f"[note: {info.rel} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
+                block += (f"[note: {name} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
                           "it was edited by hand and is shown whole]\n")
-            parts.append(block + body)
-            files.append(FileBlock(info.rel, len(snap.body), info.ceiling, personal, body, snap.sha))
+            if scope == PERSONAL and per_turn is not None:
+                if not per_turn.add_personal(name, block + body):
+                    continue
+            else:
+                parts.append(block + body)
+            files.append(FileBlock(info.rel, len(snap.body), info.ceiling, scope == PERSONAL, body, snap.sha,
+                                   scope))
         block_out: StructuredBlock | None = None
         relevant: list[TypedEntry] = []
         if not memoryless:
-            block_out = self.structured.always_on_block(agent, owner=owner)
+            # Isolation on: the system message has the TEAM entries, the owner's go in the turn block.
+            block_out = self.structured.always_on_block(agent, owner=None if per_turn is not None else owner)
             if block_out.text:
                 parts.append(block_out.text)
+            global_block = self.structured.always_on_block(GLOBAL) if self._has(GLOBAL, None) else None
+            if global_block is not None and global_block.text:
+                parts.append(global_block.text.replace(BLOCK_TITLE, GLOBAL_BLOCK_TITLE, 1))
+            if per_turn is not None and personal_owner is not None:
+                mine = self.structured.always_on_block(agent, owner=personal_owner)
+                if mine.text and per_turn.add_personal("structured entries", mine.text):
+                    per_turn.structured = mine
             relevant = self.structured.relevant(agent, query, owner=owner, limit=self.relevant_limit)
+            if per_turn is not None and personal_owner is not None:
+                relevant += self.structured.relevant(agent, query, owner=None, limit=self.relevant_limit)
+            if self._has(GLOBAL, None):
+                relevant += self.structured.relevant(GLOBAL, query, limit=self.relevant_limit)
+            relevant = relevant[: self.relevant_limit]
             if relevant:
-                parts.append(self.structured.render_relevant(relevant))
+                rendered = self.structured.render_relevant(relevant)
+                if per_turn is not None:
+                    per_turn.add(rendered)  # depends on the query: never in the cached system message
+                else:
+                    parts.append(rendered)
         return "\n\n".join(parts), files, block_out, relevant
 
     def _facts(self, agent: str, owner: str | None, query: str, memoryless: bool,
@@ -280,24 +331,34 @@ class ContextService:
         seen = [system, *(str(m.get("content") or "") for m in messages if m is not None)]
         return recalled_block(prefetch.items, seen, budget), prefetch
 
-    def _files(self, agent: str, owner: str | None, memoryless: bool) -> list[tuple[FileInfo, bool]]:
-        """Enabled files by (sort_order, name), each with whether it comes from the owner's folder."""
-        isolated = bool(owner and self.store.owner_isolation)
-        chosen: list[tuple[FileInfo, bool]] = []
+    def _files(self, agent: str, owner: str | None, memoryless: bool,
+               personal_owner: str | None = None) -> list[tuple[FileInfo, str]]:
+        """Enabled files by (sort_order, scope, name), each with its scope: the agent's (TEAM),
+        `global/` (GLOBAL) and, when `personal_owner` is given (isolation on), that owner's."""
+        chosen: list[tuple[FileInfo, str]] = []
         for info in self.store.list_files(agent):
             if not info.enabled or info.rel.startswith("structured/"):
                 continue
             if memoryless and info.rel not in IDENTITY_FILES:
                 continue
-            if isolated and is_personal(info.rel):
-                continue  # the owner's own copy is used instead
-            chosen.append((info, False))
-        if isolated and not memoryless:
-            for info in self.store.list_files(agent, owner=owner):
-                if info.enabled and not info.rel.startswith("structured/"):
-                    chosen.append((info, True))
-        chosen.sort(key=lambda x: (x[0].sort_order, x[0].rel))
+            chosen.append((info, TEAM))
+        if not memoryless:
+            folders = [(GLOBAL, None, GLOBAL)]
+            if personal_owner is not None and self.store.owner_isolation:
+                folders.append((agent, personal_owner, PERSONAL))
+            for where, who, scope in folders:
+                for info in self.store.list_files(where, owner=who) if self._has(where, who) else ():
+                    if info.enabled and not info.rel.startswith("structured/"):
+                        chosen.append((info, scope))
+        rank = {TEAM: 0, GLOBAL: 1, PERSONAL: 2}
+        chosen.sort(key=lambda x: (x[0].sort_order, rank[x[1]], x[0].rel))
         return chosen
+
+    def _has(self, agent: str, owner: str | None) -> bool:
+        """Whether that folder exists (GLOBAL and an owner's folder are made by their first write)."""
+        if agent == GLOBAL:  # a `global/` that links out of the workspace is no memory (never a crash)
+            return bool(global_folder(self.store.root))
+        return self.store.agent_dir(agent, owner).is_dir()
 
     # -- budgets -----------------------------------------------------------------------------------
 
@@ -306,9 +367,10 @@ class ContextService:
         out: dict[str, Any] = {}
         for agent in agents or self.store.agents():
             files = []
-            for info, _personal in self._files(agent, None, False):
-                body = self.store.read(agent, info.rel).body
-                files.append({"file": info.rel, "chars": len(body), "tokens": estimate_tokens(body),
+            for info, scope in self._files(agent, None, False):
+                body = self.store.read(GLOBAL if scope == GLOBAL else agent, info.rel).body
+                name = f"global/{info.rel}" if scope == GLOBAL else info.rel
+                files.append({"file": name, "chars": len(body), "tokens": estimate_tokens(body),
                               "budget_chars": info.ceiling or None,
                               "budget_tokens": -(-info.ceiling // 4) if info.ceiling else None,
                               "over_budget": bool(info.ceiling and len(body) > info.ceiling)})
@@ -326,13 +388,14 @@ class ContextService:
 
 def _turn_memory(ctx: Context, turn: str, at_ms: int, conversation_id: str | None) -> TurnMemory:
     """Ids and hashes of what `ctx` injected (its system message is what the model sees of memory)."""
+    mine = ctx.turn_block.structured if ctx.turn_block else None
     entries = [{"type": e.type, "key": e.entry.key, "sha": text_hash(e.entry.text), "block": "always_on"}
-               for e in (ctx.structured.entries if ctx.structured else ())]
+               for block in (ctx.structured, mine) if block is not None for e in block.entries]
     entries += [{"type": e.type, "key": e.entry.key, "sha": text_hash(e.entry.text), "block": "relevant"}
                 for e in ctx.relevant]
     return TurnMemory(
         turn, ctx.agent, ctx.owner, at_ms, conversation_id, ctx.memoryless,
-        files=[{"file": f.rel, "sha": f.sha, "personal": f.personal} for f in ctx.files],
+        files=[{"file": f.rel, "sha": f.sha, "personal": f.personal, "scope": f.scope} for f in ctx.files],
         entries=entries,
         facts=[{"id": f.id, "sha": text_hash(f.text), "file": f.file} for f in ctx.facts],
         recalled=[{"provider": i.provider, "source": i.source, "sha": text_hash(i.text)}

@@ -95,6 +95,7 @@ from mateclaw_mem.memory.extraction.output import (
 from mateclaw_mem.memory.extraction.queue import ExtractionQueue
 from mateclaw_mem.memory.extraction.runs import ExtractionRunLog, RunOutcome, new_run_id
 from mateclaw_mem.memory.extraction.state import Bucket, ExtractionState
+from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.cas import retry_on_conflict
 from mateclaw_mem.workspace.store import WorkspaceStore
@@ -136,12 +137,16 @@ class ExtractionService:
         triage: bool = True,
         remember: Callable[..., Any] | None = None,
         forget: Any = None,
+        sources: Callable[..., Any] | None = None,
+        on_turn: Callable[[str, str | None, list[tuple[str, str]]], None] | None = None,
     ) -> None:
         self.settings = settings
+        self._on_turn = on_turn  # memory providers that keep their own store (Mem0); must not block
         self._forget = forget  # memory/forget/: runs "forget that …" requests, tombstones guard writes
         # Structured entries (user/feedback/project/reference) go through the structured-memory
         # service when the composition root provides it; extraction does not own that format.
         self._remember = remember
+        self._sources = sources  # facts learn which messages an edit rests on (FactService.record_sources)
         self.store = store
         self.log = log_
         self.clock = clock
@@ -203,6 +208,8 @@ class ExtractionService:
             agent, conversation_id, msgs, owner=owner, trigger_source=trigger_source,
             finish_reason=finish_reason, memoryless=memoryless, now_ms=self._now_ms(),
         )
+        if self._on_turn is not None and not memoryless:  # a memoryless turn leaves no memory anywhere
+            self._on_turn(agent, owner, [(m.role, redact(m.content)) for m in msgs])  # as the log keeps it
         return self.trigger(
             agent, conversation_id, owner=owner, trigger_source=trigger_source, memoryless=memoryless,
             last_user_message=user,
@@ -349,6 +356,8 @@ class ExtractionService:
             out.files_changed = changed
             out.outcome = "updated" if changed else "no_change"
             out.reason = result.reason or ("updated" if changed else "nothing worth remembering")
+            if self._sources is not None and changed and result.edits:
+                self._sources(agent, owner, [(e.file, e.text, e.evidence) for e in result.edits if e.text], pending)
         requests = [r for r in remember.requests_in(batch.new_user_texts) if not (guard and guard.blocks(r))]
         if (requests and out.outcome == "no_change" and self.model is not None
                 and remember.unrecorded(self.store, agent, owner, requests)):

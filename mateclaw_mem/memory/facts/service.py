@@ -28,6 +28,7 @@ from mateclaw_mem.markdown.edits import Edit, apply_edits
 from mateclaw_mem.memory.facts.projection import STRUCTURED_PREFIX, claims, fact_id, is_source
 from mateclaw_mem.memory.facts.storage import FactDB, Row
 from mateclaw_mem.memory.facts.trust import Event, trust
+from mateclaw_mem.workspace.walk import GLOBAL, scope_of
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -45,7 +46,7 @@ class FactView:
     id: str
     agent: str
     owner: str | None
-    scope: str  # "personal" (an owner's) | "team" (the agent's shared files)
+    scope: str  # "personal" (an owner's) | "team" (the agent's shared files) | "global" (`global/`)
     file: str
     section: str
     line: int
@@ -166,7 +167,7 @@ class FactService:
             return max((e.at_ms for e in ev if e.kind == kind), default=None)
 
         return FactView(
-            r.id, r.agent, r.owner, "personal" if r.owner else "team", r.file, r.section, r.line, r.key, r.value,
+            r.id, r.agent, r.owner, scope_of(r.agent, r.owner), r.file, r.section, r.line, r.key, r.value,
             r.text, trust(ev, first_seen_ms=r.first_seen_ms, changed_ms=r.changed_ms, now_ms=now,
                           half_life_days=self.half_life),
             sum(1 for e in ev if e.kind == "use"), sum(1 for e in ev if e.kind == "helpful"),
@@ -177,10 +178,17 @@ class FactService:
     def list(self, agent: str, owner: str | None, *, query: str | None = None, file: str | None = None,
              limit: int = 500) -> list[FactView]:
         if query:  # relevant ones first; `file` narrows them, it never widens the match
-            rows = [r for r, _ in self.db.match(agent, owner, query, limit) if file is None or r.file == file]
+            rows = [r for r, _ in self._match(agent, owner, query, limit) if file is None or r.file == file]
         else:
             rows = self.db.list(agent, owner, file=file)[:limit]
         return self._views(rows)
+
+    def _match(self, agent: str, owner: str | None, query: str, limit: int) -> list[tuple[Row, float]]:
+        """The (agent, owner)'s matches and the GLOBAL ones (every agent and owner sees those), best first."""
+        found = self.db.match(agent, owner, query, limit)
+        if agent != GLOBAL:
+            found = sorted([*found, *self.db.match(GLOBAL, None, query, limit)], key=lambda x: -x[1])[:limit]
+        return found
 
     def get(self, agent: str, owner: str | None, fid: str) -> FactView:
         row = self.db.get(fid)
@@ -224,13 +232,31 @@ class FactService:
         self.db.add_event(target, agent, owner, "edit", self._now(), actor=actor)
         return self.get(agent, owner, target)
 
+    def record_sources(self, agent: str, owner: str | None, items: list[tuple[str, str, list[str]]],
+                       conversations: list[str]) -> int:
+        """Model-mode extraction: the messages each edited line rests on, kept as the fact's `source`
+        event (its history shows them). Returns how many facts got one."""
+        if not self.enabled:
+            return 0
+        from mateclaw_mem.markdown.edits import line_key
+
+        n = 0
+        for rel, text, evidence in items:
+            want = line_key(text)
+            for row in self.db.list(agent, owner, file=rel):
+                if line_key(row.text) == want or (row.key and line_key(f"{row.key}: {row.value}") == want):
+                    note = f"conversation {', '.join(conversations)}: message(s) {', '.join(evidence)}"
+                    self.db.add_event(row.id, agent, owner, "source", self._now(), actor="extraction", note=note[:300])
+                    n += 1
+        return n
+
     def recall(self, agent: str, owner: str | None, query: str, *, budget_chars: int, limit: int = 8,
                turn: str = "") -> list[FactView]:
         """Facts relevant to `query`, most trusted first, within `budget_chars`; each one returned is
         counted as used (it is what the prompt will carry)."""
         if not self.enabled or budget_chars <= 0 or not query.strip():
             return []
-        matched = [r for r, _ in self.db.match(agent, owner, query, RECALL_CANDIDATES)]
+        matched = [r for r, _ in self._match(agent, owner, query, RECALL_CANDIDATES)]
         views = sorted((v for v in self._views(matched) if v.trust >= MIN_RECALL_TRUST),
                        key=lambda v: (-v.trust, v.file, v.line))
         chosen, used = [], 0

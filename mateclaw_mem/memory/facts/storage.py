@@ -167,6 +167,16 @@ class FactDB(SharedConnection):
                     out[r["fact_id"]].append(Event(r["kind"], r["at_ms"]))
         return out
 
+    def agent_events(self, agent: str) -> list[dict[str, Any]]:
+        """Every event of the agent's facts that are in its files now, with what identifies each fact
+        (owner, file, section, key, text): a snapshot carries them to another agent."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT f.owner, f.file, f.section, f.key, f.text, e.kind, e.at_ms, e.actor, e.note"
+                " FROM fact_events e JOIN facts f ON f.id = e.fact_id WHERE e.agent=? ORDER BY e.seq",
+                (agent,)).fetchall()
+        return [dict(r) for r in rows]
+
     def history(self, fact_id: str, limit: int = 50) -> list[dict[str, Any]]:
         with self._lock:
             rows = self._conn.execute("SELECT kind, at_ms, actor, note FROM fact_events WHERE fact_id=?"

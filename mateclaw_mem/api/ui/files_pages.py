@@ -1,0 +1,136 @@
+"""`/ui/files…`: the agent's files (enabled, sort order, size against the ceiling), a rendered view,
+an editor that saves with compare-and-swap, history with a unified diff, and undo.
+
+A save sends the sha the editor was opened on; `store.write(expected_sha=...)` refuses it with a
+ConflictError when the file changed meanwhile (a person's editor, a machine writer): the page then
+shows both versions side by side and keeps the typed text; nothing is overwritten. Saving again from
+that page is a deliberate choice made against the version now on disk.
+
+With owner isolation on, `scope=team` addresses the agent's shared files and otherwise the picked
+owner's; a path into `owners/` is refused, so no page reaches another owner's folder.
+"""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import Response
+
+from mateclaw_mem.api.ui.view import diff_lines, render_markdown, unified
+from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
+from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
+
+router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
+MAX_EDIT_CHARS = 2_000_000
+EXPORT_ROUTE = "/api/v1/agents/{agentId}/workspace/memory/export"
+
+
+def _target(p: Page, path: str | None) -> tuple[str, str | None, str]:
+    """(rel, owner of the file, scope) for `?path=&scope=`."""
+    rel = (path or "").strip()
+    if not rel:
+        raise InvalidInputError("no file named: add ?path=MEMORY.md")
+    if p.services.settings.owner_isolation and rel.replace("\\", "/").lstrip("/").split("/")[0] == "owners":
+        raise NotFoundError(f"{rel} is not a file of this agent (owners' files are reached by picking the owner)")
+    team = p.request.query_params.get("scope") == "team" or p.owner is None
+    return rel, None if team else p.owner, "team" if team else "personal"
+
+
+def _rows(p: Page, owner: str | None, scope: str) -> list[dict[str, object]]:
+    rows = []
+    for f in p.services.store.list_files(p.agent, owner=owner):
+        if scope == "team" and p.services.settings.owner_isolation and f.rel.startswith("owners/"):
+            continue
+        rows.append({"f": f, "scope": scope})
+    return rows
+
+
+@router.get("/files")
+def files(p: Page = Depends(page)) -> Response:
+    groups = []
+    if p.owner is not None:
+        groups.append((f"Personal ({p.owner})", _rows(p, p.owner, "personal")))
+    groups.append(("Shared" if p.owner is not None else "Files", _rows(p, None, "team")))
+    # The snapshot export is the API's (api/snapshots.py); linked when this daemon has it.
+    export = f"/api/v1/agents/{p.agent}/workspace/memory/export"
+    has_export = any(getattr(r, "path", "") == EXPORT_ROUTE for r in p.request.app.routes)
+    return p.render("files.html", groups=groups, export=export if has_export else None)
+
+
+@router.get("/files/view")
+def view(path: str = "", p: Page = Depends(page)) -> Response:
+    rel, owner, scope = _target(p, path)
+    snap = p.services.store.read(p.agent, rel, owner=owner)
+    if not snap.exists:
+        raise NotFoundError(f"{rel} does not exist")
+    return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(snap.text), sha=snap.sha)
+
+
+@router.get("/files/edit")
+def edit(path: str = "", p: Page = Depends(page)) -> Response:
+    rel, owner, scope = _target(p, path)
+    snap = p.services.store.read(p.agent, rel, owner=owner)
+    return p.render("file_edit.html", rel=rel, scope=scope, text=snap.text, sha=snap.sha, conflict=None)
+
+
+@router.post("/files/save")
+async def save(request: Request, path: str = "", p: Page = Depends(page)) -> Response:
+    form = await form_of(request, p)
+    rel, owner, scope = _target(p, path)
+    text = form.get("text", "").replace("\r\n", "\n")
+    if len(text) > MAX_EDIT_CHARS:
+        raise InvalidInputError(f"the text is {len(text)} characters; the editor saves at most {MAX_EDIT_CHARS}")
+    store = p.services.store
+    try:
+        result = store.write(p.agent, rel, text, expected_sha=form.get("sha", ""), actor="person", owner=owner,
+                             reason="edited in the Memory Browser")
+    except ConflictError as exc:
+        now = store.read(p.agent, rel, owner=owner)
+        return p.render("file_edit.html", status=409, rel=rel, scope=scope, text=text, sha=now.sha,
+                        conflict={"message": exc.message, "disk": now.text,
+                                  "diff": diff_lines(unified(now.text, text, rel, a="on disk", b="yours"))})
+    p.flash(f"Saved {rel}." if result.changed else f"{rel} was already exactly this; nothing to save.")
+    return p.redirect("files/view", path=rel, scope=scope)
+
+
+@router.get("/files/history")
+def history(path: str = "", p: Page = Depends(page)) -> Response:
+    rel, owner, scope = _target(p, path)
+    store = p.services.store
+    versions = store.history(p.agent, rel, owner=owner)
+    key = store.agent_key(p.agent, owner)
+    current = store.read(p.agent, rel, owner=owner).text
+    rows, after = [], current
+    # Newest first; each version is the content a change replaced, so its diff runs to what came next.
+    for v in reversed(versions):
+        before = store.history_store.content(key, rel, v.version).decode("utf-8", "replace") if v.existed else ""
+        rows.append({"v": v, "diff": diff_lines(unified(before, after, rel, a=f"v{v.version}", b="next"))})
+        after = before
+    return p.render("file_history.html", rel=rel, scope=scope, rows=rows)
+
+
+@router.post("/files/undo")
+async def undo(request: Request, path: str = "", p: Page = Depends(page)) -> Response:
+    form = await form_of(request, p)
+    rel, owner, scope = _target(p, path)
+    version = form.get("version", "")
+    if not version.isdigit():
+        raise InvalidInputError("undo needs a version number from the history")
+    p.services.store.undo(p.agent, rel, owner=owner, version=int(version), actor="person")
+    p.flash(f"Restored {rel} to version {version} (this undo is itself in the history).")
+    return p.redirect("files/history", path=rel, scope=scope)
+
+
+@router.post("/files/undo-run")
+async def undo_run(request: Request, p: Page = Depends(page)) -> Response:
+    form = await form_of(request, p)
+    batch = form.get("batch", "").strip()
+    if not batch:
+        raise InvalidInputError("undo of a run needs its batch id")
+    store = p.services.store
+    allowed = {store.agent_key(p.agent, None), store.agent_key(p.agent, p.owner)}
+    touched = store.history_store.batch(batch)
+    if not touched or any(v.key not in allowed for v in touched):
+        raise NotFoundError(f"no run {batch!r} for agent {p.agent!r}" + (f" (owner {p.owner})" if p.owner else ""))
+    results = store.undo_batch(batch, actor="person")
+    p.flash(f"Undid run {batch}: {len(results)} file(s) restored.")
+    return p.redirect("files")

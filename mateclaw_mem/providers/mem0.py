@@ -1,0 +1,212 @@
+"""Mem0 as a memory provider (off until `mate.memory.providers` lists `mem0`), as the seed specifies.
+
+- No system-prompt block: Mem0 memory is personal, so it is only prefetched per turn.
+- prefetch: `POST {baseUrl}/memories/search/` with `query`, `user_id` = the owner key, `agent_id` =
+  the agent (and `top_k` = `maxResults`); at most `maxResults` (5) memories come back as items whose
+  source is `Mem0 Recall` (rendered `- [Mem0 Recall] …` inside the RECALLED MEMORY block).
+- sync_turn: the turn's user and assistant messages go to `POST {baseUrl}/memories/` as
+  `{messages: [{role, content}], user_id, agent_id}` from one background thread fed by a bounded
+  queue (`syncQueueCapacity` 256); a full queue drops the turn with a warning and counts it.
+- `timeoutMs` (3000) bounds both requests (a prefetch also stops at the registry's deadline);
+  `apiKeyEnv` names the environment variable holding the key, sent as `Authorization: Bearer …`.
+- No owner: neither call is made (Mem0 memory is per person; there is no "shared" user).
+- Sync failures are logged and counted only; recall failures raise, so the registry's breaker
+  isolates them.
+
+Wire shapes: Mem0 Platform API v1 (`/v1/memories/search/`, `/v1/memories/`, as in mem0ai/mem0's
+`MemoryClient` of mem0ai 0.1.x); a search answer is a JSON list of `{id, memory, score, …}`, and
+the open-source REST server's `{"results": [...]}` (mem0 v1.1 output format, `server/main.py`) is
+read too. That server serves search at `/search` and adds at `/memories`: set `searchPath` and
+`addPath` for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.providers.base import ProviderContext, ProviderItem
+from mateclaw_mem.providers.plugins import option_keys
+
+log = logging.getLogger(__name__)
+SOURCE = "Mem0 Recall"
+_STOP = object()
+
+
+class Mem0Options(BaseModel):
+    """The provider's settings, keys as the seed names them (baseUrl, timeoutMs, ...)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base_url: str = Field(min_length=1)
+    api_key_env: str | None = None  # the variable's name; the key itself never sits in a config file
+    timeout_ms: int = Field(3000, ge=1)
+    max_results: int = Field(5, ge=1)
+    sync_queue_capacity: int = Field(256, ge=1)
+    search_path: str = "/memories/search/"
+    add_path: str = "/memories/"
+
+
+class Mem0Error(RuntimeError):
+    pass
+
+
+class Mem0Provider:
+    name = "mem0"
+
+    def __init__(self, options: Mem0Options) -> None:
+        self.options = options
+        self._base = options.base_url.rstrip("/")
+        self._key = os.environ.get(options.api_key_env, "") if options.api_key_env else ""
+        # No proxy: a Mem0 next to the daemon must not be routed through a shell's http_proxy.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=options.sync_queue_capacity)
+        self._worker: threading.Thread | None = None  # started by the first turn, not by building
+        self._lock = threading.Lock()
+        self._closed = False
+        self.synced = self.sync_failed = self.dropped = self.skipped_no_owner = 0
+        self.last_sync_error: str | None = None
+
+    def system_prompt_block(self, agent: str, owner: str | None) -> str:
+        return ""  # the seed's systemPromptBlock: empty, so the system prompt stays cache-stable
+
+    # -- recall ----------------------------------------------------------------------------------
+
+    def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
+        if owner is None:
+            self.skipped_no_owner += 1
+            return []
+        body = {"query": query, "user_id": owner, "agent_id": agent, "top_k": self.options.max_results}
+        answer = self._post(self.options.search_path, body, deadline=deadline)
+        rows = answer.get("results") if isinstance(answer, dict) else answer
+        if not isinstance(rows, list):
+            raise Mem0Error(f"search answered {type(answer).__name__}, not a list of memories")
+        items = []
+        for row in rows:
+            text = row.get("memory") if isinstance(row, dict) else None
+            if isinstance(text, str) and text.strip():
+                score = row.get("score")
+                items.append(ProviderItem(" ".join(text.split()), SOURCE,
+                                          float(score) if isinstance(score, int | float) else 0.0))
+            if len(items) >= self.options.max_results:
+                break
+        return items
+
+    # -- sync ------------------------------------------------------------------------------------
+
+    def sync_turn(self, agent: str, owner: str | None, messages: list[tuple[str, str]]) -> None:
+        if owner is None:
+            self.skipped_no_owner += 1
+            return
+        turn = [{"role": r, "content": c} for r, c in messages if r in ("user", "assistant") and c]
+        if not turn:
+            return
+        with self._lock:
+            if self._closed:
+                return
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._drain, name="mateclaw-mem0-sync", daemon=True)
+                self._worker.start()
+            try:
+                self._queue.put_nowait({"messages": turn, "user_id": owner, "agent_id": agent})
+            except queue.Full:
+                self.dropped += 1
+                log.warning("mem0: sync queue full (%d turns waiting); turn of %s/%s dropped (%d dropped so far)",
+                            self.options.sync_queue_capacity, agent, owner, self.dropped)
+
+    def _drain(self) -> None:
+        while True:
+            body = self._queue.get()
+            try:
+                if body is _STOP:
+                    return
+                self._post(self.options.add_path, body, deadline=None)
+                self.synced += 1
+            except Exception as exc:  # logged only: a lost sync must never reach the chat
+                self.sync_failed += 1
+                self.last_sync_error = f"{type(exc).__name__}: {exc}"
+                log.warning("mem0: sync of a turn failed (%s)", self.last_sync_error)
+            finally:
+                self._queue.task_done()
+
+    def wait_synced(self, timeout: float) -> bool:
+        """Wait until every queued turn has been sent (or failed); False if some are left after `timeout`."""
+        end = time.monotonic() + timeout
+        with self._queue.all_tasks_done:
+            while self._queue.unfinished_tasks:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._queue.all_tasks_done.wait(left)
+        return True
+
+    # -- HTTP ------------------------------------------------------------------------------------
+
+    def _post(self, path: str, body: dict[str, Any], *, deadline: float | None) -> Any:
+        timeout = self.options.timeout_ms / 1000
+        if deadline is not None:  # no use waiting past the point the registry stops listening
+            timeout = max(0.01, min(timeout, deadline - time.monotonic()))
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._key:
+            headers["Authorization"] = f"Bearer {self._key}"
+        req = urllib.request.Request(self._base + path, data=json.dumps(body).encode("utf-8"), headers=headers,
+                                     method="POST")
+        try:
+            with self._opener.open(req, timeout=timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise Mem0Error(f"POST {path} answered HTTP {exc.code}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Mem0Error(f"POST {path} failed: {getattr(exc, 'reason', None) or exc}") from None
+        try:
+            return json.loads(raw.decode("utf-8")) if raw.strip() else None
+        except ValueError:
+            raise Mem0Error(f"POST {path} answered something that is not JSON") from None
+
+    # -- status and shutdown ---------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        return {"sync_queue": self._queue.qsize(), "sync_queue_capacity": self.options.sync_queue_capacity,
+                "synced": self.synced, "sync_failed": self.sync_failed, "dropped": self.dropped,
+                "skipped_no_owner": self.skipped_no_owner, "last_sync_error": self.last_sync_error,
+                "api_key": bool(self._key), "timeout_ms": self.options.timeout_ms}
+
+    def close(self) -> None:
+        """Stop taking turns; the worker leaves after what it is sending (queued turns are not waited for)."""
+        with self._lock:
+            self._closed = True
+            worker = self._worker
+        if worker is not None:
+            while True:  # make room for the stop mark: shutdown must not block on a full queue
+                try:
+                    self._queue.put_nowait(_STOP)
+                    break
+                except queue.Full:
+                    try:
+                        self._queue.get_nowait()
+                        self._queue.task_done()
+                    except queue.Empty:
+                        pass
+
+
+def build(context: ProviderContext, options: dict[str, Any]) -> Mem0Provider:
+    """The `mem0` entry point."""
+    opts = option_keys(options)
+    if "api_key" in opts:
+        raise ConfigError("mate.memory.providers: mem0.apiKey must not be written in a config file; put the key "
+                          "in an environment variable and name it with apiKeyEnv (as model.api-key-env does)")
+    try:
+        return Mem0Provider(Mem0Options(**opts))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'mem0'}: {e['msg']}" for e in exc.errors())
+        raise ConfigError(f"mate.memory.providers: mem0: {problems}") from None

@@ -1,0 +1,145 @@
+"""The Memory Browser's guards over a real uvicorn: the key-for-cookie login, CSRF on every form,
+the page's Content-Security-Policy and assets, redaction of what is rendered, and owner isolation
+(no page shows another owner's memory)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import closing
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.server import ApiServer, daemon_services
+
+KEY = "ui-test-key"
+AGENT = "default"
+SECRET = "sk-" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4"
+
+
+def _write(services: Any, rel: str, text: str, owner: str | None = None) -> None:
+    snap = services.store.read(AGENT, rel, owner=owner)
+    services.store.write(AGENT, rel, text, expected_sha=snap.sha, actor="person", owner=owner)
+
+
+@pytest.fixture(scope="module")
+def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]]:
+    from mateclaw_mem.api.app import create_app
+
+    services = daemon_services(tmp_path_factory.mktemp("uisec") / "ws", api_key=KEY, owner_isolation=True,
+                               mate={"memory": {"fact": {"projection_enabled": True}}})
+    services.seed_agents()
+    services.build()
+    _ = services.file_index
+    _write(services, "MEMORY.md", "# MEMORY.md\n\n## Prefs\n- Alice loves oolong tea\n", owner="alice")
+    _write(services, "MEMORY.md", "# MEMORY.md\n\n## Prefs\n- Bob collects vinyl records\n", owner="bob")
+    # A secret that reached a file by hand (the writers redact theirs): the page must not show it.
+    services.store.path(AGENT, "notes/leak.md").parent.mkdir(parents=True, exist_ok=True)
+    services.store.path(AGENT, "notes/leak.md").write_text(f"# Leak\n\n- key is {SECRET}\n<script>x()</script>\n",
+                                                          encoding="utf-8")
+    try:
+        with ApiServer(create_app(services, mcp=False)) as server:
+            yield server.url, services
+    finally:
+        services.close()
+
+
+def login(url: str) -> httpx.Client:
+    client = httpx.Client(base_url=url, timeout=30)
+    r = client.post("/ui/login", data={"key": KEY, "next": "/ui/facts"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/facts"
+    return client
+
+
+def csrf_of(html: str) -> str:
+    m = re.search(r'name="csrf" value="([^"]+)"', html)
+    assert m, html[:500]
+    return m.group(1)
+
+
+def test_pages_ask_for_the_key_and_trade_it_for_a_strict_cookie(daemon: tuple[str, Any]) -> None:
+    url = daemon[0]
+    with httpx.Client(base_url=url, timeout=30) as anon:
+        r = anon.get("/ui/facts")
+        assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next=")
+        assert anon.get("/ui/login").status_code == 200
+        wrong = anon.post("/ui/login", data={"key": "nope", "next": "/ui/"})
+        assert wrong.status_code == 403 and "not this daemon" in wrong.text and "mateclaw_ui" not in wrong.headers.get(
+            "set-cookie", "")
+        # `next` never leaves /ui/ (no open redirect).
+        assert anon.post("/ui/login", data={"key": KEY, "next": "https://evil.example/"}).headers["location"] == "/ui/"
+    r = httpx.post(f"{url}/ui/login", data={"key": KEY, "next": "/ui/"})
+    cookie = r.headers["set-cookie"].lower()
+    assert "httponly" in cookie and "samesite=strict" in cookie and KEY not in cookie
+    with closing(login(url)) as client:
+        assert client.get("/ui/facts?owner=alice").status_code == 200
+
+
+def test_every_form_needs_the_sessions_csrf_token(daemon: tuple[str, Any]) -> None:
+    url, services = daemon
+    with closing(login(url)) as client:
+        page = client.get("/ui/facts?owner=alice")
+        token = csrf_of(page.text)
+        fid = re.search(r'action="/ui/facts/([A-Za-z0-9_-]+)/act', page.text).group(1)
+        before = services.facts.get(AGENT, "alice", fid).trust
+        refused = client.post(f"/ui/facts/{fid}/act?agent={AGENT}&owner=alice", data={"csrf": "forged", "do": "confirm"})
+        assert refused.status_code == 403 and "security token" in refused.text
+        assert services.facts.get(AGENT, "alice", fid).trust == before
+        done = client.post(f"/ui/facts/{fid}/act?agent={AGENT}&owner=alice", data={"csrf": token, "do": "confirm"})
+        assert done.status_code == 303  # plain form + redirect: works without JavaScript
+        assert services.facts.get(AGENT, "alice", fid).trust > before
+        unknown = client.post(f"/ui/facts/{fid}/act?agent={AGENT}&owner=alice", data={"csrf": token, "do": "zap"})
+        assert unknown.status_code == 400 and "unknown fact action &#39;zap&#39;" in unknown.text
+
+
+def test_pages_carry_a_strict_policy_and_serve_their_own_assets(daemon: tuple[str, Any]) -> None:
+    with closing(login(daemon[0])) as client:
+        r = client.get("/ui/")
+        policy = r.headers["content-security-policy"]
+        assert "script-src 'self'" in policy and "unsafe-inline" not in policy and "default-src 'none'" in policy
+        assert not re.search(r"<script(?![^>]*\bsrc=)", r.text), "inline script"
+        assert not re.search(r"\sstyle=", r.text), "inline style"
+        assert not re.search(r"(src|href)=\"(https?:)?//", r.text), "a URL off this daemon"
+        js = client.get("/ui/static/htmx.min.js")
+        assert js.status_code == 200 and "javascript" in js.headers["content-type"] and len(js.content) < 100_000
+        assert client.get("/ui/static/htmx.LICENSE.txt").status_code == 200
+
+
+def test_rendered_files_are_escaped_and_redacted(daemon: tuple[str, Any]) -> None:
+    with closing(login(daemon[0])) as client:
+        for path in ("/ui/files/view?path=notes/leak.md&scope=team", "/ui/files/edit?path=notes/leak.md&scope=team",
+                     "/ui/search?q=leak"):
+            r = client.get(path)
+            assert r.status_code == 200, path
+            assert SECRET not in r.text, path
+            assert "<script>x()" not in r.text, path
+        assert "[REDACTED:" in client.get("/ui/files/view?path=notes/leak.md&scope=team").text
+
+
+def test_no_page_shows_another_owners_memory(daemon: tuple[str, Any]) -> None:
+    with closing(login(daemon[0])) as client:
+        pages = ["/ui/?owner=alice", "/ui/facts?owner=alice", "/ui/files?owner=alice",
+                 "/ui/files/view?path=MEMORY.md&owner=alice", "/ui/search?q=vinyl&owner=alice",
+                 "/ui/facts?owner=alice&q=vinyl", "/ui/inbox?owner=alice", "/ui/dreams?owner=alice",
+                 "/ui/timeline?owner=alice"]
+        for path in pages:
+            r = client.get(path)
+            assert r.status_code == 200, path
+            assert "vinyl" not in r.text.replace("q=vinyl", "").replace("“vinyl”", "").replace(
+                'value="vinyl"', ""), path
+        assert "oolong" in client.get("/ui/files/view?path=MEMORY.md&owner=alice").text
+        assert "oolong" not in client.get("/ui/facts?owner=bob").text
+        # The shared scope cannot walk into owners/ either.
+        for path in ("/ui/files/view?path=owners/bob/MEMORY.md&scope=team", "/ui/files/view?path=owners/bob/MEMORY.md"):
+            r = client.get(path)
+            assert r.status_code == 404 and "vinyl" not in r.text, path
+
+
+def test_unknown_things_are_pages_that_name_them(daemon: tuple[str, Any]) -> None:
+    with closing(login(daemon[0])) as client:
+        r = client.get("/ui/files/view?path=nope.md&scope=team")
+        assert r.status_code == 404 and "nope.md does not exist" in r.text and "Traceback" not in r.text
+        r = client.get("/ui/facts?agent=ghost")
+        assert r.status_code == 404 and "ghost" in r.text
