@@ -179,13 +179,13 @@ def test_search_in_chinese_highlights_and_links_to_the_line(tab: Any) -> None:
     tab.get_by_role("button", name="Search").click()
     tab.wait_for_selector("#hits mark")
     assert "北极星" in tab.inner_text("#hits mark")
+    shot(tab, "search")
     link = tab.locator("#hits a").first
     href = unquote(link.get_attribute("href"))
     assert "path=notes/中文.md" in href and re.search(r"#L\d+$", href), href
     link.click()
     tab.wait_for_selector("#rendered")
     assert "北极星" in tab.inner_text(":target")
-    shot(tab, "search")
 
 
 AXE = Path(__file__).resolve().parent / "support" / "axe" / "axe.min.js"  # axe-core 4.14.1 (MPL-2.0), vendored

@@ -269,9 +269,13 @@ class DenseRetriever:
         todo = dict((sha, text) for _, sha, text in items if sha not in have)
         return self._store(list(todo.items()))
 
-    def rank(self, query: str, *, agent: str, owners: Sequence[str | None], kinds: Sequence[str]) -> DenseRanking:
-        """Cosine of every chunk in scope that has a vector; raises what the embedding call raises."""
-        items = self.index.scope_chunks(agent=agent, owners=owners, kinds=kinds)
+    def rank(self, query: str, *, agent: str, owners: Sequence[str | None], kinds: Sequence[str],
+             also: Sequence[tuple[str, Sequence[str | None]]] = ()) -> DenseRanking:
+        """Cosine of every chunk in scope (and in the `also` scopes, e.g. GLOBAL) that has a vector,
+        the query embedded once; raises what the embedding call raises."""
+        items = list(self.index.scope_chunks(agent=agent, owners=owners, kinds=kinds))
+        for other, who in also:
+            items += self.index.scope_chunks(agent=other, owners=who, kinds=kinds)
         have = self.index.vectors(list({sha for _, sha, _ in items}), self.model)  # read once per search
         missing = dict((sha, text) for _, sha, text in items if sha not in have)
         if missing and len(missing) <= self.max_embed_per_search:

@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES, daily_date
-from mateclaw_mem.index.dense import DenseRanking, complete_note, fuse
+from mateclaw_mem.index.dense import complete_note, fuse
 from mateclaw_mem.index.files.index import FileIndex
 from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
@@ -198,10 +198,9 @@ class SearchService:
         mode, dense_state = "keyword", None
         if self.dense is not None and self.settings.dense_weight > 0:
             try:
-                ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds)
-                if agent != GLOBAL:
-                    everyone = self.dense.rank(query, agent=GLOBAL, owners=[None], kinds=kinds)
-                    ranked = DenseRanking([*ranked.cosine, *everyone.cosine], ranked.total + everyone.total)
+                # GLOBAL files are every agent's: one ranking over both scopes, the query embedded once.
+                ranked = self.dense.rank(query, agent=agent, owners=owners, kinds=kinds,
+                                         also=[(GLOBAL, [None])] if agent != GLOBAL else [])
             except Exception as exc:
                 warnings.append(f"dense retrieval failed ({exc}); showing keyword results only")
                 log.warning("dense retrieval failed, keyword results only: %s", exc)

@@ -45,6 +45,7 @@ PAGES = {
     "dreams": "/ui/dreams",
     "search": "/ui/search?q=coffee+garden",
     "search (CJK)": "/ui/search?q=咖啡花园",
+    "timeline": "/ui/timeline",
 }
 
 
