@@ -143,3 +143,37 @@ def test_unknown_things_are_pages_that_name_them(daemon: tuple[str, Any]) -> Non
         assert r.status_code == 404 and "nope.md does not exist" in r.text and "Traceback" not in r.text
         r = client.get("/ui/facts?agent=ghost")
         assert r.status_code == 404 and "ghost" in r.text
+
+
+def test_the_new_forms_need_the_token_too(daemon: tuple[str, Any]) -> None:
+    url, services = daemon
+    with closing(login(url)) as client:
+        before = services.store.read(AGENT, "MEMORY.md", owner="alice").text
+        pin = client.post(f"/ui/files/pin?agent={AGENT}&owner=alice&path=MEMORY.md",
+                          data={"csrf": "forged", "section": "Prefs", "sha": ""})
+        assert pin.status_code == 403 and "security token" in pin.text
+        assert services.store.read(AGENT, "MEMORY.md", owner="alice").text == before
+        for path in ("/ui/snapshot/preview", "/ui/snapshot/apply"):
+            r = client.post(f"{path}?agent={AGENT}", data={"csrf": "forged", "strategy": "skip"})
+            assert r.status_code == 403 and "security token" in r.text, path
+
+
+def test_a_snapshot_holds_only_the_picked_owners_memory(daemon: tuple[str, Any]) -> None:
+    import io
+    import zipfile
+
+    with closing(login(daemon[0])) as client:
+        for owner, mine, theirs in (("alice", "oolong", "vinyl"), ("bob", "vinyl", "oolong")):
+            r = client.get(f"/ui/snapshot/export?agent={AGENT}&owner={owner}")
+            assert r.status_code == 200 and r.headers["content-type"] == "application/zip", r.text[:300]
+            with zipfile.ZipFile(io.BytesIO(r.content)) as z:
+                text = "".join(z.read(n).decode("utf-8", "replace") for n in z.namelist())
+            assert mine in text and theirs not in text, owner
+        shared = client.get(f"/ui/snapshot/export?agent={AGENT}")
+        with zipfile.ZipFile(io.BytesIO(shared.content)) as z:
+            text = "".join(z.read(n).decode("utf-8", "replace") for n in z.namelist())
+        assert "oolong" not in text and "vinyl" not in text
+        for path in ("/ui/snapshot?owner=alice", "/ui/learning?owner=alice"):
+            page = client.get(path)
+            assert page.status_code == 200 and not re.search(r"\sstyle=", page.text), path
+            assert "vinyl" not in page.text, path

@@ -21,7 +21,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.snapshot_records import STRATEGIES, ImportItem, ImportReport
@@ -141,8 +141,10 @@ async def _import(request: Request, services: Services, agent: str, dry_run: boo
 @router.get("/export", response_class=StreamingResponse, summary="the agent's memory as a snapshot zip",
             responses={200: {"content": {"application/zip": {"schema": {"type": "string", "format": "binary"}}},
                              "description": "manifest.json first, then the snapshot's files"}})
-async def export(agent: str = AgentId, services: Services = Depends(get_services)) -> StreamingResponse:
-    result, chunks = await run_in_threadpool(services.transfer.export_stream, agent)
+async def export(agent: str = AgentId, owner: OwnerQuery = None,
+                 services: Services = Depends(get_services)) -> StreamingResponse:
+    # With an owner: that owner's personal files only (no TEAM files, no sidecars); without: the whole agent.
+    result, chunks = await run_in_threadpool(lambda: services.transfer.export_stream(agent, owner=owner))
     return StreamingResponse(chunks, media_type="application/zip",
                              headers={"Content-Disposition": f'attachment; filename="{result.out.name}"'})
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from mateclaw_mem.mcp.common import CHANGE, READ, SET, call
+from mateclaw_mem.workspace.owners import wire_owner
 from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
@@ -15,7 +16,9 @@ if TYPE_CHECKING:
 
     from mateclaw_mem.runtime.services import Services
 
-Owner = Annotated[str | None, Field(description="owner key (personal memory); omit for the shared files")]
+# Checked like every other tool's owner (workspace.owners.wire_owner): a bad key is a tool error naming it.
+Owner = Annotated[str | None, Field(description="owner key (personal memory); omit for the shared files"),
+                  AfterValidator(wire_owner)]
 FactId = Annotated[str, Field(min_length=1, max_length=64, description="a fact id from the morning card")]
 
 

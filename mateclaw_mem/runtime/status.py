@@ -58,6 +58,12 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
             ],
             "last_writes": recent[:5],
         }
+        if settings.owner_isolation:
+            # Counts only: status is the operator's view, and an owner's text is that owner's alone.
+            out["agents"][agent]["owners"] = {
+                o: {"files": len(mine), "chars": sum(f.chars for f in mine)}
+                for o in store.owners(agent) for mine in [store.list_files(agent, owner=o)]
+            }
     if services.mode == "model":
         out["model_health"] = _guarded(lambda: model_health(services))
     for name, reporter in services.status_reporters():

@@ -14,7 +14,18 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
-from mateclaw_mem.api.ui import auth, dreams, facts, files_pages, home, inbox, search, timeline
+from mateclaw_mem.api.ui import (
+    auth,
+    dreams,
+    facts,
+    files_pages,
+    home,
+    inbox,
+    learning,
+    search,
+    snapshot,
+    timeline,
+)
 
 _STATIC = files("mateclaw_mem.api.ui").joinpath("static")
 
@@ -31,7 +42,7 @@ class _Static(StaticFiles):
 
 def install_ui(app: FastAPI) -> None:
     app.mount("/ui/static", _Static(directory=str(_STATIC)), name="ui-static")
-    for module in (auth, home, facts, inbox, files_pages, dreams, search, timeline):
+    for module in (auth, home, facts, inbox, files_pages, dreams, search, timeline, snapshot, learning):
         app.include_router(module.router)
 
     @app.get("/", include_in_schema=False)

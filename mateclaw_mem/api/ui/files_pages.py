@@ -12,16 +12,18 @@ owner's; a path into `owners/` is refused, so no page reaches another owner's fo
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from mateclaw_mem.api.ui.view import diff_lines, render_markdown, unified
+from mateclaw_mem.api.ui.view import diff_lines, render_markdown, side_by_side, unified
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
+from mateclaw_mem.markdown.sections import PIN_MARK, join, normalise_title, split_sections
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 MAX_EDIT_CHARS = 2_000_000
-EXPORT_ROUTE = "/api/v1/agents/{agentId}/workspace/memory/export"
 
 
 def _target(p: Page, path: str | None) -> tuple[str, str | None, str]:
@@ -50,10 +52,7 @@ def files(p: Page = Depends(page)) -> Response:
     if p.owner is not None:
         groups.append((f"Personal ({p.owner})", _rows(p, p.owner, "personal")))
     groups.append(("Shared" if p.owner is not None else "Files", _rows(p, None, "team")))
-    # The snapshot export is the API's (api/snapshots.py); linked when this daemon has it.
-    export = f"/api/v1/agents/{p.agent}/workspace/memory/export"
-    has_export = any(getattr(r, "path", "") == EXPORT_ROUTE for r in p.request.app.routes)
-    return p.render("files.html", groups=groups, export=export if has_export else None)
+    return p.render("files.html", groups=groups)
 
 
 @router.get("/files/view")
@@ -62,7 +61,32 @@ def view(path: str = "", p: Page = Depends(page)) -> Response:
     snap = p.services.store.read(p.agent, rel, owner=owner)
     if not snap.exists:
         raise NotFoundError(f"{rel} does not exist")
-    return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(snap.text), sha=snap.sha)
+    sections = split_sections(snap.text)[1]
+    return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(snap.text), sha=snap.sha,
+                    sections=sections)
+
+
+@router.post("/files/pin")
+async def pin(request: Request, path: str = "", p: Page = Depends(page)) -> Response:
+    """Pin a `##` section (ceilings and merges leave it alone): the mark goes under its heading, written
+    against the sha the page showed, so a file changed meanwhile is a conflict, not a lost edit."""
+    form = await form_of(request, p)
+    rel, owner, scope = _target(p, path)
+    title = form.get("section", "")
+    snap = p.services.store.read(p.agent, rel, owner=owner)
+    preamble, sections = split_sections(snap.text)
+    at = next((i for i, s in enumerate(sections) if s.key == normalise_title(title)), None)
+    if at is None:
+        raise NotFoundError(f"{rel} has no section ## {title}")
+    if sections[at].pinned:
+        p.flash(f"## {sections[at].title} is already pinned.")
+        return p.redirect("files/view", path=rel, scope=scope)
+    heading, _, rest = sections[at].text.partition("\n")
+    sections[at] = replace(sections[at], text=f"{heading}\n{PIN_MARK}\n{rest}")
+    p.services.store.write(p.agent, rel, join(preamble, sections), expected_sha=form.get("sha", ""),
+                           actor="person", owner=owner, reason=f"pinned ## {sections[at].title} in the Memory Browser")
+    p.flash(f"Pinned ## {sections[at].title}: ceilings and merges now leave it as it is.")
+    return p.redirect("files/view", path=rel, scope=scope)
 
 
 @router.get("/files/edit")
@@ -93,19 +117,23 @@ async def save(request: Request, path: str = "", p: Page = Depends(page)) -> Res
 
 
 @router.get("/files/history")
-def history(path: str = "", p: Page = Depends(page)) -> Response:
+def history(path: str = "", diff: str = "unified", p: Page = Depends(page)) -> Response:
     rel, owner, scope = _target(p, path)
     store = p.services.store
     versions = store.history(p.agent, rel, owner=owner)
     key = store.agent_key(p.agent, owner)
     current = store.read(p.agent, rel, owner=owner).text
     rows, after = [], current
+    if diff not in ("unified", "split"):
+        raise InvalidInputError(f"unknown diff view {diff!r}: use diff=unified or diff=split (side by side)")
+    split = diff == "split"
     # Newest first; each version is the content a change replaced, so its diff runs to what came next.
     for v in reversed(versions):
         before = store.history_store.content(key, rel, v.version).decode("utf-8", "replace") if v.existed else ""
-        rows.append({"v": v, "diff": diff_lines(unified(before, after, rel, a=f"v{v.version}", b="next"))})
+        rows.append({"v": v, "diff": diff_lines(unified(before, after, rel, a=f"v{v.version}", b="next"))
+                     if not split else None, "sides": side_by_side(before, after) if split else None})
         after = before
-    return p.render("file_history.html", rel=rel, scope=scope, rows=rows)
+    return p.render("file_history.html", rel=rel, scope=scope, rows=rows, split=split)
 
 
 @router.post("/files/undo")

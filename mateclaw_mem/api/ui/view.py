@@ -81,6 +81,36 @@ def diff_lines(diff: str) -> list[DiffLine]:
     return rows
 
 
+@dataclass(frozen=True)
+class SideRow:
+    """One row of a side-by-side diff; `kind` is hunk | ctx | change, a side's text None when absent."""
+
+    kind: str
+    old_no: int | None = None
+    old: str | None = None
+    new_no: int | None = None
+    new: str | None = None
+
+
+def side_by_side(before: str, after: str, context: int = 3) -> list[SideRow]:
+    """The change as aligned rows: old lines on the left, new on the right, 3 lines of context."""
+    a, b = before.splitlines(), after.splitlines()
+    rows: list[SideRow] = []
+    for group in difflib.SequenceMatcher(None, a, b, autojunk=False).get_grouped_opcodes(context):
+        (_, i0, _, j0, _), (_, _, i9, _, j9) = group[0], group[-1]
+        rows.append(SideRow("hunk", old=f"@@ -{i0 + 1},{i9 - i0} +{j0 + 1},{j9 - j0} @@"))
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                rows += [SideRow("ctx", i1 + k + 1, a[i1 + k], j1 + k + 1, b[j1 + k]) for k in range(i2 - i1)]
+                continue
+            for k in range(max(i2 - i1, j2 - j1)):
+                old = i1 + k < i2
+                new = j1 + k < j2
+                rows.append(SideRow("change", i1 + k + 1 if old else None, a[i1 + k] if old else None,
+                                    j1 + k + 1 if new else None, b[j1 + k] if new else None))
+    return rows
+
+
 def unified(before: str, after: str, name: str, *, a: str = "before", b: str = "after") -> str:
     return "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                         fromfile=f"{name} ({a})", tofile=f"{name} ({b})"))

@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from importlib.resources import files
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
@@ -71,6 +72,7 @@ env = Environment(loader=FileSystemLoader(str(_TEMPLATES)), autoescape=select_au
 class Session:
     csrf: str
     flash: dict[str, Any] | None = None
+    staged: Path | None = None  # an uploaded snapshot between its preview and "Apply" (ui/snapshot.py)
 
 
 class Sessions:

@@ -45,6 +45,7 @@ from mateclaw_mem.markdown.structured import Entry
 from mateclaw_mem.memory.structured.entries import PERSON, TYPES
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace.cas import retry_on_conflict
+from mateclaw_mem.workspace.walk import GLOBAL, global_folder
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -174,7 +175,8 @@ class StructuredConsolidation:
         report = ConsolidationReport(f"sc-{now:%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:6]}", self.mode)
         scope = f"agent:{agent}" if agent else "all"
         due: list[tuple[str, str | None, list[str]]] = []
-        for a in [agent] if agent else self.store.agents():
+        # GLOBAL entries are written like any agent's and grow like them: consolidated with "all" too.
+        for a in [agent] if agent else [*self.store.agents(), *global_folder(self.store.root)]:
             for owner in self._owners(a):
                 types = [t for t in TYPES if self._due(a, owner, t)]
                 if types:
@@ -200,7 +202,7 @@ class StructuredConsolidation:
 
     def _owners(self, agent: str) -> list[str | None]:
         """The agent-level bucket (None) first, then each owner's personal memory."""
-        return [None, *self.store.owners(agent)]
+        return [None] if agent == GLOBAL else [None, *self.store.owners(agent)]  # GLOBAL has no owners
 
     def _due(self, agent: str, owner: str | None, type_: str) -> bool:
         snap = self.store.read(agent, f"structured/{type_}.md", owner=owner)
