@@ -251,6 +251,25 @@ def test_http_export_takes_an_owner_and_checks_it(svc: Services) -> None:
     assert bad.status_code == 422
 
 
+def test_http_import_takes_an_owner_and_lands_in_that_owners_files(svc: Services) -> None:
+    from mateclaw_mem.api.app import create_app
+
+    base = f"/api/v1/agents/{AGENT}/workspace/memory"
+    owner = next(iter(SECRETS))
+    secret = SECRETS[owner]
+    with ApiServer(create_app(svc, mcp=False)) as server, httpx.Client(base_url=server.url, timeout=30) as client:
+        snapshot = client.get(f"{base}/export", params={"owner": owner}).content
+        path = svc.store.path(AGENT, "MEMORY.md", owner=owner)
+        path.write_text(path.read_text(encoding="utf-8").replace(secret, "changed"), encoding="utf-8")
+        files = {"file": ("snap.zip", snapshot, "application/zip")}
+        preview = client.post(f"{base}/import/preview", params={"owner": owner},
+                              files=files, data={"strategy": "overwrite"})
+        done = client.post(f"{base}/import", params={"owner": owner}, files=files, data={"strategy": "overwrite"})
+    assert preview.status_code == 200 and done.status_code == 200, (preview.text, done.text)
+    assert secret in svc.store.read(AGENT, "MEMORY.md", owner=owner).text  # back in the owner's own file
+    assert secret not in svc.store.read(AGENT, "MEMORY.md").text  # never in the TEAM file
+
+
 # -- MCP tools ----------------------------------------------------------------------------------------------
 
 

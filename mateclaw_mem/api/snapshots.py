@@ -127,12 +127,12 @@ async def _upload(request: Request, limit: int) -> tuple[UploadFile, str]:
     return upload, strategy
 
 
-async def _import(request: Request, services: Services, agent: str, dry_run: bool) -> ImportOut:
+async def _import(request: Request, services: Services, agent: str, dry_run: bool, owner: str | None) -> ImportOut:
     transfer = services.transfer
     upload, strategy = await _upload(request, transfer.limits.max_total_bytes)
     try:
         report = await run_in_threadpool(transfer.import_upload, upload.file, agent=agent, strategy=strategy,
-                                         dry_run=dry_run)
+                                         dry_run=dry_run, owner=owner)
     finally:
         await upload.close()
     return _out(report)
@@ -151,11 +151,14 @@ async def export(agent: str = AgentId, owner: OwnerQuery = None,
 
 @router.post("/import/preview", response_model=ImportOut, openapi_extra=_UPLOAD_BODY,
              summary="what an import of this snapshot would do (create / update / skip); writes nothing")
-async def preview(request: Request, agent: str = AgentId, services: Services = Depends(get_services)) -> ImportOut:
-    return await _import(request, services, agent, True)
+async def preview(request: Request, agent: str = AgentId, owner: OwnerQuery = None,
+                  services: Services = Depends(get_services)) -> ImportOut:
+    # With an owner: into that owner's personal files (their export goes back where it came from).
+    return await _import(request, services, agent, True, owner)
 
 
 @router.post("/import", response_model=ImportOut, openapi_extra=_UPLOAD_BODY,
              summary="import a snapshot as one undoable run: all of it or (a file failed) none of it")
-async def import_(request: Request, agent: str = AgentId, services: Services = Depends(get_services)) -> ImportOut:
-    return await _import(request, services, agent, False)
+async def import_(request: Request, agent: str = AgentId, owner: OwnerQuery = None,
+                  services: Services = Depends(get_services)) -> ImportOut:
+    return await _import(request, services, agent, False, owner)

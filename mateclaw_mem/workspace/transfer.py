@@ -28,10 +28,10 @@ import time
 import uuid
 import zipfile
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO
 
 from mateclaw_mem.errors import (
     ConflictError,
@@ -272,7 +272,7 @@ class Transfer:
         return report
 
     def import_upload(self, upload: BinaryIO, *, agent: str, strategy: str = "skip",
-                      dry_run: bool = False) -> ImportReport:
+                      dry_run: bool = False, owner: str | None = None) -> ImportReport:
         """Import an uploaded zip (HTTP): copied to a temp file in chunks, so the archive is never
         held in memory, then read like any zip."""
         with tempfile.TemporaryDirectory(prefix="mateclaw-import-") as folder:
@@ -281,7 +281,7 @@ class Transfer:
                 shutil.copyfileobj(upload, out, 256 * 1024)
             if not zipfile.is_zipfile(path):
                 raise InvalidInputError("the uploaded file is not a zip archive (send an export's .zip as `file`)")
-            return self.import_(path, agent=agent, strategy=strategy, dry_run=dry_run)
+            return self.import_(path, agent=agent, strategy=strategy, dry_run=dry_run, owner=owner)
 
     def _apply_sidecar(self, agent: str, item: ImportItem, source: Source) -> ImportItem:
         sidecar = self.sidecars[item.source]

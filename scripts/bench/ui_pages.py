@@ -46,6 +46,9 @@ PAGES = {
     "search": "/ui/search?q=coffee+garden",
     "search (CJK)": "/ui/search?q=咖啡花园",
     "timeline": "/ui/timeline",
+    "history (split)": "/ui/files/history?path=MEMORY.md&diff=split",
+    "learning": "/ui/learning",
+    "export / import": "/ui/snapshot",
 }
 
 
