@@ -246,7 +246,8 @@ def test_a_remember_request_already_recorded_may_answer_no_update(make_env, mode
     assert len(model_server.chat_requests) == 1
 
 
-@pytest.mark.parametrize("text", ['{"should_update": false, "reason": "..."}', "...", "- ...\n- ...", "…"])
+@pytest.mark.parametrize("text", ['{"should_update": false, "reason": "..."}', "...", "- ...\n- ...", "…",
+                                  "Question: How should the billing export work? " + "Details follow. " * 30])
 def test_a_window_summary_that_is_json_or_placeholders_is_refused(text: str) -> None:
     from mateclaw_mem.memory.context.summary_checks import summary_problem
 

@@ -38,6 +38,9 @@ def summary_problem(text: str, max_tokens: int) -> str | None:
     if mostly_placeholders(stripped):
         return f"the answer is a placeholder ({stripped[:20]!r})"
     flat = _flat(stripped)
+    words = flat.split()
+    if len(words) >= 20 and len(set(_ngrams(flat, 3))) < 0.4 * (len(words) - 2):
+        return "the answer repeats itself (a small model looping), not a summary"
     if _flat(summary_prompt.SYSTEM_PROMPT.splitlines()[0]) in flat or "<<< earlier conversation >>>" in flat:
         return "the answer echoes the summary instructions"
     # Mostly the instructions: half of the answer's word 6-grams are the prompt's.
