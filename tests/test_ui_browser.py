@@ -226,6 +226,25 @@ def test_dream_now_promotes_and_the_timeline_shows_the_run(tab: Any, daemon: tup
     shot(tab, "timeline")
 
 
+def test_dream_now_shows_its_progress_until_the_run_is_done(tab: Any, daemon: tuple[str, Any]) -> None:
+    services = daemon[1]
+    now = services.clock.now()
+    for days in (6, 5):
+        services.store.append_daily(AGENT, "Bikes", "- The blue bike needs new brakes", actor="extraction",
+                                    owner="dave", when=now - timedelta(days=days))
+    # Hold MEMORY.md's writer lock: the dream (in the background) waits at its write meanwhile.
+    with services.store.lock(services.store.path(AGENT, "MEMORY.md", owner="dave")):
+        tab.goto("/ui/dreams?owner=dave")
+        tab.get_by_role("button", name="Dream now").click()
+        tab.wait_for_selector("#progress")
+        assert "Dreaming…" in tab.inner_text("#progress")
+        assert "The blue bike" not in services.store.read(AGENT, "MEMORY.md", owner="dave").text
+    tab.wait_for_selector(".flash", timeout=30_000)  # the page polls until the outcome replaces it
+    assert "Dream done: 1 promoted" in tab.inner_text(".flash")
+    assert tab.query_selector("#progress") is None
+    assert "The blue bike needs new brakes" in services.store.read(AGENT, "MEMORY.md", owner="dave").text
+
+
 def test_restoring_a_version_from_history_undoes_the_change(tab: Any, daemon: tuple[str, Any]) -> None:
     services = daemon[1]
     rel = "notes/undo.md"
