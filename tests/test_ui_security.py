@@ -177,3 +177,22 @@ def test_a_snapshot_holds_only_the_picked_owners_memory(daemon: tuple[str, Any])
             page = client.get(path)
             assert page.status_code == 200 and not re.search(r"\sstyle=", page.text), path
             assert "vinyl" not in page.text, path
+
+
+def test_a_snapshot_upload_larger_than_the_general_body_limit_reaches_the_preview(daemon: tuple[str, Any]) -> None:
+    import io
+    import zipfile
+
+    url, services = daemon
+    general = services.settings.server.max_body_bytes
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as zf:  # stored, so the upload really is this big
+        for day in range(1, general // 900_000 + 2):  # each under the 1 MB per-file guard, together over 2 MB
+            zf.writestr(f"memory/2026-11-{day:02d}.md", f"# 2026-11-{day:02d}\n\n" + "- a line of memory\n" * 50_000)
+    assert len(buf.getvalue()) > general
+    with closing(login(url)) as client:
+        token = csrf_of(client.get(f"/ui/snapshot?agent={AGENT}").text)
+        r = client.post(f"/ui/snapshot/preview?agent={AGENT}", data={"csrf": token, "strategy": "skip"},
+                        files={"file": ("big.zip", buf.getvalue(), "application/zip")})
+    assert r.status_code != 413, r.text[r.text.find("<main"):][:600]  # the snapshot limit (16 MB) applies, not the 2 MB one
+    assert r.status_code == 200 and "memory/2026-11-01.md" in r.text

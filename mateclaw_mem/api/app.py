@@ -133,8 +133,12 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     # A search carries a query, not a document: its body is refused before it is read or parsed
     # (parsing 1.9 MB of JSON on the event loop held /health for 100+ ms).
     search_limit = (SEARCH_BODY_BYTES, f" (a search query is at most {MAX_QUERY_CHARS} characters)")
+    # The browser's snapshot upload is bounded by the snapshot import limit, not the general one.
+    upload_limit = (services.transfer.limits.max_total_bytes + snapshots_api.MULTIPART_OVERHEAD,
+                    " (the snapshot import limit)")
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
-                       per_path={"/v1/aml/search": search_limit}, streamed=snapshots_api.UPLOAD_PATHS)
+                       per_path={"/v1/aml/search": search_limit, "/ui/snapshot/preview": upload_limit},
+                       streamed=snapshots_api.UPLOAD_PATHS)
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)
