@@ -292,7 +292,9 @@ class Bench:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.clock = ManualClock(NOW)
-        self.services = bench_services(root, self.clock)
+        # The lifecycle's writers too: facts (a person's edit of a fact) and forget.
+        self.services = bench_services(root, self.clock, config="mate:\n  memory:\n    fact:\n"
+                                       "      projection-enabled: true\n      forget-enabled: true\n")
         self.store = self.services.store
         self.ws = self.store.root
         if self.services.mode != "rules":
@@ -503,6 +505,41 @@ def w_ceiling(b: Bench, agent: str, t: Trial, rng: random.Random) -> Callable[[]
     return op
 
 
+def _claims(b: Bench, agent: str, rel: str) -> list[str]:
+    body = frontmatter.body(b.store.path(agent, rel).read_text(encoding="utf-8"))
+    return [ln[2:].strip() for ln in body.splitlines() if ln.startswith("- ") and len(ln.split()) >= 4]
+
+
+def w_forget(b: Bench, agent: str, t: Trial, rng: random.Random) -> Callable[[], str]:
+    # "forget that …": one of the file's lines goes, from this file and every other place.
+    claim = rng.choice(_claims(b, agent, t.rel))
+    now = rng.random() < 0.5
+    t.variant = "forget --now" if now else "forget"
+
+    def op() -> str:
+        b.services.forget.forget(agent, None, claim, actor="bench", now=now)
+        return ""
+
+    return op
+
+
+def w_fact_edit(b: Bench, agent: str, t: Trial, rng: random.Random) -> Callable[[], str]:
+    # The Memory Browser's / card's "Edit" of a fact: one line rewritten through the writer (CAS).
+    b.services.facts.refresh(agent, None, t.rel)  # the copied template was never ingested
+    facts = b.services.facts.list(agent, None, file=t.rel)
+    fact = rng.choice(facts)
+    t.variant = "fact edit"
+
+    def op() -> str:
+        try:
+            b.services.facts.edit(agent, None, fact.id, f"{fact.text} (checked in trial {t.index})", actor="api")
+        except Exception as exc:  # a conflict with the person's save is a refusal, which is allowed
+            return _err(exc)
+        return ""
+
+    return op
+
+
 EXT_FILES = ("PROFILE.md", "MEMORY.md", TODAY)
 
 
@@ -518,6 +555,8 @@ def writers() -> list[Writer]:
         Writer("cli-write", "tpl-ext", EXT_FILES, 2.5, w_cli_write, subprocess=True),
         Writer("cli-edit", "tpl-ext", EXT_FILES, 2.5, w_cli_edit, subprocess=True),
         Writer("ceiling", "tpl-ceil", ("MEMORY.md",), 12, w_ceiling),
+        Writer("forget", "tpl-ext", EXT_FILES, 8, w_forget),
+        Writer("fact-edit", "tpl-ext", ("PROFILE.md", "MEMORY.md"), 8, w_fact_edit),
     ]
 
 
