@@ -25,7 +25,7 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "mode": services.mode,
         "auth": bool(services.api_key),
         "pid": os.getpid(),  # `status` checks it against the daemon's pid file
-        "background": _background(services),
+        "background": background_status(services),
         "index": _index(services),
         # Model mode: does the model answer (start-up probe) and which steps failed in the last 24 h.
         "model": model_health(services) if services.mode == "model" else None,
@@ -34,7 +34,7 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
     }
 
 
-def _background(services: Services) -> dict[str, Any]:
+def background_status(services: Services) -> dict[str, Any]:
     """The daemon's own parts (what `status` shows): each running or stopped, the next scheduled runs."""
     running = set(services.running_parts())
     parts: dict[str, Any] = {label: "running" if label in running else "stopped" for label in START_ORDER}

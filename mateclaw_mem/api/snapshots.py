@@ -89,7 +89,7 @@ def _item(i: ImportItem) -> PlanItem:
                     archived=list(i.archived))
 
 
-def _out(report: ImportReport) -> ImportOut:
+def import_out(report: ImportReport) -> ImportOut:
     counts: dict[str, int] = {}
     files = [_item(i) for i in report.items]
     for f in files:
@@ -135,7 +135,7 @@ async def _import(request: Request, services: Services, agent: str, dry_run: boo
                                          dry_run=dry_run, owner=owner)
     finally:
         await upload.close()
-    return _out(report)
+    return import_out(report)
 
 
 @router.get("/export", response_class=StreamingResponse, summary="the agent's memory as a snapshot zip",

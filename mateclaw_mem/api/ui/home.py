@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from mateclaw_mem.api.health import _background
+from mateclaw_mem.api.health import background_status
 from mateclaw_mem.api.ui.view import diff_lines
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import NotFoundError
@@ -42,7 +42,7 @@ def _budgets(services: Services, agent: str) -> list[dict[str, Any]]:
 
 
 def _health(services: Services) -> dict[str, Any]:
-    background = _background(services)
+    background = background_status(services)
     next_runs = background.pop("next_runs", {}) or {}
     usage = getattr(services.model, "usage", None) if services.mode == "model" else None
     today = None

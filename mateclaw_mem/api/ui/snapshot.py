@@ -3,7 +3,7 @@
 The download is a UI route (the session cookie authenticates it, as every page) over the same
 `transfer.export_stream` as the API. An upload is staged in a temp file held by the session, the
 preview is `transfer.import_` with `dry_run=True` shown through the API's own create / update / skip
-mapping (`api/snapshots._out`), and "Apply" imports that same staged file as one undoable run: what
+mapping (`api/snapshots.import_out`), and "Apply" imports that same staged file as one undoable run: what
 the person saw is what is written, and the staged file is gone once applied or replaced.
 """
 
@@ -19,7 +19,7 @@ from fastapi.responses import Response, StreamingResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from mateclaw_mem.api.snapshots import _out
+from mateclaw_mem.api.snapshots import import_out
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.workspace.snapshot_records import STRATEGIES
@@ -70,7 +70,7 @@ async def preview(request: Request, p: Page = Depends(page)) -> Response:
     p.session.staged = path
     report = await run_in_threadpool(p.services.transfer.import_, path, agent=p.agent, owner=p.owner,
                                      strategy=strategy, dry_run=True)
-    return p.render("snapshot.html", strategies=STRATEGIES, plan=_out(report), strategy=strategy,
+    return p.render("snapshot.html", strategies=STRATEGIES, plan=import_out(report), strategy=strategy,
                     upload_name=upload.filename)
 
 
@@ -86,7 +86,7 @@ async def apply(request: Request, p: Page = Depends(page)) -> Response:
                                          strategy=strategy, dry_run=False)
     finally:
         _drop_staged(p)
-    plan = _out(report)
+    plan = import_out(report)
     if plan.run is None:
         p.flash("Nothing to import: every file was skipped or already identical.")
     else:
