@@ -3,8 +3,8 @@
 `GET …/dream/morning-card` answers 200 with the latest report the owner has not seen (and the
 pending SOUL.md proposal), or **204 No Content** when nothing waits: an empty morning is normal, not
 an error; an agent that does not exist is the router's 404. `POST …/seen` marks it seen. Each
-fact on it can be confirmed, edited (the person's text, through the writer) or forgotten (409
-"forget not available" where this daemon has no forget service). Parse, call the service, render.
+fact on it can be confirmed, edited (the person's text, through the writer) or forgotten (409 while
+`fact.forget-enabled` is off). Parse, call the service, render.
 """
 
 from __future__ import annotations

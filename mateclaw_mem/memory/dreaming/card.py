@@ -110,8 +110,7 @@ class MorningCard:
 
     def forget(self, agent: str, owner: str | None, fid: str) -> dict[str, Any]:
         self._fact_service(agent, owner, fid)
-        forget = self._forget() if self._forget else None
-        if forget is None or not hasattr(forget, "forget_fact"):
-            raise ConflictError("forget not available in this version (memory/forget/ is not built)")
-        result = forget.forget_fact(agent, owner, fid, actor="person")
-        return result if isinstance(result, dict) else getattr(result, "to_dict", lambda: {"result": result})()
+        if self._forget is None:
+            raise ConflictError("forget not available: this card was built without the forget service")
+        # ForgetService refuses with the key named when `fact.forget-enabled` is off.
+        return self._forget().forget_fact(agent, owner, fid, actor="person").to_dict()
