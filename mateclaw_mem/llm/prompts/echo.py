@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-_PLACEHOLDER_ONLY = re.compile(r"^[\s.\u2026\-*#>:|`\"'_]*$")
+_PLACEHOLDER_ONLY = re.compile(r"^[\s.\u2026\u00b7\-\u2013\u2014*#>:|`\"'_()\[\]]*$")
 _ANGLE = re.compile(r"^\s*<[^<>]{0,80}>\s*$")
 _WORD = re.compile(r"\w+")
 PLACEHOLDER_WORDS = frozenset({

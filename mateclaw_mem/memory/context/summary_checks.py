@@ -8,14 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mateclaw_mem.llm.prompts import summary as summary_prompt
 from mateclaw_mem.llm.prompts.echo import mostly_placeholders
-
-_PLACEHOLDER_RE = re.compile(r"[\s.…·*_\-–—()\[\]]*")
 
 
 class RejectedSummary(Exception):
@@ -26,7 +23,7 @@ def summary_problem(text: str, max_tokens: int) -> str | None:
     """Why a model summary is not one (None when it is): empty or a placeholder ("...", "…"), or the
     summariser's instructions echoed back — a base model without a chat template does exactly that."""
     stripped = text.strip()
-    if not stripped or _PLACEHOLDER_RE.fullmatch(stripped):
+    if not stripped or mostly_placeholders(stripped):
         return f"the answer is a placeholder ({stripped[:20]!r})"
     if stripped[:1] in "{[" and stripped[-1:] in "}]":
         try:
@@ -35,8 +32,6 @@ def summary_problem(text: str, max_tokens: int) -> str | None:
             pass
         else:  # a JSON object is some other step's answer (or an echo of one), never a summary
             return "the answer is a JSON value, not a summary"
-    if mostly_placeholders(stripped):
-        return f"the answer is a placeholder ({stripped[:20]!r})"
     flat = _flat(stripped)
     words = flat.split()
     if len(words) >= 20 and len(set(_ngrams(flat, 3))) < 0.4 * (len(words) - 2):
