@@ -9,22 +9,22 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
+from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 from mateclaw_mem.llm.prompts.echo import problem
 from mateclaw_mem.llm.prompts.edits import check_evidence
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.memory.extraction import rules
 
-_WORD = re.compile(r"\w+", re.UNICODE)
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 KNOWN_SHARE = 0.8  # this share of a request's words already in memory = already recorded
+# Besides the search tokenizer's stopwords: the words that frame a request, not what it asks to keep.
+_FRAME = frozenset({"please", "remember", "note", "keep", "mind"})
 
 
 def _words(text: str) -> set[str]:
-    words = {w for w in _WORD.findall(text.casefold()) if not _CJK.search(w)}
-    return words | set(_CJK.findall(text))  # CJK: one "word" per character
+    """The search index's tokens (stemmed words, CJK bigrams): "take" and "takes" are one word."""
+    return set(tokenize(text)) - STOPWORDS - _FRAME
 
 
 def remember_core(text: str) -> str:
@@ -33,7 +33,7 @@ def remember_core(text: str) -> str:
 
 
 def already_known(request: str, memory_texts: list[str]) -> bool:
-    want = _words(remember_core(request)) - _STOP
+    want = _words(remember_core(request))
     if not want:
         return True
     have: set[str] = set()
@@ -42,9 +42,6 @@ def already_known(request: str, memory_texts: list[str]) -> bool:
     return len(want & have) >= KNOWN_SHARE * len(want)
 
 
-_STOP = frozenset(
-    "a an the that this to of and or i my me is am are be please remember note keep".split()  # noqa: SIM905
-)
 
 
 def answer_check(prompt: str, *, new_ids: set[str], remember_requests: list[str],
