@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown import structured as fmt
-from mateclaw_mem.markdown.edits import Edit, apply_edits
+from mateclaw_mem.markdown.edits import Edit, apply_edits, line_key
 from mateclaw_mem.memory.facts.projection import STRUCTURED_PREFIX, claims, fact_id, is_source
 from mateclaw_mem.memory.facts.storage import FactDB, Row
 from mateclaw_mem.memory.facts.trust import Event, trust
@@ -238,8 +238,6 @@ class FactService:
         event (its history shows them). Returns how many facts got one."""
         if not self.enabled:
             return 0
-        from mateclaw_mem.markdown.edits import line_key
-
         n = 0
         for rel, text, evidence in items:
             want = line_key(text)
