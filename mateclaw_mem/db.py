@@ -8,12 +8,14 @@ rebuildable). Table owners subclass `SharedConnection` and take their path from 
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 
 def owner_column(owner: str | None) -> str:
@@ -122,5 +124,102 @@ class SharedConnection:
         with self._lock:
             self._conn.close()
 
-    def _write(self) -> AbstractContextManager[sqlite3.Connection]:
-        return immediate(self._conn, self._lock)
+    _checkpoints: WalCheckpoints | None = None
+
+    def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
+        """Let `checkpoints` checkpoint this file in the background (see WalCheckpoints)."""
+        checkpoints.adopt(self._conn, self._lock, self.path)
+        self._checkpoints = checkpoints
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        with immediate(self._conn, self._lock) as conn:
+            yield conn
+        if self._checkpoints is not None:
+            self._checkpoints.wrote(self.path)
+
+
+class WalCheckpoints:
+    """Checkpoints of busy WAL files in one background thread, instead of inside a commit.
+
+    SQLite's automatic checkpoint runs inside whichever commit crosses 1,000 WAL pages, and with
+    synchronous=NORMAL the checkpoint is where the fsyncs are: about one AML Add in a hundred
+    waited 5-35 ms for it (p99 4.3 ms against 0.55 ms without). A connection handed to `adopt`
+    stops checkpointing itself; its owner calls `wrote(path)` after each commit, and this thread
+    runs a PASSIVE checkpoint (it never waits for readers or writers) from its own connection at
+    most every `interval` seconds while there were writes, and not at all while idle.
+
+    Durability is unchanged: a commit is in the WAL before it returns, and the WAL survives a
+    kill -9 (the next open replays it). Only adopted connections stop checkpointing, and only
+    between `start` and `stop`; other processes' connections keep SQLite's default.
+    """
+
+    def __init__(self, interval: float = 0.5, members: tuple[Any, ...] = ()) -> None:
+        """`members`: owners of hot connections (`hand_checkpoints_to(self)`), adopted by `start`."""
+        self.interval = interval
+        self.members = members
+        self._dirty: set[Path] = set()
+        self._paths: set[Path] = set()
+        self._adopted: list[tuple[sqlite3.Connection, threading.RLock | threading.Lock]] = []
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self.runs = 0  # checkpoints run (for tests and status)
+
+    def adopt(self, conn: sqlite3.Connection, lock: threading.RLock | threading.Lock, path: Path) -> None:
+        """Take over `conn`'s checkpoints (call with the thread running; `lock` guards `conn`)."""
+        with lock:
+            conn.execute("PRAGMA wal_autocheckpoint=0")
+        self._paths.add(path)
+        self._adopted.append((conn, lock))
+
+    def wrote(self, path: Path) -> None:
+        """A commit to `path` happened: checkpoint it soon (cheap; called on the write path)."""
+        self._dirty.add(path)
+        self._wake.set()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name="wal-checkpoints", daemon=True)
+            self._thread.start()
+            for member in self.members:
+                member.hand_checkpoints_to(self)
+
+    def stop(self) -> None:
+        """Stop the thread after a last checkpoint of everything written."""
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(30)
+            self._thread = None
+        for conn, lock in self._adopted:  # their own checkpoints again, as before `adopt`
+            with lock, contextlib.suppress(sqlite3.ProgrammingError):  # closed already
+                conn.execute("PRAGMA wal_autocheckpoint=1000")
+        self._adopted.clear()
+        self._paths.clear()
+
+    def _run(self) -> None:
+        conns: dict[Path, sqlite3.Connection] = {}
+        try:
+            while True:
+                self._wake.wait()
+                if not self._stopping:
+                    time.sleep(self.interval)  # writes in a burst share one checkpoint
+                self._wake.clear()
+                dirty, self._dirty = self._dirty, set()
+                for path in dirty & self._paths:
+                    conn = conns.get(path)
+                    if conn is None:
+                        conn = conns[path] = sqlite3.connect(str(path), timeout=0, isolation_level=None,
+                                                             check_same_thread=False)
+                    try:
+                        conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+                        self.runs += 1
+                    except sqlite3.Error:  # busy or gone: the next write asks again
+                        self._dirty.add(path)
+                if self._stopping:
+                    return
+        finally:
+            for conn in conns.values():
+                conn.close()

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import random
 import sqlite3
 
-from mateclaw_mem.index.tokenizer import STOPWORDS, fts_query, term_spans, token_spans, tokenize
+from mateclaw_mem.index.tokenizer import STOPWORDS, _tokenize_any, fts_query, term_spans, token_spans, tokenize
 
 
 def test_latin_words_are_lowercased_and_stemmed_consistently() -> None:
@@ -80,3 +81,17 @@ def test_highlighting_finds_irregular_and_y_to_i_forms() -> None:
     want = token_spans(text)
     for token, start, end in want:
         assert (token, start, end) in term_spans(text, {token}), (token, text[start:end])
+
+
+def test_the_ascii_fast_path_gives_the_tokens_of_the_general_loop() -> None:
+    # Random strings over the characters the clitic and word rules look at (apostrophes, clitic
+    # letters, digits, underscores, punctuation): both paths must agree on every one.
+    rng = random.Random(22)
+    alphabet = "ab sStTmMdDrReEvVlL'_-09\n.,!?"
+    seen = 0
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        assert tokenize(text) == _tokenize_any(text.lower()), text
+        seen += "'" in text
+    assert seen > 1000  # the clitic rule was exercised
+    assert tokenize("She's here; don't go, 'twas Caroline's") == _tokenize_any("she's here; don't go, 'twas caroline's")

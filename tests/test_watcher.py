@@ -282,3 +282,34 @@ def test_a_hand_edit_rewrites_only_the_sections_it_changed(svc: Services) -> Non
     assert found(svc, "egret") == found(svc, "ibis") == ["memory/long.md"]
     assert found(svc, "heron") == found(svc, "pelican") == ["memory/long.md"]
     assert found(svc, "stork") == found(svc, "puffin") == []
+
+
+def test_the_state_folder_is_not_watched_and_new_agent_folders_are(svc: Services, watcher: Watcher) -> None:
+    # Every SQLite page written under .mateclaw/ used to come back as an event to ignore.
+    state = svc.settings.workspace / ".mateclaw"
+    state.mkdir(exist_ok=True)
+    before = watcher.status()["events"]
+    for i in range(60):
+        (state / "churn.db").write_bytes(b"x" * (i + 1))
+    # A folder created after the start (a new agent) is watched: its file arrives by its events.
+    notes = svc.settings.workspace / "late-agent" / "memory"
+    notes.mkdir(parents=True)
+    (notes / "2024-01-01.md").write_text("# d\n\n## d\n\nokapi sighting\n", "utf-8")
+    svc.store.ensure_agent("late-agent")
+    assert eventually(lambda: bool(svc.search.search("okapi", agent="late-agent")))
+    # Events arrive in order: the churn would have come before the note's. Only the folder and
+    # note events (and the agent's seeded files) may be counted.
+    assert watcher.status()["events"] - before < 40, watcher.status()
+    # (A new folder also asks for a reconcile; a file added to it later has only its own events.)
+    (notes / "2024-01-03.md").write_text("# d\n\n## d\n\nnumbat sighting\n", "utf-8")
+    assert eventually(lambda: bool(svc.search.search("numbat", agent="late-agent")))
+    # Removed and made again: watched again (the old watch died with the folder).
+    import shutil
+
+    shutil.rmtree(svc.settings.workspace / "late-agent")
+    notes.mkdir(parents=True)
+    (notes / "2024-01-02.md").write_text("# d\n\n## d\n\nquokka sighting\n", "utf-8")
+    svc.store.ensure_agent("late-agent")
+    assert eventually(lambda: bool(svc.search.search("quokka", agent="late-agent")))
+    (notes / "2024-01-04.md").write_text("# d\n\n## d\n\nwombat sighting\n", "utf-8")
+    assert eventually(lambda: bool(svc.search.search("wombat", agent="late-agent")))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -19,6 +20,7 @@ from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import morning_card as morning_card_api
 from mateclaw_mem.api import snapshots as snapshots_api
 from mateclaw_mem.api import structured as structured_api
+from mateclaw_mem.api.aml_fast import AmlFastLane
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
@@ -86,10 +88,12 @@ class BodyLimit:
 SEARCH_BODY_BYTES = 64 * 1024
 
 
-def create_app(services: Services, *, mcp: bool = True, host: str | None = None) -> FastAPI:
+def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
+               aml_fast_lane: bool = True) -> FastAPI:
     """The HTTP face. `mcp` mounts MCP (streamable HTTP) at `/agents/<agent>/mcp` and `/mcp` (the
     default agent); `host` is the bind address, which decides whether MCP's DNS-rebinding protection
-    (loopback only) applies."""
+    (loopback only) applies. `aml_fast_lane` False sends AML Add/Search through the routes (tests
+    compare the two)."""
     mcp_app = McpHttp(services, host or services.settings.server.host) if mcp else None
 
     @asynccontextmanager
@@ -139,6 +143,13 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None)
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
                        per_path={"/v1/aml/search": search_limit, "/ui/snapshot/preview": upload_limit},
                        streamed=snapshots_api.UPLOAD_PATHS)
+    # The AML Add/Search fast lane (api/aml_fast.py): outside BodyLimit, whose limits it keeps by
+    # declining; inside the deadline, so a body that never comes is still a 408.
+    app.state.aml_fast_lane = Counter[str]()  # answered / declined, for tests and benchmarks
+    if aml_fast_lane:
+        app.add_middleware(AmlFastLane, aml=services.aml, api_key=services.api_key, counts=app.state.aml_fast_lane,
+                           limits={"/v1/aml/add": services.settings.server.max_body_bytes,
+                                   "/v1/aml/search": SEARCH_BODY_BYTES})
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)

@@ -8,6 +8,7 @@ wrong -> 403. The comparison is constant-time and the key never appears in a res
 from __future__ import annotations
 
 import hmac
+from collections.abc import Mapping
 
 from fastapi import Request
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -15,13 +16,13 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from mateclaw_mem.api.errors import ApiError, error_response
 
 
-def _presented_key(request: Request) -> str | None:
-    header = request.headers.get("authorization")
+def _presented_key(headers: Mapping[str, str]) -> str | None:
+    header = headers.get("authorization")
     if header:
         scheme, _, value = header.strip().partition(" ")
         if scheme.lower() in ("bearer", "token") and value.strip():
             return value.strip()
-    key = request.headers.get("x-api-key")
+    key = headers.get("x-api-key")
     return key.strip() if key and key.strip() else None
 
 
@@ -35,7 +36,7 @@ def check_key(request: Request, expected: str | None) -> None:
     """Raise the 401/403 `ApiError` unless `request` presents `expected` (None = open)."""
     if not expected:
         return
-    presented = _presented_key(request)
+    presented = _presented_key(request.headers)
     if presented is None:
         raise ApiError(
             401,
@@ -43,10 +44,23 @@ def check_key(request: Request, expected: str | None) -> None:
             "missing API key: send 'Authorization: Bearer <key>', 'Authorization: Token <key>' or 'X-Api-Key: <key>'",
             headers={"WWW-Authenticate": "Bearer"},
         )
+    if not _matches(presented, expected):
+        raise ApiError(403, "forbidden", "invalid API key")
+
+
+def key_accepted(headers: Mapping[str, str], expected: str | None) -> bool:
+    """Whether `check_key` would let these headers through (for the AML fast lane, which hands
+    anything else to the routes so that the refusal is theirs)."""
+    if not expected:
+        return True
+    presented = _presented_key(headers)
+    return presented is not None and _matches(presented, expected)
+
+
+def _matches(presented: str, expected: str) -> bool:
     # Starlette decodes header bytes as latin-1; re-encoding restores the bytes sent, so a key
     # with non-ASCII characters (configured as UTF-8) still compares equal.
-    if not hmac.compare_digest(presented.encode("latin-1"), expected.encode("utf-8")):
-        raise ApiError(403, "forbidden", "invalid API key")
+    return hmac.compare_digest(presented.encode("latin-1"), expected.encode("utf-8"))
 
 
 class RequireApiKey:

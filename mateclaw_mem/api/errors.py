@@ -91,6 +91,10 @@ def _field_path(loc: tuple[Any, ...] | list[Any]) -> str:
 
 async def _mateclaw_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, MateclawError)
+    return _mateclaw_response(exc)
+
+
+def _mateclaw_response(exc: MateclawError) -> JSONResponse:
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.message, exc.headers)
     return error_response(STATUS_BY_CODE.get(exc.code, 500), exc.message)
@@ -149,12 +153,21 @@ def os_error_status(exc: OSError) -> tuple[int, str]:
 
 async def _os_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, OSError)
+    return _os_response(exc)
+
+
+def _os_response(exc: OSError) -> JSONResponse:
     status, reason = os_error_status(exc)
     (log.warning if status < 500 else log.error)("file system error answered %d: %s", status, reason)
     return error_response(status, reason, {"Retry-After": "1"} if status == 503 else None)
 
 
 async def _sqlite_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, sqlite3.Error)
+    return _sqlite_response(exc)
+
+
+def _sqlite_response(exc: sqlite3.Error) -> JSONResponse:
     text = str(exc)
     if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
         return error_response(503, f"the database is busy; retry - {text}", {"Retry-After": "1"})
@@ -165,8 +178,24 @@ async def _sqlite_error(_: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+    return _unexpected_response(exc)
+
+
+def _unexpected_response(exc: Exception) -> JSONResponse:
     log.exception("unhandled error", exc_info=exc)
     return error_response(500, "internal error; see the daemon log")
+
+
+def response_for(exc: Exception) -> JSONResponse:
+    """The answer the installed handlers give `exc` (for code that answers outside the routes, like
+    the AML fast lane, so that both paths answer a failure alike)."""
+    if isinstance(exc, MateclawError):
+        return _mateclaw_response(exc)
+    if isinstance(exc, OSError):
+        return _os_response(exc)
+    if isinstance(exc, sqlite3.Error):
+        return _sqlite_response(exc)
+    return _unexpected_response(exc)
 
 
 def install_error_handlers(app: FastAPI) -> None:

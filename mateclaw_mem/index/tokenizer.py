@@ -36,7 +36,9 @@ _CJK = (
 # A CJK run, or a run of word characters that are not CJK (letters of any other script, digits).
 # Apostrophes inside words ("don't", "Caroline's") are dropped by splitting on them and then
 # discarding the clitic, so "caroline's" and "caroline" match.
-_TOKEN_RE = re.compile(rf"[{_CJK}]+|(?:(?![{_CJK}])[^\W_])+")
+# (`[^\W_<CJK>]` is "a word character, not _, not CJK" as one class: a per-character lookahead
+# made this regex most of the time spent tokenizing.)
+_TOKEN_RE = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 _CLITICS = frozenset({"s", "t", "m", "re", "ve", "ll", "d"})
 
 _STOPWORD_TEXT = """a about above after again against all am an and any are as at be because been before being
@@ -93,13 +95,26 @@ _CJK_CHAR_RE = re.compile(f"[{_CJK}]")
 
 
 def _is_cjk_char(ch: str) -> bool:
-    return _CJK_CHAR_RE.match(ch) is not None
+    # Every CJK range starts above U+10FF: Latin text never reaches the regex.
+    return ch >= "\u1100" and _CJK_CHAR_RE.match(ch) is not None
+
+
+# ASCII text (most of what is indexed) in two regex passes: clitics out, words in. The same tokens
+# as the general loop below (tests/test_tokenizer.py compares the two on random text).
+_ASCII_CLITIC_RE = re.compile(r"'(?:s|t|m|re|ve|ll|d)(?![a-z0-9])")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9]+")
 
 
 def tokenize(text: str) -> list[str]:
     """Tokens of `text` in order (duplicates kept, so callers can count term frequency)."""
-    out: list[str] = []
     lowered = text.lower()
+    if lowered.isascii():
+        return list(map(_stem, _ASCII_WORD_RE.findall(_ASCII_CLITIC_RE.sub(" ", lowered))))
+    return _tokenize_any(lowered)
+
+
+def _tokenize_any(lowered: str) -> list[str]:
+    out: list[str] = []
     for m in _TOKEN_RE.finditer(lowered):
         run = m.group(0)
         if _is_cjk_char(run[0]):
@@ -152,7 +167,7 @@ def token_spans(text: str) -> list[tuple[str, int, int]]:
 
 
 _CJK_CHAR_RE = re.compile(f"[{_CJK}]")
-_WORD_CHAR_RE = re.compile(rf"(?![{_CJK}])[^\W_]")
+_WORD_CHAR_RE = re.compile(rf"[^\W_{_CJK}]")
 _IRREGULAR_FORMS: dict[str, list[str]] = {}
 for _form in _IRREGULAR:
     _IRREGULAR_FORMS.setdefault(_stem(_form), []).append(_form)

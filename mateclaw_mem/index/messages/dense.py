@@ -145,6 +145,7 @@ class MessageVectors:
                 with immediate(self.storage._conn, self.storage.lock) as conn:
                     conn.executemany("INSERT OR REPLACE INTO vectors (sha, model, vec) VALUES (?, ?, ?)",
                                      [(sha, self.model, b) for sha, b in zip(todo, blobs, strict=True)])
+                self.storage.committed(documents=False)
             self._cursor = rows[take - 1]["id"] if take else self._cursor
             self._covered += take
             done += len(todo)

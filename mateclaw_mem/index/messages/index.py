@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mateclaw_mem.db import immediate
+from mateclaw_mem.db import WalCheckpoints, immediate
 from mateclaw_mem.index.dense import Embedder
 from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.ranking import Ranking, rank
@@ -60,6 +60,10 @@ class MessageIndex:
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
 
+    def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
+        """Let `checkpoints` checkpoint the index file in the background (see db.WalCheckpoints)."""
+        self._storage.hand_checkpoints_to(checkpoints)
+
     def redacted_on_migration(self) -> int | None:
         """Documents the one-time migration redacted in place (for `status`); None: not run."""
         return self._storage.redacted_on_migration()
@@ -94,7 +98,7 @@ class MessageIndex:
         with self._lock:
             with immediate(self._storage._conn, self._lock):
                 done = rewrite_docs(self._storage._conn, changes)
-            self._storage.writes += 1
+            self._storage.committed()
             self._views.pop((agent, owner or None), None)  # same counts, other words: parse afresh
         return done
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from mateclaw_mem.db import connect, immediate, migrated, owner_column, run_once
+from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -203,6 +203,20 @@ class MessageStorage:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
         return len(dirty)
 
+    checkpoints: WalCheckpoints | None = None
+
+    def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
+        """Let `checkpoints` checkpoint this file in the background (see db.WalCheckpoints)."""
+        checkpoints.adopt(self._conn, self.lock, self.path)
+        self.checkpoints = checkpoints
+
+    def committed(self, *, documents: bool = True) -> None:
+        """Call after every commit through this connection: `documents` (changed, so the views
+        parse afresh; vectors alone are not), and the background checkpoints' cue."""
+        self.writes += documents
+        if self.checkpoints is not None:
+            self.checkpoints.wrote(self.path)
+
     def redacted_on_migration(self) -> int | None:
         """Documents the one-time migration redacted in place (for `status`); None: not run."""
         with self.lock:
@@ -256,7 +270,8 @@ class MessageStorage:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
-                self.writes += bool(msgs)
+                if msgs:
+                    self.committed()
                 done += len(msgs)
                 if len(msgs) < batch:
                     return done
@@ -300,7 +315,7 @@ class MessageStorage:
                 conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                  [("watermark", str(last)), ("fact_watermark", str(last_fact)),
                                   ("tokenizer", TOKENIZER_VERSION), ("generation", uuid.uuid4().hex)])
-            self.writes += 1
+            self.committed()
         return done
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
@@ -328,7 +343,8 @@ class MessageStorage:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
-                self.writes += bool(batch_facts)
+                if batch_facts:
+                    self.committed()
                 done += len(batch_facts)
                 if len(batch_facts) < batch:
                     return done
