@@ -9,6 +9,7 @@ answer the good ones (its counter), or the comparison would prove nothing.
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -108,3 +109,29 @@ def test_a_chunked_body_and_a_missing_key_go_to_the_routes(pair: tuple[httpx.Cli
         bare = httpx.post(str(client.base_url.join("/v1/aml/add")), json=_add("nokey"))
         assert bare.status_code == 401, bare.text
     assert counts["declined"] == before + 2
+
+
+@pytest.mark.parametrize("sent", [b"", b'{"request_id":'], ids=["no-body", "half-a-body"])
+def test_a_body_that_never_comes_is_the_same_408(tmp_path: Path, sent: bytes) -> None:
+    answers = []
+    for lane in (True, False):
+        services = daemon_services(tmp_path / f"ws-{lane}", server={"body_read_timeout_seconds": 0.3})
+        services.seed_agents()
+        services.build()
+        try:
+            with ApiServer(create_app(services, mcp=False, aml_fast_lane=lane)) as server, \
+                    socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+                sock.sendall(b"POST /v1/aml/add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 100\r\n\r\n" + sent)  # and then nothing
+                reply = b""
+                while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):
+                    chunk = sock.recv(65536)
+                    if not chunk:
+                        break
+                    reply += chunk
+        finally:
+            services.close()
+        head, _, body = reply.partition(b"\r\n\r\n")
+        answers.append((head.split(b"\r\n")[0], json.loads(body)))
+    assert answers[0] == answers[1]
+    assert answers[0][0].endswith(b"408 Request Timeout") and "0.3 seconds" in answers[0][1]["detail"]["reason"]

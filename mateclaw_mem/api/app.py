@@ -20,7 +20,7 @@ from mateclaw_mem.api import learning as learning_api
 from mateclaw_mem.api import morning_card as morning_card_api
 from mateclaw_mem.api import snapshots as snapshots_api
 from mateclaw_mem.api import structured as structured_api
-from mateclaw_mem.api.aml_fast import AmlFastLane
+from mateclaw_mem.api.aml_fast import AmlFastLane, LaneApp
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
@@ -89,7 +89,7 @@ SEARCH_BODY_BYTES = 64 * 1024
 
 
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
-               aml_fast_lane: bool = True) -> FastAPI:
+               aml_fast_lane: bool = True) -> LaneApp:
     """The HTTP face. `mcp` mounts MCP (streamable HTTP) at `/agents/<agent>/mcp` and `/mcp` (the
     default agent); `host` is the bind address, which decides whether MCP's DNS-rebinding protection
     (loopback only) applies. `aml_fast_lane` False sends AML Add/Search through the routes (tests
@@ -105,7 +105,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
             yield
 
     # /docs and /redoc are ours (install_docs): FastAPI's own pages load their assets from CDNs.
-    app = FastAPI(title="mateclaw-mem", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES,
+    app = LaneApp(title="mateclaw-mem", version=__version__, lifespan=lifespan, responses=ERROR_RESPONSES,
                   docs_url=None, redoc_url=None)
     app.state.services = services
     app.state.api_key = services.api_key
@@ -143,13 +143,12 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
                        per_path={"/v1/aml/search": search_limit, "/ui/snapshot/preview": upload_limit},
                        streamed=snapshots_api.UPLOAD_PATHS)
-    # The AML Add/Search fast lane (api/aml_fast.py): outside BodyLimit, whose limits it keeps by
-    # declining; inside the deadline, so a body that never comes is still a 408.
     app.state.aml_fast_lane = Counter[str]()  # answered / declined, for tests and benchmarks
-    if aml_fast_lane:
-        app.add_middleware(AmlFastLane, aml=services.aml, api_key=services.api_key, counts=app.state.aml_fast_lane,
-                           limits={"/v1/aml/add": services.settings.server.max_body_bytes,
-                                   "/v1/aml/search": SEARCH_BODY_BYTES})
+    if aml_fast_lane:  # in front of all of it (api/aml_fast.py); what it declines goes through all of it
+        app.lane = AmlFastLane(app.without_lane, services.aml, services.api_key, counts=app.state.aml_fast_lane,
+                               limits={"/v1/aml/add": services.settings.server.max_body_bytes,
+                                       "/v1/aml/search": SEARCH_BODY_BYTES},
+                               read_timeout=services.settings.server.body_read_timeout_seconds)
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)
