@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from mateclaw_mem.index.lexicon import related
+from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.storage import FIELDS
 from mateclaw_mem.index.messages.view import OwnerView, SatKey
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, tokenize
@@ -89,7 +90,10 @@ class Ranking:
         "neighbour_weight": 0.0,  # the heavier nb field already carries the neighbours
         "session_weight": 0.0,  # recall reaches into every session, not only the best-matching ones
     })
-    max_candidates: int = 1000  # turns kept after word matching (see `_rank`); 0 = all
+    # Turns kept after word matching (see `_rank`); 0 = all. LoCoMo dev gives the same figures at
+    # 200, 300, 400 and 1,000 (its conversations rarely match more); 30,000 turns of one user take
+    # a third of the time at 300 as at 1,000 (scripts/bench/aml_scale.py).
+    max_candidates: int = 300
     pad_neighbours: int = 30  # when fewer turns match than asked for, add the surroundings of this many...
     pad_distance: int = 2  # ...up to this many turns either side
 
@@ -157,26 +161,16 @@ def _rank(
     count = bool(_COUNT_RE.search(query))
     # Names the answer must not merely repeat: the speakers and whatever the question names.
     known_names = (set(qtoks).union(*view.speakers.values()) if _WHO_RE.search(query) else None)
-    raw = _raw(view, qweights, r)
-    if r.lexicon_down or r.lexicon_up:
-        # Category words <-> their members ("pets" ~ "turtle"). Each question word counts once
-        # per turn through its best related term, so a turn listing many members of a
-        # category does not outweigh one that uses the question's own word.
-        for group in related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values():
-            best: dict[int, float] = {}
-            for t, rel in group.items():
-                if t in qweights:
-                    continue  # already a query term in its own right
-                for i, v in _raw(view, {t: rel}, r).items():
-                    if best.get(i, 0.0) < v:
-                        best[i] = v
-            for i, v in best.items():
-                raw[i] = raw.get(i, 0.0) + v
-    if r.max_candidates and len(raw) > r.max_candidates:
-        # A long history: common words match thousands of turns. The steps below multiply by
-        # bounded boosts, so a turn far down the word-match order does not reach the top, and
-        # scoring only the best keeps search time flat as the history grows.
-        raw = dict(heapq.nlargest(r.max_candidates, raw.items(), key=lambda kv: kv[1]))
+    # Every turn holding a query word or a related one (the category lexicon, `index.lexicon`:
+    # "pets" ~ "turtle"; each question word counts once per turn through its best related term, so
+    # a turn listing many members of a category does not outweigh one using the question's own
+    # word), and of those, in a long history, the best `max_candidates` by that raw score: common
+    # words match thousands of turns, the steps below multiply by bounded boosts, so a turn far
+    # down the word-match order does not reach the top, and search time stays flat as the history
+    # grows. In numpy (messages/candidates.py): this is the part that grows with the history.
+    groups = related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values() \
+        if r.lexicon_down or r.lexicon_up else ()
+    raw = candidates(view, qweights, groups, r.sat_key(), r.max_candidates)
     by_id = _boosted(view, raw, boosted, when, count, known_names, r)
     if not by_id:
         return []
@@ -301,7 +295,7 @@ def _raw(
     acc: dict[int, float] = {}
     get = acc.get
     for t, qw in qweights.items():
-        sat = view.saturated(t, key)
+        sat = view.saturated(t, key) if keep is None else view.saturated_among(t, key, keep)
         if not sat:
             continue
         f = qw * view.idf(t)

@@ -12,6 +12,7 @@ import re
 import sqlite3
 from collections import Counter
 from dataclasses import dataclass
+from typing import Any
 
 from mateclaw_mem.index.messages.storage import FACT_BASE, FIELDS, MONTHS, WEEKDAYS, split_speaker
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
@@ -70,6 +71,27 @@ def _saturate(
     """BM25F: field-weighted, length-normalised term frequency, saturated."""
     tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
     return tf / (k1 + tf) if tf > 0 else 0.0
+
+
+def _saturate_all(
+    counts: list[tuple[int, int, int, int]], lens: list[tuple[int, int, int, int]], w: tuple[float, ...],
+    b: tuple[float, ...], k1: float, avg: tuple[float, ...],
+) -> list[float]:
+    """`_saturate` of many turns at once, in numpy: the same operations in the same order, so the
+    same floats (a field a turn lacks adds 0.0, which changes no sum). A term's first search in a
+    long history computes this over every turn holding it; one at a time it was most of that search."""
+    if not counts:
+        return []
+    import numpy as np  # here, not at the top: a CLI command that never searches messages skips its import
+
+    c = np.array(counts, dtype=np.float64)
+    wb = np.array(w, dtype=np.float64)
+    bb = np.array(b, dtype=np.float64)
+    x = (wb * c) / ((1.0 - bb) + (bb * np.array(lens, dtype=np.float64)) / np.array(avg, dtype=np.float64))
+    tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sat = np.where(tf > 0, tf / (k1 + tf), 0.0)
+    return sat.tolist()  # type: ignore[no-any-return]
 
 
 @dataclass
@@ -149,6 +171,11 @@ class OwnerView:
         # term. An Add drops only the terms of the turns it touched, unless the (1%-stepped) average
         # field lengths moved: then everything. A long history's search after an Add stays warm.
         self.sat: dict[str, dict[SatKey, dict[int, float]]] = {}
+        # Every doc's position (in the order first seen), and per term and ranking the `sat` entries
+        # as numpy arrays over those positions (messages/candidates.py), dropped with `sat`'s.
+        self.ids: list[int] = []
+        self.pos: dict[int, int] = {}
+        self.arrays: dict[str, dict[SatKey, Any]] = {}
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
         self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
 
@@ -191,6 +218,9 @@ class OwnerView:
                 self.tail[d.conversation_id] = d.id
                 self.last_id = d.id
             self.by_id[d.id] = d
+            if d.id not in self.pos:
+                self.pos[d.id] = len(self.ids)
+                self.ids.append(d.id)
             if d.prev is not None:
                 d.echo = _echo(d, self.by_id[d.prev])
             self._add_stats(d)
@@ -213,11 +243,13 @@ class OwnerView:
         if avg != self.avg:
             self.avg = avg
             self.sat.clear()
+            self.arrays.clear()
             return
         # Each entry depends only on its own turn: refresh the entries of the turns just parsed.
         for d in docs:
             old_terms = dropped[d.id].tf.keys() - d.tf.keys() if d.id in dropped else ()
             for t in itertools.chain(d.tf, old_terms):
+                self.arrays.pop(t, None)
                 per_ranking = self.sat.get(t)
                 if per_ranking is None:
                     continue
@@ -243,13 +275,35 @@ class OwnerView:
         per_ranking = self.sat.setdefault(term, {})
         got = per_ranking.get(key)
         if got is None:
-            got = {}
-            for i, d in self.postings.get(term, {}).items():
-                v = _saturate(d.tf[term], d.lens, w, b, k1, avg)
-                if v > 0:
-                    got[i] = v
+            docs = self.postings.get(term, {})
+            values = _saturate_all([d.tf[term] for d in docs.values()], [d.lens for d in docs.values()],
+                                   w, b, k1, avg)
+            got = {i: v for i, v in zip(docs, values, strict=True) if v > 0}
             per_ranking[key] = got
         return got
+
+    def saturated_among(self, term: str, key: SatKey, ids: set[int] | frozenset[int]) -> dict[int, float]:
+        """`saturated(term, key)` restricted to `ids`: from the cache when the term has been scored
+        whole, else computed for those turns only (feedback terms are scored within a few hundred
+        candidates; scoring all 10,000 turns holding a word to read 300 of them was most of a cold
+        search in a long history). Not cached: the same values the whole term's entry would hold."""
+        cached = self.sat.get(term, {}).get(key)
+        if cached is not None:
+            if len(cached) <= len(ids):
+                return {i: v for i, v in cached.items() if i in ids}
+            return {i: v for i in ids if (v := cached.get(i)) is not None}
+        docs = self.postings.get(term)
+        if not docs:
+            return {}
+        k1, w, b = key
+        avg = self.avg
+        pairs = ((i, docs.get(i)) for i in ids) if len(ids) < len(docs) else \
+            ((i, d) for i, d in docs.items() if i in ids)
+        out: dict[int, float] = {}
+        for i, d in pairs:
+            if d is not None and (v := _saturate(d.tf[term], d.lens, w, b, k1, avg)) > 0:
+                out[i] = v
+        return out
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)

@@ -1,0 +1,80 @@
+"""The first stage of a message search, in numpy: which turns are worth ranking at all.
+
+Summing every query term's BM25F score over every turn that holds it, then keeping the best
+`Ranking.max_candidates`, is the one part of a search that grows with the owner's history: a
+common word in 30,000 turns of one user is 30,000 dict updates, and the search took 29 ms
+(scripts/bench/aml_scale.py). Here each term's saturated scores are two arrays (the turns'
+positions in the view, their values), cached beside the view's own per-term cache, so the sums
+and the cut are a few vector operations.
+
+The sums are the very floats the dict loop made - the same products, added in the same term order -
+so the turns kept, and every later step of the ranking, are unchanged (tests/test_aml_candidates.py
+compares the two on random histories).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from mateclaw_mem.index.messages.view import OwnerView, SatKey
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def term_arrays(view: OwnerView, term: str, key: SatKey) -> tuple[np.ndarray, np.ndarray]:
+    """(positions, saturated values) of the turns holding `term`; cached until the view changes
+    the term's entries (`OwnerView.apply` drops them with its own cache)."""
+    import numpy as np  # here: the daemon's start and other commands never pay its import for nothing
+
+    per_key = view.arrays.setdefault(term, {})
+    got = per_key.get(key)
+    if got is None:
+        sat = view.saturated(term, key)
+        pos = view.pos
+        got = (np.fromiter((pos[i] for i in sat), dtype=np.intp, count=len(sat)),
+               np.fromiter(sat.values(), dtype=np.float64, count=len(sat)))
+        per_key[key] = got
+    return got
+
+
+def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
+               limit: int) -> dict[int, float]:
+    """{turn id: raw score} of the best `limit` turns (0 = all) holding any query term or any
+    related term of a lexicon group. Raw score: the sum over query terms of weight x idf x
+    saturated tf, plus, per group, the best of its related terms (each question word counts once
+    per turn through its best related term). Ties at the cut go to the turn met first."""
+    import numpy as np
+
+    n = len(view.ids)
+    acc = np.zeros(n)
+    hit = np.zeros(n, dtype=bool)
+    for t, qw in qweights.items():
+        idx, vals = term_arrays(view, t, key)
+        if idx.size:
+            acc[idx] += (qw * view.idf(t)) * vals
+            hit[idx] = True
+    for group in groups:
+        best: np.ndarray | None = None
+        for t, rel in group.items():
+            if t in qweights:
+                continue  # already a query term in its own right
+            idx, vals = term_arrays(view, t, key)
+            if not idx.size:
+                continue
+            if best is None:
+                best = np.zeros(n)
+            best[idx] = np.maximum(best[idx], (rel * view.idf(t)) * vals)
+        if best is not None:
+            acc += best  # + 0.0 leaves every other turn's sum as it was
+            hit |= best > 0
+    chosen = np.flatnonzero(hit)
+    if limit and chosen.size > limit:
+        scores = acc[chosen]
+        cut = chosen.size - limit
+        theta = np.partition(scores, cut)[cut]  # the limit-th best score
+        above = chosen[scores > theta]
+        chosen = np.concatenate((above, chosen[scores == theta][: limit - above.size]))
+    ids = view.ids
+    return {ids[p]: v for p, v in zip(chosen.tolist(), acc[chosen].tolist(), strict=True)}
