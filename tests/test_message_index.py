@@ -64,7 +64,7 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     }
     # The postings the ranking walks: same terms, same turns (old parses replaced, not kept).
     assert {t: set(ds) for t, ds in lv.postings.items()} == {t: set(ds) for t, ds in fv.postings.items()}
-    assert all(lv.by_id[i] is d for ds in lv.postings.values() for i, d in ds.items())
+    assert all(lv.by_id[i].tf[t] == c for t, ds in lv.postings.items() for i, c in ds.items())
     for x in (live, fresh, log):
         x.close()
 
@@ -243,22 +243,24 @@ def test_a_long_history_is_pruned_to_the_best_word_matches_without_changing_the_
     assert set(got[0][:2]) == {lines[17], lines[41]}
 
 
-def test_cached_term_scores_are_refreshed_in_place_after_an_add_and_stay_exact(tmp_path: Path) -> None:
+def test_cached_term_scores_survive_an_add_that_does_not_touch_them_and_stay_exact(tmp_path: Path) -> None:
     log = ConversationLog(tmp_path / "log.db")
     live = MessageIndex(tmp_path / "live.db")
     _append(log, "u1", "s1", [f"Caroline: day {k} of the pottery class, glazes and kilns" for k in range(300)], 0)
     live.sync(log)
     live.search("aml", "u1", "pottery glazes", limit=10)  # warms the cached term scores
+    live.search("aml", "u1", "day 7", limit=10)
     view = live._views[("aml", "u1")]
-    avg_before, cached = view.avg, view.sat["potteri"]
+    avg_before, seven = view.avg, view.arrays["7"]
     _append(log, "u1", "s1", ["Melanie: pottery glazes are lovely"], 1000)
     live.sync(log)
     got = live.search("aml", "u1", "pottery glazes", limit=20)
-    # The Add moved no stepped average, so the cache was updated in place, not dropped...
-    assert view.avg == avg_before and view.sat["potteri"] is cached
+    # The Add moved no stepped average, so only the terms of the turns it touched (the new one and
+    # the previous tail, whose neighbour field grew) were scored again; "7" kept its scores...
+    assert view.avg == avg_before and view.arrays["7"] is seven
     fresh = MessageIndex(tmp_path / "fresh.db")
     fresh.sync(log)
-    # ...and scores exactly what a fresh view scores.
+    # ...and the touched ones score exactly what a fresh view scores.
     assert [(h.id, h.score) for h in got] == [(h.id, h.score) for h in fresh.search("aml", "u1", "pottery glazes", limit=20)]
     assert "Melanie: pottery glazes are lovely" in [h.content for h in got]  # the new turn is scored
     for x in (live, fresh, log):
@@ -305,3 +307,20 @@ def test_a_rebuild_is_built_aside_so_searches_elsewhere_never_see_it_half_done(t
     assert builder.watermark() == log.since(0, limit=10_000)[-1].id
     for x in (builder, reader, log):
         x.close()
+
+
+def test_a_rewrite_by_another_process_reaches_a_view_cached_here(tmp_path: Path) -> None:
+    # A `mateclaw-mem forget` run from the shell rewrites the daemon's index file: the daemon's
+    # cached view must not go on returning the forgotten words.
+    log = ConversationLog(tmp_path / "log.db")
+    _append(log, "u1", "s1", ["Caroline: my locker code is zebra", "Melanie: noted"], 0)
+    daemon = MessageIndex(tmp_path / "messages.db")
+    daemon.sync(log)
+    assert daemon.search("aml", "u1", "zebra", limit=3)[0].content.endswith("zebra")
+    shell = MessageIndex(tmp_path / "messages.db")
+    first = min(h.id for h in shell.search("aml", "u1", "zebra", limit=3))
+    assert shell.rewrite("aml", "u1", {first: "Caroline: my locker code is [forgotten]"}) == 1
+    shell.close()
+    assert all("zebra" not in h.content for h in daemon.search("aml", "u1", "locker zebra", limit=3))
+    daemon.close()
+    log.close()

@@ -2,10 +2,11 @@
 
 Two ways in, one rule: no service is built while another thread may be asking for it.
 
-- The daemon calls `start()`: `build()` creates every service in `BUILD_ORDER` on the calling
-  thread, while no thread of ours exists, then the background parts start in `START_ORDER`, each
-  only after everything it writes through exists. After `build()` nothing is built lazily any
-  more: asking for a service missing from `BUILD_ORDER` is an error, never a race.
+- The daemon calls `build()`: it creates every service in `BUILD_ORDER` on the calling thread,
+  while no thread of ours exists; then it opens the HTTP API and calls `start()`: the background
+  parts start in `START_ORDER`, each only after everything it writes through exists. After
+  `build()` nothing is built lazily any more: asking for a service missing from `BUILD_ORDER` is
+  an error, never a race.
 - A CLI command touches only what it needs, built on first use (`mateclaw-mem cat` never opens
   SQLite). Building never starts a thread: workers, timers, the watcher and the scheduler start in
   `start()` only, so a CLI command leaves pending extraction work to the daemon.
@@ -62,7 +63,8 @@ BUILD_ORDER = (
     "backfill",
 )
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
-START_ORDER = ("extraction workers", "AML fact worker", "file watcher", "scheduler", "embeddings backfill")
+START_ORDER = ("WAL checkpoints", "extraction workers", "AML fact worker", "file watcher", "scheduler",
+               "embeddings backfill")
 
 
 class _service(Generic[T]):  # lower case: a decorator, like the cached_property it replaces
@@ -363,7 +365,10 @@ class Services:
         return {agent: self.store.ensure_agent(agent) for agent in agents}
 
     def _background(self) -> list[tuple[str, Any]]:
-        parts = {"extraction workers": self.extraction, "file watcher": self.watcher, "scheduler": self.scheduler}
+        from mateclaw_mem.db import WalCheckpoints  # here: `cat` and other commands never load sqlite3
+
+        parts = {"extraction workers": self.extraction, "file watcher": self.watcher, "scheduler": self.scheduler,
+                 "WAL checkpoints": WalCheckpoints(members=(self.log, self.message_index))}  # the AML Add's files
         if self.aml.facts is not None:  # model mode only
             parts["AML fact worker"] = self.aml
         if self.backfill is not None:  # embeddings configured
@@ -371,8 +376,9 @@ class Services:
         return [(label, parts[label]) for label in START_ORDER if label in parts]
 
     def start(self) -> None:
-        """Build everything, then start the background work in START_ORDER (the daemon calls this
-        before it opens the HTTP API, so a request never finds a service half-built)."""
+        """Build everything, then start the background work in START_ORDER. The daemon calls
+        `build()` before it opens the HTTP API (a request never finds a service half-built) and
+        this once the API listens (the catch-up work does not slow the API's start down)."""
         if self._running:
             return
         self.build()

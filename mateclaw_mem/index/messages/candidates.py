@@ -15,28 +15,8 @@ compares the two on random histories).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 from mateclaw_mem.index.messages.view import OwnerView, SatKey
-
-if TYPE_CHECKING:
-    import numpy as np
-
-
-def term_arrays(view: OwnerView, term: str, key: SatKey) -> tuple[np.ndarray, np.ndarray]:
-    """(positions, saturated values) of the turns holding `term`; cached until the view changes
-    the term's entries (`OwnerView.apply` drops them with its own cache)."""
-    import numpy as np  # here: the daemon's start and other commands never pay its import for nothing
-
-    per_key = view.arrays.setdefault(term, {})
-    got = per_key.get(key)
-    if got is None:
-        sat = view.saturated(term, key)
-        pos = view.pos
-        got = (np.fromiter((pos[i] for i in sat), dtype=np.intp, count=len(sat)),
-               np.fromiter(sat.values(), dtype=np.float64, count=len(sat)))
-        per_key[key] = got
-    return got
 
 
 def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
@@ -51,7 +31,7 @@ def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dic
     acc = np.zeros(n)
     hit = np.zeros(n, dtype=bool)
     for t, qw in qweights.items():
-        idx, vals = term_arrays(view, t, key)
+        idx, vals = view.sat_arrays(t, key)
         if idx.size:
             acc[idx] += (qw * view.idf(t)) * vals
             hit[idx] = True
@@ -60,7 +40,7 @@ def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dic
         for t, rel in group.items():
             if t in qweights:
                 continue  # already a query term in its own right
-            idx, vals = term_arrays(view, t, key)
+            idx, vals = view.sat_arrays(t, key)
             if not idx.size:
                 continue
             if best is None:

@@ -14,6 +14,7 @@ boosts, pure functions of a view and a query).
 from __future__ import annotations
 
 import logging
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -96,8 +97,11 @@ class MessageIndex:
         if not changes:
             return 0
         with self._lock:
-            with immediate(self._storage._conn, self._lock):
-                done = rewrite_docs(self._storage._conn, changes)
+            with immediate(self._storage._conn, self._lock) as conn:
+                done = rewrite_docs(conn, changes)
+                # Other processes' views hold the old words: a new generation makes them parse
+                # afresh (the counts and last ids a rewrite leaves alone would not).
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
             self._storage.committed()
             self._views.pop((agent, owner or None), None)  # same counts, other words: parse afresh
         return done
@@ -116,30 +120,29 @@ class MessageIndex:
             self._views.move_to_end(key)
             return view
         row = store.summary(agent, owner)
-        if not row["n"]:
+        if not row["last"] and row["last_fact"] == FACT_BASE:
             return None
         if view is not None and view.generation != row["generation"]:
-            view = None  # rebuilt (by another process, perhaps with other tokens): parse afresh
-        if view is not None and (view.last_id, view.last_fact, view.n) == (row["last"], row["last_fact"], row["n"]):
+            view = None  # rebuilt or rewritten (perhaps by another process): parse afresh
+        if view is not None and (view.last_id, view.last_fact) == (row["last"], row["last_fact"]):
             view.stamp = stamp
             self._views.move_to_end(key)
             return view
-        if view is not None:
-            # Incremental: the rows after the view's last ids, plus each touched conversation's
-            # previous tail turn (its `nb` field grew when the next turn arrived).
-            new = [parse_doc(r) for r in store.doc_rows(
-                agent, owner, "((d.id > ? AND d.id < ?) OR d.id > ?)", (view.last_id, FACT_BASE, view.last_fact))]
-            if view.n + len(new) == row["n"] and new:
-                tails = {view.tail[c] for c in {d.conversation_id for d in new if d.id < FACT_BASE}
-                         if c in view.tail}
-                marks = ",".join("?" * len(tails))
-                grown = [parse_doc(r) for r in store.doc_rows(agent, owner, f"d.id IN ({marks})", tuple(tails))
-                         ] if tails else []
-                view.apply(grown + new)
-                view.stamp = stamp
-                self._views.move_to_end(key)
-                return view
-            # Counts disagree (a rebuild under us, another process's odd history): start over.
+        if view is not None and row["last"] >= view.last_id and row["last_fact"] >= view.last_fact:
+            # Incremental: the rows after the view's last ids (two index ranges), plus each touched
+            # conversation's previous tail turn (its `nb` field grew when the next turn arrived).
+            new = [parse_doc(r) for r in (
+                store.doc_rows(agent, owner, "d.id > ? AND d.id < ?", (view.last_id, FACT_BASE))
+                + store.doc_rows(agent, owner, "d.id > ?", (view.last_fact,)))]
+            tails = {view.tail[c] for c in {d.conversation_id for d in new if d.id < FACT_BASE} if c in view.tail}
+            marks = ",".join("?" * len(tails))
+            grown = [parse_doc(r) for r in store.doc_rows(agent, owner, f"d.id IN ({marks})", tuple(tails))
+                     ] if tails else []
+            view.apply(grown + new)
+            view.stamp = stamp
+            self._views.move_to_end(key)
+            return view
+        # Fewer documents than the view holds without a new generation: start over.
         view = OwnerView()
         view.generation = row["generation"]
         view.apply([parse_doc(r) for r in store.doc_rows(agent, owner, "1", ())])

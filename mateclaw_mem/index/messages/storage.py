@@ -427,13 +427,17 @@ class MessageStorage:
         return self._conn.execute("PRAGMA data_version").fetchone()[0], self.writes
 
     def summary(self, agent: str, owner: str | None) -> sqlite3.Row:
-        """Document count, last turn id, last fact id and index generation of one owner."""
+        """Last turn id (0: none), last fact id (FACT_BASE: none) and index generation of one owner.
+
+        Three index seeks: the COUNT(*) this once held read every one of the owner's documents
+        (7 ms at 30,000), once per search after every Add. Documents are only ever appended or
+        rewritten in place; whatever removes or rewrites them bumps the generation."""
+        key = (agent, owner_column(owner))
         return self._conn.execute(
-            "SELECT COUNT(*) AS n, COALESCE(MAX(CASE WHEN id < ? THEN id END), 0) AS last,"
-            " COALESCE(MAX(CASE WHEN id >= ? THEN id END), ?) AS last_fact,"
-            " (SELECT value FROM meta WHERE key = 'generation') AS generation"
-            " FROM docs WHERE agent = ? AND owner = ?",
-            (FACT_BASE, FACT_BASE, FACT_BASE, agent, owner_column(owner)),
+            "SELECT COALESCE((SELECT MAX(id) FROM docs WHERE agent = ? AND owner = ? AND id < ?), 0) AS last,"
+            " COALESCE((SELECT MAX(id) FROM docs WHERE agent = ? AND owner = ? AND id >= ?), ?) AS last_fact,"
+            " (SELECT value FROM meta WHERE key = 'generation') AS generation",
+            (*key, FACT_BASE, *key, FACT_BASE, FACT_BASE),
         ).fetchone()
 
     def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...]) -> list[sqlite3.Row]:

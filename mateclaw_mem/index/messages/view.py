@@ -73,25 +73,25 @@ def _saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def _saturate_all(
-    counts: list[tuple[int, int, int, int]], lens: list[tuple[int, int, int, int]], w: tuple[float, ...],
-    b: tuple[float, ...], k1: float, avg: tuple[float, ...],
-) -> list[float]:
-    """`_saturate` of many turns at once, in numpy: the same operations in the same order, so the
-    same floats (a field a turn lacks adds 0.0, which changes no sum). A term's first search in a
-    long history computes this over every turn holding it; one at a time it was most of that search."""
-    if not counts:
-        return []
-    import numpy as np  # here, not at the top: a CLI command that never searches messages skips its import
+def _saturate_all(view: OwnerView, docs: dict[int, tuple[int, int, int, int]], key: SatKey) -> tuple[Any, Any]:
+    """`_saturate` of every doc in `docs` (id -> counts) at once, in numpy: (positions, values),
+    values > 0 only. The same operations in the same order, so the same floats (a field a doc
+    lacks adds 0.0, which changes no sum). A term's first search in a long history computes this
+    over every turn holding it; one turn at a time it was most of that search."""
+    import numpy as np
 
-    c = np.array(counts, dtype=np.float64)
+    k1, w, b = key
+    idx = np.fromiter(map(view.pos.__getitem__, docs), dtype=np.intp, count=len(docs))
+    if not len(docs):
+        return idx, np.zeros(0)
+    c = np.array(list(docs.values()), dtype=np.float64)
     wb = np.array(w, dtype=np.float64)
     bb = np.array(b, dtype=np.float64)
-    x = (wb * c) / ((1.0 - bb) + (bb * np.array(lens, dtype=np.float64)) / np.array(avg, dtype=np.float64))
+    x = (wb * c) / ((1.0 - bb) + (bb * view.lens[idx]) / np.array(view.avg, dtype=np.float64))
     tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        sat = np.where(tf > 0, tf / (k1 + tf), 0.0)
-    return sat.tolist()  # type: ignore[no-any-return]
+    keep = tf > 0
+    tf = tf[keep]
+    return idx[keep], tf / (k1 + tf)
 
 
 @dataclass
@@ -166,16 +166,23 @@ class OwnerView:
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
         # term -> the docs holding it in any field: scoring walks the query terms' postings
         # instead of every candidate x every query term.
-        self.postings: dict[str, dict[int, Doc]] = {}
+        # (Each entry is the doc's counts of the term: a whole term's scores are computed from
+        # these and `lens` in one vector operation.)
+        self.postings: dict[str, dict[int, tuple[int, int, int, int]]] = {}
         # term -> ranking knobs -> {doc id: saturated BM25F term frequency}, filled lazily per query
         # term. An Add drops only the terms of the turns it touched, unless the (1%-stepped) average
         # field lengths moved: then everything. A long history's search after an Add stays warm.
         self.sat: dict[str, dict[SatKey, dict[int, float]]] = {}
-        # Every doc's position (in the order first seen), and per term and ranking the `sat` entries
-        # as numpy arrays over those positions (messages/candidates.py), dropped with `sat`'s.
+        # Every doc's position (in the order first seen), its field lengths by position (a numpy
+        # array, grown by doubling), and per term and ranking its scores as numpy arrays over those
+        # positions (messages/candidates.py), dropped whenever `sat`'s would be.
         self.ids: list[int] = []
         self.pos: dict[int, int] = {}
-        self.arrays: dict[str, dict[SatKey, Any]] = {}
+        self.lens: Any = None
+        self.arrays: dict[str, dict[SatKey, tuple[Any, Any]]] = {}
+        # term -> docs whose entry changed since its arrays were made: merged into them at the next
+        # use (scoring a whole common term again after every Add was most of an agent's search).
+        self.patches: dict[str, set[int]] = {}
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
         self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
 
@@ -195,8 +202,8 @@ class OwnerView:
         for i in range(4):
             self.len_sum[i] += d.lens[i]
         self.df.update(t for t, c in d.tf.items() if c[0])
-        for t in d.tf:
-            self.postings.setdefault(t, {})[d.id] = d
+        for t, c in d.tf.items():
+            self.postings.setdefault(t, {})[d.id] = c
 
     def apply(self, docs: list[Doc]) -> None:
         """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
@@ -218,9 +225,7 @@ class OwnerView:
                 self.tail[d.conversation_id] = d.id
                 self.last_id = d.id
             self.by_id[d.id] = d
-            if d.id not in self.pos:
-                self.pos[d.id] = len(self.ids)
-                self.ids.append(d.id)
+            self._place(d)
             if d.prev is not None:
                 d.echo = _echo(d, self.by_id[d.prev])
             self._add_stats(d)
@@ -244,12 +249,14 @@ class OwnerView:
             self.avg = avg
             self.sat.clear()
             self.arrays.clear()
+            self.patches.clear()
             return
         # Each entry depends only on its own turn: refresh the entries of the turns just parsed.
         for d in docs:
             old_terms = dropped[d.id].tf.keys() - d.tf.keys() if d.id in dropped else ()
             for t in itertools.chain(d.tf, old_terms):
-                self.arrays.pop(t, None)
+                if t in self.arrays:
+                    self.patches.setdefault(t, set()).add(d.id)
                 per_ranking = self.sat.get(t)
                 if per_ranking is None:
                     continue
@@ -267,19 +274,56 @@ class OwnerView:
         two = (docs[x.prev].prev if x.prev is not None else None, docs[x.next].next if x.next is not None else None)
         x.thread = tuple(k for k in two if k is not None and docs[k].speaker == x.speaker)
 
+    def _place(self, d: Doc) -> None:
+        """Give `d` a position (once) and store its field lengths there."""
+        import numpy as np  # here, not at the top: a command that never searches messages skips it
+
+        p = self.pos.get(d.id)
+        if p is None:
+            p = self.pos[d.id] = len(self.ids)
+            self.ids.append(d.id)
+        if self.lens is None or p >= len(self.lens):
+            grown = np.zeros((max(64, 2 * p), 4))
+            if self.lens is not None:
+                grown[: len(self.lens)] = self.lens
+            self.lens = grown
+        self.lens[p] = d.lens
+
+    def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
+        """(positions, values) of `saturated(term, key)` as numpy arrays, cached the same way."""
+        per_key = self.arrays.setdefault(term, {})
+        if term in self.patches:
+            self._merge_patches(term, per_key)
+        got = per_key.get(key)
+        if got is None:
+            got = per_key[key] = _saturate_all(self, self.postings.get(term, {}), key)
+        return got
+
+    def _merge_patches(self, term: str, per_key: dict[SatKey, tuple[Any, Any]]) -> None:
+        """The changed docs' entries of `term` scored afresh (one at a time: `_saturate`, the same
+        floats) and put in place of their old ones, in every ranking's arrays of the term."""
+        import numpy as np
+
+        changed = self.patches.pop(term)
+        docs = self.postings.get(term, {})
+        where = np.fromiter((self.pos[i] for i in changed), dtype=np.intp, count=len(changed))
+        for key, (idx, vals) in list(per_key.items()):
+            k1, w, b = key
+            fresh = [(self.pos[i], v) for i in changed if (c := docs.get(i)) is not None
+                     and (v := _saturate(c, self.by_id[i].lens, w, b, k1, self.avg)) > 0]
+            keep = ~np.isin(idx, where)
+            per_key[key] = (np.concatenate((idx[keep], np.array([p for p, _ in fresh], dtype=np.intp))),
+                            np.concatenate((vals[keep], np.array([v for _, v in fresh], dtype=np.float64))))
+
     def saturated(self, term: str, key: SatKey) -> dict[int, float]:
         """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
         count under `key` = (k1, field weights, field b). Cached until the statistics change."""
-        k1, w, b = key
-        avg = self.avg
         per_ranking = self.sat.setdefault(term, {})
         got = per_ranking.get(key)
         if got is None:
-            docs = self.postings.get(term, {})
-            values = _saturate_all([d.tf[term] for d in docs.values()], [d.lens for d in docs.values()],
-                                   w, b, k1, avg)
-            got = {i: v for i, v in zip(docs, values, strict=True) if v > 0}
-            per_ranking[key] = got
+            idx, values = self.sat_arrays(term, key)
+            ids = self.ids
+            got = per_ranking[key] = dict(zip(map(ids.__getitem__, idx.tolist()), values.tolist(), strict=True))
         return got
 
     def saturated_among(self, term: str, key: SatKey, ids: set[int] | frozenset[int]) -> dict[int, float]:
@@ -298,10 +342,11 @@ class OwnerView:
         k1, w, b = key
         avg = self.avg
         pairs = ((i, docs.get(i)) for i in ids) if len(ids) < len(docs) else \
-            ((i, d) for i, d in docs.items() if i in ids)
+            ((i, c) for i, c in docs.items() if i in ids)
+        by_id = self.by_id
         out: dict[int, float] = {}
-        for i, d in pairs:
-            if d is not None and (v := _saturate(d.tf[term], d.lens, w, b, k1, avg)) > 0:
+        for i, c in pairs:
+            if c is not None and (v := _saturate(c, by_id[i].lens, w, b, k1, avg)) > 0:
                 out[i] = v
         return out
 
