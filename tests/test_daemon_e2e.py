@@ -44,8 +44,10 @@ class Daemon:
         with self.log_path.open("wb") as log:
             self.proc = subprocess.Popen(self.cmd(), cwd=self.tmp_path, env=self.env(), stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        match = wait_for(lambda: re.search(r"listening on (http://\S+)", self.log()),
-                         "the daemon to listen", alive=self.proc)
+        # "ready" is the last line of a start: the API listens first, the background work starts after.
+        wait_for(lambda: "ready; Ctrl-C" in self.log(), "the daemon to be ready", alive=self.proc)
+        match = re.search(r"listening on (http://\S+)", self.log())
+        assert match, self.log()
         self.url = match.group(1)
         return self
 

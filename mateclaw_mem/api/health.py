@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Response
 
 from mateclaw_mem import __version__
+from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
+from mateclaw_mem.runtime.daemon_status import STATUS_PATH
 from mateclaw_mem.runtime.services import START_ORDER, Services
-from mateclaw_mem.runtime.status import model_health
+from mateclaw_mem.runtime.status import collect_in_daemon, model_health
 
 router = APIRouter(tags=["health"])
 
@@ -32,6 +35,16 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         # Per memory provider: latency, failures, breaker state (what `status` shows from the daemon).
         "providers": services.providers.status() if services.built("providers") else None,
     }
+
+
+@router.get(STATUS_PATH, dependencies=[Depends(require_api_key)],
+            summary="what `mateclaw-mem status` shows (paths, files, last writes: needs the key)")
+def status(agent: str | None = None, services: Services = Depends(get_services)) -> Response:
+    if agent:
+        services.store.require_agent(agent)  # 404 naming it, as the CLI's own check would
+    data = collect_in_daemon(services, [agent] if agent else None, health(services))
+    # Encoded as the CLI's --json encodes it, so both ways to a report give the same bytes.
+    return Response(json.dumps(data, ensure_ascii=False, default=str), media_type="application/json")
 
 
 def background_status(services: Services) -> dict[str, Any]:

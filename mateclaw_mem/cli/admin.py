@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     p = sub.add_parser("status", parents=[common], help="agents, files against budgets, last writes, runs")
     p.add_argument("agent", nargs="?", help="only this agent")
-    p.set_defaults(func=cmd_status)
+    p.set_defaults(func=cmd_status, checks_agent=True)
 
     p = sub.add_parser("serve", parents=[common], help="run the daemon (Ctrl-C or SIGTERM stops it)")
     p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
@@ -49,9 +49,17 @@ def cmd_init(ctx: CliContext) -> int:
 
 
 def cmd_status(ctx: CliContext) -> int:
-    from mateclaw_mem.runtime.status import collect
+    from mateclaw_mem.runtime.daemon_status import from_daemon
 
-    data = collect(ctx.services, [ctx.args.agent] if ctx.args.agent else None)
+    agent = ctx.args.agent
+    # A running daemon has every service open: asking it is ~10x cheaper than building them here.
+    data = from_daemon(getattr(ctx.args, "config", None), getattr(ctx.args, "workspace", None), agent)
+    if data is None:
+        from mateclaw_mem.runtime.status import collect
+
+        if agent:
+            ctx.services.store.require_agent(agent)
+        data = collect(ctx.services, [agent] if agent else None)
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
              f"workspace: {data['workspace']}  (from {data['workspace_source']})",
              f"config: {data['config']}  ({data['config_source']})" if data["config"] else "config: built-in defaults",

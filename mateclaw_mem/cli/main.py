@@ -76,6 +76,8 @@ def _require_agent(ctx: CliContext) -> None:
     face (exit 3, naming it and how to create it), before it reads, records or writes anything; only
     `init` creates agents. An omitted agent that means the default is checked by `ctx.agent()`."""
     agent = getattr(ctx.args, "agent", None)
+    if getattr(ctx.args, "checks_agent", False):
+        return  # the command checks it itself, on the path that needs it (`status` asks the daemon first)
     if isinstance(agent, str) and agent and not getattr(ctx.args, "creates_agent", False):
         ctx.services.store.require_agent(agent)
 

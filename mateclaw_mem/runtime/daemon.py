@@ -2,10 +2,10 @@
 
 It binds its port (a busy port stops it before the workspace is touched), takes the daemon lock (a
 second daemon on the same workspace refuses to start), seeds the workspace, builds every service
-(`Services.start`), starts the extraction workers, the file watcher, the scheduler and then the
-HTTP API (uvicorn, with MCP mounted at `/mcp`), writes `.mateclaw/daemon.json` (pid and URL, for
-`status`), and stops them cleanly, in reverse order, on SIGTERM / Ctrl-C: running extractions
-finish, queued ones are kept.
+(`Services.build`), starts the HTTP API (uvicorn, with MCP mounted at `/mcp`) and then the
+extraction workers, the file watcher and the scheduler (`Services.start`), writes
+`.mateclaw/daemon.json` (pid and URL, for `status`), and stops them cleanly, in reverse order, on
+SIGTERM / Ctrl-C: running extractions finish, queued ones are kept.
 
 Nothing here polls: the main thread sleeps on an Event that the signal handler sets, the watcher
 sleeps on OS file events, the scheduler on its next fire time, the workers on their queue.
@@ -142,18 +142,20 @@ class Daemon:
         t0 = time.perf_counter()
         self.services.build()
         log.info("services built in %.0f ms", (time.perf_counter() - t0) * 1000)
-        # The HTTP face is composed (routes, uvicorn's protocol modules) before the background work
-        # starts: the watcher's catch-up with the disk is CPU-bound and would otherwise slow it down.
-        server = self._prepare_http() if sock is not None else None
+        # Then the HTTP face, before the background work: every service a request can reach exists
+        # (build() sealed them), and the watcher's catch-up with the disk (CPU-bound) and the
+        # scheduler's first heartbeat would otherwise share the GIL with uvicorn's start. A request
+        # that comes before a worker runs is not lost: pending work is in state.db and start()
+        # resumes it; /health says "catching up" until the watcher's first reconcile is done.
+        # Stopped after the HTTP API (stoppers run newest first): no request meets a stopping worker.
         self.add_stopper("background work", self.services.stop)
+        if sock is not None:
+            self._start_http(self._prepare_http(), sock)
         t1 = time.perf_counter()
         self.services.start()
         log.info("background work started in %.0f ms", (time.perf_counter() - t1) * 1000)
         for job, when in self.services.scheduler.next_runs().items():
             log.info("next run: %s at %s", job, when or "never (disabled)")
-        # The API last: no request can reach a service before it is built and its workers run.
-        if server is not None and sock is not None:
-            self._start_http(server, sock)
         if self.services.model_probe is not None:  # does the model answer? In the background, once
             self.services.model_probe.start()
             self.add_stopper("model probe", self.services.model_probe.stop)
@@ -210,7 +212,7 @@ class Daemon:
         # uvicorn exposes start-up only as a flag; this short wait happens once, at start.
         deadline = time.monotonic() + HTTP_START_TIMEOUT
         while thread.is_alive() and not server.started and time.monotonic() < deadline:
-            thread.join(0.02)
+            thread.join(0.005)
         if not server.started:
             raise ConfigError(f"the HTTP API did not start on {self.host}:{bound_port}; see the log above")
         host = f"[{self.host}]" if ":" in self.host else self.host

@@ -10,8 +10,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -93,6 +91,9 @@ def probe(state_dir: Path, timeout: float = HEALTH_TIMEOUT) -> dict[str, Any]:
     out = {"running": True, **record.to_dict()}
     if record.url is None:
         return out
+    import urllib.error  # here: `status` beside a daemon reads the record without them (daemon_status.py)
+    import urllib.request
+
     try:
         # No proxy: the daemon is on this machine, and an http_proxy from the shell must not see it.
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

@@ -4,6 +4,7 @@ probe and failures per step) — plus whatever other services report through
 
 from __future__ import annotations
 
+import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,10 @@ if TYPE_CHECKING:
     from mateclaw_mem.workspace.listing import FileInfo
 
 
-def collect(services: Services, agents: list[str] | None = None) -> dict[str, Any]:
+def collect(services: Services, agents: list[str] | None = None, *,
+            daemon: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The report. `daemon` is what to say about the daemon when the daemon itself collects it
+    (`collect_in_daemon`); otherwise this process asks the pid file and the daemon's /health."""
     store = services.store
     settings = services.settings
     out: dict[str, Any] = {
@@ -26,7 +30,7 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
         "workspace_source": settings.workspace_source or None,
         "config": str(settings.config_path) if settings.config_path else None,
         "config_source": settings.config_source or None,
-        "daemon": pidfile.probe(settings.state_dir),
+        "daemon": daemon if daemon is not None else pidfile.probe(settings.state_dir),
         "owner_isolation": settings.owner_isolation,
         "agents": {},
     }
@@ -68,9 +72,36 @@ def collect(services: Services, agents: list[str] | None = None) -> dict[str, An
         out["model_health"] = _guarded(lambda: model_health(services))
     for name, reporter in services.status_reporters():
         out[name] = _guarded(reporter)
-    _watcher_from_daemon(out, services)
-    _providers_from_daemon(out, services)
+    if daemon is not None:
+        _said_by_the_daemon(out, daemon["pid"])
+    else:
+        _watcher_from_daemon(out, services)
+        _providers_from_daemon(out, services)
     return out
+
+
+def collect_in_daemon(services: Services, agents: list[str] | None, health: dict[str, Any]) -> dict[str, Any]:
+    """The report as the running daemon makes it for `mateclaw-mem status` (`GET /api/v1/status`):
+    its own record and `health` (its /health body) instead of asking itself over HTTP."""
+    pid = os.getpid()
+    record = pidfile.read(services.settings.state_dir)
+    if record is not None and record.pid == pid:
+        daemon: dict[str, Any] = {"running": True, **record.to_dict()}
+    else:  # asked in the moment before the pid file is written
+        from mateclaw_mem import __version__
+
+        daemon = {"running": True, "pid": pid, "url": None, "started_at": "", "version": __version__}
+    daemon["health"] = health
+    return collect(services, agents, daemon=daemon)
+
+
+def _said_by_the_daemon(out: dict[str, Any], pid: int) -> None:
+    """Worded as a `status` run beside the daemon words them: the live parts are the daemon's."""
+    watcher = (out.get("index") or {}).get("watcher") if isinstance(out.get("index"), dict) else None
+    if isinstance(watcher, dict) and isinstance(watcher.get("state"), str):
+        watcher["state"] = f"{watcher['state']} (in the daemon, pid {pid})"
+    if isinstance(out.get("providers"), dict) and "error" not in out["providers"]:
+        out["providers"]["source"] = f"the daemon (pid {pid})"
 
 
 def model_health(services: Services) -> dict[str, Any]:

@@ -204,15 +204,13 @@ class MessageStorage:
         return len(dirty)
 
     checkpoints: WalCheckpoints | None = None
-
     def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
         """Let `checkpoints` checkpoint this file in the background (see db.WalCheckpoints)."""
         checkpoints.adopt(self._conn, self.lock, self.path)
         self.checkpoints = checkpoints
 
     def committed(self, *, documents: bool = True) -> None:
-        """Call after every commit through this connection: `documents` (changed, so the views
-        parse afresh; vectors alone are not), and the background checkpoints' cue."""
+        """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
         self.writes += documents
         if self.checkpoints is not None:
             self.checkpoints.wrote(self.path)
@@ -427,11 +425,9 @@ class MessageStorage:
         return self._conn.execute("PRAGMA data_version").fetchone()[0], self.writes
 
     def summary(self, agent: str, owner: str | None) -> sqlite3.Row:
-        """Last turn id (0: none), last fact id (FACT_BASE: none) and index generation of one owner.
-
-        Three index seeks: the COUNT(*) this once held read every one of the owner's documents
-        (7 ms at 30,000), once per search after every Add. Documents are only ever appended or
-        rewritten in place; whatever removes or rewrites them bumps the generation."""
+        """Last turn id (0: none), last fact id (FACT_BASE: none) and index generation of one owner:
+        index seeks (a COUNT(*) here read all of an owner's documents, 7 ms at 30,000, per search
+        after every Add). Documents are appended; whatever removes or rewrites them bumps the generation."""
         key = (agent, owner_column(owner))
         return self._conn.execute(
             "SELECT COALESCE((SELECT MAX(id) FROM docs WHERE agent = ? AND owner = ? AND id < ?), 0) AS last,"
