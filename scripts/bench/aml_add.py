@@ -27,6 +27,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
+from _figures import record  # scripts/bench/_figures.py
 
 REPO = Path(__file__).resolve().parents[2]
 _VOCABULARY = ("camping trip lake painting sunset adoption agency support group pottery class museum dinosaurs"
@@ -165,6 +166,16 @@ def main() -> None:
           f" per server per client count, {args.users} users")
     print(f"| {'figure':<31} | {'mateclaw-mem':>12} | {'floor':>10} | {'ratio':>6} |")
     print(f"|{'-' * 33}|{'-' * 14}|{'-' * 12}|{'-' * 8}|")
+    for figure, unit, o, f in rows:
+        kind, what = figure.split()[0], figure.split()[1].rstrip(",")
+        goal, met = "", None
+        if kind == "Add" and what == "throughput":
+            goal, met = ">= 0.5x the floor", o / f >= 0.5
+        elif kind == "Add" and what == "p50":
+            goal, met = "<= 2 ms", o <= 2
+        elif kind == "Search" and what == "p50":
+            goal, met = "<= 1.3x the floor", o / f <= 1.3
+        record(f"AML {figure}", o, "ms" if unit == "ms" else "req/s", ref=f, ref_name="floor", goal=goal, met=met)
     for figure, unit, o, f in sorted(rows, key=lambda r: r[0].split()[0]):  # Adds, then Searches
         u = "ms" if unit == "ms" else "/s"
         print(f"| {figure:<31} | {o:>9.2f} {u} | {f:>7.2f} {u} | {o / f:>5.2f}× |")

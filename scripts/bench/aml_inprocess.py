@@ -29,6 +29,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+from _figures import record  # scripts/bench/_figures.py (this script's folder is on sys.path)
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
@@ -186,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     for name, sub in [(str(c), [r for r in rows if r["category"] == c]) for c in cats] + [("overall", rows)]:
         a = bench.aggregate(sub)
         print(f"{name:<14} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f} {a['recall@2k']:>7.4f}")
+    overall = bench.aggregate(rows)
+    # The ranking figures before issue 22's speed work: none may drop.
+    for name, key, before in (("Hit@1", "hit@1", 0.5612), ("Hit@10", "hit@10", 0.8765), ("MRR", "mrr", 0.6706),
+                              ("R@2k", "recall@2k", 0.9335)):
+        record(f"AML LoCoMo dev {name}", overall[key], "", ref=before, ref_name="before",
+               goal=f">= {before}", met=overall[key] >= before - 5e-5)
     tune = set(filter(None, args.split.split(",")))
     if tune:
         for name, sub in (("tune", [r for r in rows if r["sample_id"] in tune]),

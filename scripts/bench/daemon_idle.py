@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _figures import record  # scripts/bench/_figures.py (this script's folder is on sys.path)
+
 SETTLE_SECONDS = 3.0
 
 
@@ -94,6 +96,8 @@ def main() -> int:
         print(f"  RSS          start {rss0 / mb:6.1f} MB   end {rss1 / mb:6.1f} MB   peak {peak / mb:6.1f} MB"
               f"   (aim < 120 MB)")
         print(f"  CPU          {cpu1 - cpu0:6.2f} s used   {100 * (cpu1 - cpu0) / elapsed:5.2f} % of one core")
+        record("idle daemon RSS (end)", rss1 / mb, "MB", goal="< 120 MB", met=rss1 / mb < 120)
+        record("idle daemon CPU", 100 * (cpu1 - cpu0) / elapsed, "% of a core")
         print(f"  threads      {threads}")
         print(f"  ctx switches {(sw1 - sw0) / elapsed:6.1f} /s (all threads)")
         print(f"  stop         exit code {code} after SIGTERM")

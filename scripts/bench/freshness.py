@@ -33,6 +33,7 @@ from pathlib import Path
 
 import httpx
 from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
+from _figures import record  # scripts/bench/_figures.py
 
 SEARCH = "/api/v1/agents/default/workspace/memory/search"
 POLL = 0.005
@@ -139,6 +140,9 @@ def main() -> int:
                     print(f"hand edit -> searchable over HTTP ({len(ms)} saves, {style}, ~1k sections)")
                     print(f"  median {statistics.median(ms):7.1f} ms   p95 {pct(ms, 0.95):7.1f} ms   "
                           f"max {max(ms):7.1f} ms   (aim <= 250 / <= 500)")
+                    med, p95 = statistics.median(ms), pct(ms, 0.95)
+                    record(f"hand edit -> searchable median ({style})", med, "ms", goal="<= 250 ms", met=med <= 250)
+                    record(f"hand edit -> searchable p95 ({style})", p95, "ms", goal="<= 500 ms", met=p95 <= 500)
 
                 burst = notes / "burst"
                 burst.mkdir()
@@ -155,12 +159,14 @@ def main() -> int:
                 all_found = time.monotonic() - start
                 print(f"burst of {args.burst} new files (written in {written * 1000:.0f} ms)")
                 print(f"  all searchable {all_found * 1000:7.0f} ms after the first write")
+                record(f"burst of {args.burst} new files: all searchable", all_found * 1000, "ms")
                 time.sleep(1.0)
                 c0 = cpu_seconds(proc.pid)
                 time.sleep(args.idle)
                 used = cpu_seconds(proc.pid) - c0
                 print(f"idle after the burst: {used:.2f} s CPU over {args.idle:.0f} s "
                       f"({100 * used / args.idle:.2f} % of one core)")
+                record("idle CPU after the burst", 100 * used / args.idle, "% of a core")
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
