@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -75,8 +75,10 @@ TITLE_TF = 2
 COVERAGE_BONUS = 1.0
 PHRASE_BONUS = 1.2
 # Chunk matches FTS5 may rank per search (see `_candidates`). Ranking costs ~3 µs a match; at 100k
-# sections 1500 instead of 3000 cut p95 by a quarter with the same source-section recall.
-CANDIDATE_BUDGET = 1500
+# sections 1500 instead of 3000 cut p95 by a quarter with the same source-section recall. 1200: the
+# LoCoMo conversation figures of 1500 (scripts/bench/search_weights.py; 1000 lost R@2k 0.0001) and a
+# fifth less time at 50k sections (scripts/bench/vs_basic_memory.py).
+CANDIDATE_BUDGET = 1200
 # Weights for kinds the settings do not name (settings keys win).
 _KIND_KEYS = {"memory": "MEMORY.md", "profile": "PROFILE.md", "agents": "AGENTS.md", "soul": "SOUL.md",
               "dreams": "DREAMS.md", CONVERSATION: "conversations"}
@@ -188,10 +190,13 @@ class SearchService:
         warnings: list[str] = []
         if not terms:
             return SearchResult(query, scope, [], warnings=["the query has no searchable words"])
-        pool = max(30, limit * 3)
+        # Candidates per FTS expression: with near-duplicate notes (50k sections of LoCoMo-like
+        # chat) the answer sat below a pool of 30 (Hit@1 0.84 -> 0.98 with the frame words out).
+        pool = max(40, limit * 4)
         n_docs, avgdl = self.index.corpus_stats()
         dfs = self.index.doc_freqs(terms)
-        cands = self._candidates(terms, dfs, n_docs, agent=agent, owners=owners, scope=scope, pool=pool)
+        cands = self._candidates(_finding_terms(terms), dfs, n_docs, agent=agent, owners=owners, scope=scope,
+                                 pool=pool)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
         for s in scored:  # before fusion: the keyword side fused is the keyword ranking as shown
             s.score *= self._weight(s.cand) * self._recency(s.cand)
@@ -239,15 +244,16 @@ class SearchService:
             total += df
         found: dict[int, Candidate] = {}
 
+        scopes = [(agent, owners), (GLOBAL, [None])] if agent != GLOBAL else [(agent, owners)]
+
         def add(expr: str, ranked: bool) -> None:
-            for where, who in ((agent, owners), (GLOBAL, [None])):
-                for c in self.index.match(expr, agent=where, owners=who, scope=scope, limit=pool, ranked=ranked):
-                    found.setdefault(c.id, c)
+            for c in self.index.match(expr, scopes=scopes, scope=scope, limit=pool, ranked=ranked):
+                found.setdefault(c.id, c)
 
         if any(dfs.get(t, 0) for t in rare):
             add(fts_query(rare), ranked=True)
         present = [t for t in terms if dfs.get(t, 0)]
-        if len(present) > 1 and len(rare) < len(terms):
+        if len(present) > 1:  # the chunks holding every word: few, and the best the OR may crowd out
             expected = n_docs * math.prod(dfs[t] / max(n_docs, 1) for t in present)
             add(" AND ".join(_quote(t) for t in present), ranked=expected <= CANDIDATE_BUDGET)
         if not found and present and not rare:
@@ -263,24 +269,26 @@ class SearchService:
         avgdl = avgdl or 1.0
         idf = {t: math.log(1 + (n_docs - dfs.get(t, 0) + 0.5) / (dfs.get(t, 0) + 0.5)) for t in terms}
         idf_total = sum(idf.values()) or 1.0
-        phrase = " ".join(query.lower().split())
+        words = query.lower().split()
+        # The whole query as it reads, in any spacing: what `phrase in " ".join(text.lower().split())`
+        # found, without normalising every candidate's text.
+        phrase = re.compile(r"\s+".join(map(re.escape, words))) if len(" ".join(words)) >= 2 else None
         out = []
         for c in cands:
-            counts = Counter(c.tokens.split())
-            # The indexed title tokens: re-tokenizing every candidate's title cost more than the rest.
-            for t in c.title_tokens.split():
-                counts[t] += TITLE_TF
-            dl = sum(counts.values()) or 1
+            # The indexed body and title tokens (re-tokenizing every candidate's title cost more than
+            # the rest); only the query terms are counted, the length is every token's.
+            body, title = c.tokens.split(), c.title_tokens.split()
+            dl = (len(body) + TITLE_TF * len(title)) or 1
             rel = 0.0
             covered = set()
             for t in terms:
-                tf = counts.get(t, 0)
+                tf = body.count(t) + TITLE_TF * title.count(t)
                 if tf:
                     covered.add(t)
                     rel += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
             coverage = sum(idf[t] for t in covered) / idf_total
             score = rel * (1 + COVERAGE_BONUS * coverage)
-            if len(phrase) >= 2 and phrase in " ".join(c.text.lower().split()):
+            if phrase is not None and phrase.search(c.text.lower()):
                 score *= PHRASE_BONUS
             out.append(_Scored(c, keyword=score, score=score, covered=covered))
         out.sort(key=lambda s: -s.keyword)
@@ -368,7 +376,19 @@ def _quote(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
+# The frame of a question about what was said ("what did Mira say about ...", "when did I mention
+# ..."): the notes hold what was said, rarely the verb, so as a search word it only pulls in every
+# note that happens to use it (and, in the AND of all the words, keeps the answer out).
+_FRAMING = frozenset(tokenize("say said says tell told talk talked mention mentioned"))
+
+
 def _query_terms(query: str) -> list[str]:
     tokens = list(dict.fromkeys(tokenize(query)))
     content = [t for t in tokens if t not in STOPWORDS]
     return content or tokens
+
+
+def _finding_terms(terms: list[str]) -> list[str]:
+    """The terms that choose candidates: without a question's frame (`_FRAMING`), which still
+    counts when the candidates are scored."""
+    return [t for t in terms if t not in _FRAMING] or terms

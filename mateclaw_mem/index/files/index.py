@@ -166,11 +166,11 @@ class FileIndex:
     # -- queries ---------------------------------------------------------------------------------
 
     def match(
-        self, expr: str, *, agent: str, owners: Sequence[str | None], scope: str, limit: int, ranked: bool = True,
-        title_weight: float = 2.0,
+        self, expr: str, *, scopes: Sequence[tuple[str, Sequence[str | None]]], scope: str, limit: int,
+        ranked: bool = True, title_weight: float = 2.0,
     ) -> list[Candidate]:
-        """Chunks matching an FTS5 expression (see `query.match`)."""
-        return query.match(self._db, expr, agent=agent, owners=owners, scope=scope, limit=limit, ranked=ranked,
+        """Chunks matching an FTS5 expression in any of `scopes`, (agent, owners) pairs (see `query.match`)."""
+        return query.match(self._db, expr, scopes=scopes, scope=scope, limit=limit, ranked=ranked,
                            title_weight=title_weight)
 
     def chunks_by_ids(self, ids: list[int]) -> list[Candidate]:

@@ -48,16 +48,16 @@ def match(
     db: FileStorage,
     match: str,
     *,
-    agent: str,
-    owners: Sequence[str | None],
+    scopes: Sequence[tuple[str, Sequence[str | None]]],
     scope: str,
     limit: int,
     ranked: bool = True,
     title_weight: float = 2.0,
 ) -> list[Candidate]:
-    """Chunks matching an FTS5 expression, in the agent/owners/scope given (owner None: the shared
-    ones), best bm25 first (`ranked=False`: newest rows first, without bm25; they come back with
-    `bm25 = 0`).
+    """Chunks matching an FTS5 expression in any of `scopes` ((agent, owners) pairs; owner None: the
+    shared ones) and the scope kind given, best bm25 first (`ranked=False`: newest rows first,
+    without bm25; they come back with `bm25 = 0`). One query for all the pairs: FTS5 scores the
+    whole expression each time it runs, and an agent's search and GLOBAL's asked it twice.
 
     Ranked, the scope is checked on the `chunks` row of each match, not by tag tokens in the
     MATCH: FTS5's bm25 computes an IDF for every phrase of the expression by walking its whole
@@ -68,26 +68,33 @@ def match(
 
     No column filter (`{title body} : ...`) on purpose: it makes FTS5 read every position list
     (5x slower at 10k chunks), and tag tokens are 17-character hashes no query word equals."""
-    stored = [owner_column(o) for o in owners]
+    pairs = [(agent, [owner_column(o) for o in owners]) for agent, owners in scopes if owners]
+    if not pairs:
+        return []
     if ranked:
-        where = ["c.agent = ?", f"c.owner IN ({','.join('?' * len(stored))})"]
-        params: list = [match, agent, *stored]
+        who = " OR ".join(f"(k.agent = ? AND k.owner IN ({','.join('?' * len(o))}))" for _, o in pairs)
+        where = [f"({who})"]
+        params: list = [*(x for agent, o in pairs for x in (agent, *o))]
         if scope != "all":
             kinds = SCOPES[scope]
-            where.append(f"c.kind IN ({','.join('?' * len(kinds))})")
+            where.append(f"k.kind IN ({','.join('?' * len(kinds))})")
             params.extend(kinds)
-        params.append(limit)
+        bm = f"bm25(fts, {float(title_weight)}, 1.0, 0.0)"
+        cond = " AND ".join(where)
         # The inner select sorts narrow (id, bm) rows; the wide columns are read for the winners only.
         sql = (
             "SELECT c.*, t.body AS tokens, t.title AS title_tokens, f.bm AS bm FROM ("
             f"  SELECT m.rowid AS id, m.bm AS bm FROM ("
-            f"    SELECT rowid, bm25(fts, {float(title_weight)}, 1.0, 0.0) AS bm FROM fts WHERE fts MATCH ?"
+            f"    SELECT rowid, {bm} AS bm FROM fts WHERE fts MATCH ?"
             "  ) AS m JOIN chunks AS k ON k.id = m.rowid"
-            f"  WHERE {' AND '.join(w.replace('c.', 'k.') for w in where)} ORDER BY m.bm LIMIT ?"
+            f"  WHERE {cond} ORDER BY m.bm LIMIT ?"
             ") AS f JOIN chunks AS c ON c.id = f.id JOIN fts AS t ON t.rowid = f.id ORDER BY f.bm, f.id"
         )
+        params = [match, *params, limit]
     else:
-        filters = [_quote(tag("a", agent)), "(" + " OR ".join(_quote(tag("o", o)) for o in stored) + ")"]
+        who = " OR ".join(f"({_quote(tag('a', agent))} AND ({' OR '.join(_quote(tag('o', x)) for x in o)}))"
+                          for agent, o in pairs)
+        filters = [f"({who})"]
         if scope != "all":
             filters.append(_quote(tag("s", scope)))
         params = [f"({match}) AND " + " AND ".join(filters), limit]
@@ -99,7 +106,8 @@ def match(
     return [_candidate(r, r["bm"]) for r in db.read(sql, params)]
 
 
-def chunks_by_ids(db: FileStorage, ids: list[int]) -> list[Candidate]:
+def chunks_by_ids(db: FileStorage, ids: list[int], bm25: dict[int, float] | None = None) -> list[Candidate]:
+    """The chunks with these ids (any order), with their bm25 when given (else 0)."""
     if not ids:
         return []
     marks = ",".join("?" * len(ids))
@@ -107,7 +115,7 @@ def chunks_by_ids(db: FileStorage, ids: list[int]) -> list[Candidate]:
         f"SELECT c.*, f.body AS tokens, f.title AS title_tokens FROM chunks c JOIN fts f ON f.rowid = c.id"
         f" WHERE c.id IN ({marks})", ids
     )
-    return [_candidate(r, 0.0) for r in rows]
+    return [_candidate(r, bm25.get(r["id"], 0.0) if bm25 else 0.0) for r in rows]
 
 
 def scope_chunks(
@@ -138,9 +146,20 @@ def corpus_stats(db: FileStorage) -> tuple[int, float]:
 
 
 def doc_freqs(db: FileStorage, terms: list[str]) -> dict[str, int]:
-    """How many chunks hold each term (any column; tag tokens never collide with words)."""
+    """How many chunks hold each term (any column; tag tokens never collide with words). Cached per
+    reading connection until the database changes: `fts_vocab` walks each term's doclist."""
     if not terms:
         return {}
-    marks = ",".join("?" * len(terms))
-    rows = db.read(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})", terms)
-    return {r["term"]: r["doc"] for r in rows}
+    version = db.reader().execute("PRAGMA data_version").fetchone()[0]
+    cache = getattr(db.local, "dfs", None)
+    if cache is None or cache[0] != version or len(cache[1]) > 4096:
+        cache = db.local.dfs = (version, {})
+    known: dict[str, int | None] = cache[1]
+    missing = [t for t in dict.fromkeys(terms) if t not in known]
+    if missing:
+        marks = ",".join("?" * len(missing))
+        found = {r["term"]: r["doc"] for r in db.read(f"SELECT term, doc FROM fts_vocab WHERE term IN ({marks})",
+                                                      missing)}
+        for t in missing:
+            known[t] = found.get(t)
+    return {t: df for t in terms if (df := known[t]) is not None}
