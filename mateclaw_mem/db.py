@@ -13,9 +13,11 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
+
+BUSY_TIMEOUT_MS = 30000
 
 
 def owner_column(owner: str | None) -> str:
@@ -29,7 +31,7 @@ def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connectio
     conn.row_factory = sqlite3.Row
     _wal(conn)
     conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute("PRAGMA busy_timeout=30000")
+    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
     return conn
 
@@ -63,6 +65,23 @@ def immediate(conn: sqlite3.Connection, lock: threading.RLock | threading.Lock) 
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+@contextmanager
+def no_busy_wait(conn: sqlite3.Connection) -> Iterator[None]:
+    """Within: a locked database raises at once ("database is locked") instead of waiting up to
+    the busy timeout. For work on the event loop that has a waiting path to fall back to. The
+    caller holds the connection's lock (the setting is the connection's)."""
+    conn.execute("PRAGMA busy_timeout=0")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+
+
+def is_busy(exc: BaseException) -> bool:
+    """An SQLite error that says another connection holds the lock (retry, or wait elsewhere)."""
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
 META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -125,6 +144,16 @@ class SharedConnection:
             self._conn.close()
 
     _checkpoints: WalCheckpoints | None = None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of the connection holds (`without_waiting` callers take it first)."""
+        return self._lock
+
+    def without_waiting(self) -> AbstractContextManager[None]:
+        """Hold `lock` for this: SQLite answers "busy" at once instead of waiting for another
+        process's write (see `no_busy_wait`)."""
+        return no_busy_wait(self._conn)
 
     def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
         """Let `checkpoints` checkpoint this file in the background (see WalCheckpoints)."""

@@ -130,6 +130,17 @@ def add_answer(body: AddRequest, aml: AmlService) -> bytes:
     ).encode()
 
 
+def add_answer_now(body: AddRequest, aml: AmlService) -> bytes | None:
+    """`add_answer` if it can be had without waiting (`AmlService.add_json_now`), else None."""
+    stored = aml.add_json_now(
+        body.request_id,
+        body.user_id,
+        body.session_id,
+        [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages],
+    )
+    return None if stored is None else stored.encode()
+
+
 def _parts(content: str | list[Any]) -> str | list[dict[str, Any]]:
     return content if isinstance(content, str) else [p.model_dump(exclude_none=True) for p in content]
 

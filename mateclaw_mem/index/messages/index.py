@@ -14,13 +14,15 @@ boosts, pure functions of a view and a query).
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
-from mateclaw_mem.db import WalCheckpoints, immediate
+from mateclaw_mem.db import WalCheckpoints, immediate, no_busy_wait
 from mateclaw_mem.index.dense import Embedder
 from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.ranking import Ranking, rank
@@ -60,6 +62,15 @@ class MessageIndex:
         # Embeddings configured: turn vectors fused into the ranking (messages/dense.py); else None
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
+
+    @property
+    def lock(self) -> threading.RLock:
+        """The lock every use of the index holds (`without_waiting` callers take it first)."""
+        return self._lock
+
+    def without_waiting(self) -> AbstractContextManager[None]:
+        """Hold `lock` for this: a locked index file raises at once (db.no_busy_wait)."""
+        return no_busy_wait(self._storage._conn)
 
     def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
         """Let `checkpoints` checkpoint the index file in the background (see db.WalCheckpoints)."""

@@ -330,7 +330,7 @@ class OwnerView:
         """`saturated(term, key)` restricted to `ids`: from the cache when the term has been scored
         whole, else computed for those turns only (feedback terms are scored within a few hundred
         candidates; scoring all 10,000 turns holding a word to read 300 of them was most of a cold
-        search in a long history). Not cached: the same values the whole term's entry would hold."""
+        search in a long history; such a partial answer is not cached). The same values either way."""
         cached = self.sat.get(term, {}).get(key)
         if cached is not None:
             if len(cached) <= len(ids):
@@ -339,6 +339,9 @@ class OwnerView:
         docs = self.postings.get(term)
         if not docs:
             return {}
+        if len(docs) <= 8 * len(ids):  # not many more turns than asked for: score (and keep) the whole term
+            cached = self.saturated(term, key)
+            return {i: v for i, v in cached.items() if i in ids}
         k1, w, b = key
         avg = self.avg
         pairs = ((i, docs.get(i)) for i in ids) if len(ids) < len(docs) else \
