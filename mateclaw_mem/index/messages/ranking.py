@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from mateclaw_mem.index.lexicon import related
 from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.storage import FIELDS
-from mateclaw_mem.index.messages.view import OwnerView, SatKey
+from mateclaw_mem.index.messages.view import Doc, OwnerView, SatKey
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, tokenize
 
 _COUNT_RE = re.compile(r"\bhow (?:many|much|old|often|far)\b", re.IGNORECASE)
@@ -171,7 +171,8 @@ def _rank(
     groups = related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values() \
         if r.lexicon_down or r.lexicon_up else ()
     raw = candidates(view, qweights, groups, r.sat_key(), r.max_candidates)
-    by_id = _boosted(view, raw, boosted, when, count, known_names, r)
+    factors: dict[int, tuple[float, ...]] = {}
+    by_id = _boosted(view, raw, boosted, when, count, known_names, r, factors)
     if not by_id:
         return []
 
@@ -184,7 +185,7 @@ def _rank(
             scores = dict(raw)
             for i, v in _raw(view, extra, r, within=None if r.prf_requery else raw.keys()).items():
                 scores[i] = scores.get(i, 0.0) + v
-        return _settle(view, _boosted(view, scores, boosted, when, count, known_names, r), r)
+        return _settle(view, _boosted(view, scores, boosted, when, count, known_names, r, factors), r)
 
     flat = _feedback(view, by_id, qweights, r) if r.prf_docs and r.prf_terms and r.prf_weight else {}
     final = expanded(flat) if flat else _settle(view, by_id, r)
@@ -316,28 +317,43 @@ def _raw(
 
 def _boosted(
     view: OwnerView, raw: dict[int, float], named: set[str], when: bool, count: bool,
-    known_names: set[str] | None, r: Ranking,
+    known_names: set[str] | None, r: Ranking, factors: dict[int, tuple[float, ...]] | None = None,
 ) -> dict[int, float]:
+    """Each turn's score times its boosts, in a fixed order. `factors` keeps each turn's boosts
+    for the next call of the same query (a search boosts the same turns up to three times); the
+    products are the same floats either way."""
     out = {}
     for i, s in raw.items():
-        d = view.by_id[i]
-        if r.question_mode == "share":
-            s *= 1.0 - (1.0 - r.question_penalty) * d.question_share
-        elif d.is_question:
-            s *= r.question_penalty
-        if d.echo:
-            s *= 1.0 - r.echo_penalty * d.echo
-        if d.speaker in named:
-            s *= r.speaker_boost
-        if when and d.has_time:
-            s *= r.when_boost
-        if count and d.has_number:
-            s *= r.count_boost
-        if known_names is not None and not d.names <= known_names:
-            s *= r.name_boost
+        fs = factors.get(i) if factors is not None else None
+        if fs is None:
+            fs = _factors(view.by_id[i], named, when, count, known_names, r)
+            if factors is not None:
+                factors[i] = fs
+        for f in fs:
+            s *= f
         if s > 0:
             out[i] = s
     return out
+
+
+def _factors(d: Doc, named: set[str], when: bool, count: bool, known_names: set[str] | None,
+             r: Ranking) -> tuple[float, ...]:
+    fs: list[float] = []
+    if r.question_mode == "share":
+        fs.append(1.0 - (1.0 - r.question_penalty) * d.question_share)
+    elif d.is_question:
+        fs.append(r.question_penalty)
+    if d.echo:
+        fs.append(1.0 - r.echo_penalty * d.echo)
+    if d.speaker in named:
+        fs.append(r.speaker_boost)
+    if when and d.has_time:
+        fs.append(r.when_boost)
+    if count and d.has_number:
+        fs.append(r.count_boost)
+    if known_names is not None and not d.names <= known_names:
+        fs.append(r.name_boost)
+    return tuple(fs)
 
 
 def _feedback(
