@@ -17,8 +17,8 @@ use the checkout's `workspace/` from any folder.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 APP_DIR = "mateclaw-mem"
 CONFIG_NAME = "mateclaw.yaml"
@@ -27,8 +27,7 @@ WORKSPACE_ENV = "MATECLAW_WORKSPACE"
 ENV_PREFIX = "MATECLAW_"
 
 
-@dataclass(frozen=True)
-class ConfigChoice:
+class ConfigChoice(NamedTuple):  # not a dataclass: `status` beside a daemon would import `dataclasses` for it
     path: Path | None  # None = built-in defaults
     explicit: bool  # named by --config / $MATECLAW_CONFIG: a missing file is an error
     source: str  # how it was chosen, for `status` and error messages

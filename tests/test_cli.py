@@ -125,3 +125,40 @@ def test_serve_refuses_a_port_that_is_not_one_before_touching_the_workspace(cli,
         cli("serve", "--port", port)
     assert exc.value.code == 2
     assert not (tmp_path / "workspace").exists()
+
+
+def test_commands_names_the_module_of_every_command() -> None:
+    import argparse
+    import importlib
+
+    from mateclaw_mem.cli.main import COMMAND_MODULES, COMMANDS, _common
+
+    registered = {}
+    for name in COMMAND_MODULES:
+        sub = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"mateclaw_mem.cli.{name}").register(sub, _common())
+        registered.update(dict.fromkeys(sub.choices, name))
+    assert registered == COMMANDS
+
+
+@pytest.mark.parametrize("argv", [
+    ["status"], ["--workspace", "ws", "--json", "status", "default"], ["--work=ws", "--js", "ls", "default"],
+    ["--conf", "c.yaml", "search", "tomato", "--limit", "3"], ["facts", "list"], ["learn", "show"],
+    ["serve", "--port", "0"], ["write-memory", "default", "MEMORY.md", "--strategy", "append", "--text", "x"],
+])
+def test_one_commands_parser_reads_argv_as_every_parser_does(argv: list[str]) -> None:
+    from mateclaw_mem.cli.main import _command, build_parser
+
+    assert _command(argv) == next(a for a in argv if not a.startswith("-") and a not in ("ws", "c.yaml"))
+    full, one = build_parser(), build_parser(argv)
+    assert len(one._subparsers._group_actions[0].choices) < len(full._subparsers._group_actions[0].choices)
+    assert vars(one.parse_args(argv)) == vars(full.parse_args(argv))
+
+
+@pytest.mark.parametrize("argv", [[], ["-h"], ["--version"], ["--help", "status"], ["--", "status"],
+                                  ["--workspace"], ["no-such-command"]])
+def test_anything_but_a_command_first_gets_every_parser(argv: list[str]) -> None:
+    from mateclaw_mem.cli.main import COMMANDS, build_parser
+
+    choices = build_parser(argv)._subparsers._group_actions[0].choices
+    assert set(choices) == set(COMMANDS)

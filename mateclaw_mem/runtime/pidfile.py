@@ -10,16 +10,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 FILE_NAME = "daemon.json"
 HEALTH_TIMEOUT = 1.5  # seconds; a daemon that cannot answer /health that fast is reported as such
 
 
-@dataclass(frozen=True)
-class DaemonRecord:
+class DaemonRecord(NamedTuple):  # not a dataclass: `dataclasses` (inspect, ast) is ~8 ms of `status`
     pid: int
     url: str | None  # None: the daemon runs without HTTP
     started_at: str

@@ -125,11 +125,14 @@ def walk_files(
         for dirpath, dirnames, filenames in os.walk(base):
             skip_owners = not owner_isolation and os.path.normpath(dirpath) == os.path.normpath(base)
             dirnames[:] = sorted(d for d in dirnames if not d.startswith(".") and not (skip_owners and d == OWNERS_DIR))
+            # `locate` of each file, its folder's half done once per folder: per file it cost ~40 us,
+            # and `status` and every reconcile walk all of a big workspace's daily notes.
+            folder, folder_path = _parts(root, dirpath), Path(dirpath)
             for fn in sorted(filenames):
                 if fn.startswith("."):
                     continue
-                path = Path(dirpath) / fn
-                where = locate(root, path, owner_isolation=owner_isolation)
+                path = folder_path / fn
+                where = _split((*folder, fn), owner_isolation=owner_isolation) if folder else None
                 if not fn.endswith(".md"):
                     where = _extra(root, path, owner_isolation, also)
                     if where is None:
@@ -145,6 +148,16 @@ def walk_files(
                 except OSError:
                     continue
                 yield DiskFile(name, where[1], where[2], path, st.st_mtime, st.st_size)
+
+
+def _parts(root: Path, dirpath: str) -> tuple[str, ...] | None:
+    """`locate`'s path parts of a folder (its files add their name), or None when no file in it can be
+    a memory file: outside the root, or in a hidden folder."""
+    try:
+        parts = Path(os.path.abspath(dirpath)).relative_to(os.path.abspath(root)).parts
+    except ValueError:
+        return None
+    return None if not parts or any(p.startswith(".") for p in parts) else parts
 
 
 def _extra(root: Path, path: Path, owner_isolation: bool,

@@ -7,6 +7,8 @@ one-shot CLI `search`, on a workspace of daily notes (default 10,000 `##` sectio
 The workspace is indexed once (one `serve` run) before timing, as a user's would be: the figures
 are the start of a daemon on a workspace it already knows, not a first full index. "healthy" is the
 first 200 from `/health`; its `index` field says whether catch-up was still running at that moment.
+The rows under it split that start by the daemon's own log lines: everything before its first line
+is the interpreter, the imports and the settings.
 
 Bytecode: an installed package has its `.pyc` files (pip writes them), but a checkout run with
 `PYTHONDONTWRITEBYTECODE=1` recompiles every module edited since its last `.pyc` on every start
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -27,7 +30,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from datetime import date, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,17 +64,38 @@ def free_port() -> int:
 def start_daemon(ws: Path, log: Path) -> tuple[subprocess.Popen, int, float, dict]:
     port = free_port()
     t0 = time.perf_counter()
+    wall0 = time.time()  # the log's timestamps are wall-clock
     proc = subprocess.Popen([*CLI, "--workspace", str(ws), "serve", "--port", str(port), "--log-level", "INFO"],
                             cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1) as r:
                 body = json.loads(r.read())
+            body["_phases"] = phases(log, wall0)
             return proc, port, (time.perf_counter() - t0) * 1000, body
         except OSError:
             if proc.poll() is not None:
                 sys.exit(f"the daemon exited ({proc.returncode}); its log:\n{log.read_text()}")
             time.sleep(0.005)
+
+
+def phases(log: Path, wall0: float) -> dict[str, float]:
+    """Where a start went, from the daemon's own log lines: until its first line (the interpreter,
+    the imports, the settings), `services built in`, `HTTP API composed in`, and its first line to
+    `listening on`. Empty when the log does not have them (an older or newer wording)."""
+    out: dict[str, float] = {}
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            at = datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        except ValueError:
+            continue
+        out.setdefault("first log line", (at - wall0) * 1000)
+        if m := re.search(r"(services built|HTTP API composed) in (\d+) ms", line):
+            out[m.group(1)] = float(m.group(2))
+        if "listening on" in line:
+            out["first log line to listening"] = (at - wall0) * 1000 - out["first log line"]
+            break
+    return out
 
 
 def stop_daemon(proc: subprocess.Popen) -> None:
@@ -117,14 +141,17 @@ def main() -> None:
         proc, port, _, _ = start_daemon(ws, log)  # the first run indexes everything
         wait_caught_up(port)
         stop_daemon(proc)
-        starts, states = [], []
+        starts, states, parts = [], [], []
         for _ in range(opts.runs):
             proc, port, ms, body = start_daemon(ws, log)
             starts.append(ms)
+            parts.append(body.pop("_phases"))
             states.append((body.get("index") or {}).get("state", "-"))
             wait_caught_up(port)
             stop_daemon(proc)
         rows = [("daemon start to healthy", statistics.median(starts), f"index at first 200: {states[0]}")]
+        for name in parts[0]:
+            rows.append((f"  {name}", statistics.median(p.get(name, 0.0) for p in parts), "(from its log)"))
         rows.append(("status (no daemon)", cli_ms(ws, ["status"], opts.runs), ""))
         rows.append(("search (one-shot, no daemon)", cli_ms(ws, ["search", "tomato river"], opts.runs), ""))
         proc, port, _, _ = start_daemon(ws, log)

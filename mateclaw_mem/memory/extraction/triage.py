@@ -42,7 +42,7 @@ def worth_extracting(text: str) -> bool:
             return True
         if _ACK.match(s):
             continue
-        words = len(re.findall(r"[A-Za-z0-9]+", s)) + len(rules.CJK.findall(s)) // 2
+        words = len(re.findall(r"[A-Za-z0-9]+", s)) + len(rules.cjk().findall(s)) // 2
         if words >= 4:
             return True
     return False
