@@ -91,6 +91,9 @@ class ModelProbe:
         """Probe once in a daemon thread (the daemon calls this once its API listens)."""
         if self._thread is not None:
             return
+        # "probing" from now on, not from whenever the thread gets going: a /health right after the
+        # start must not say "not probed yet" about a probe already started.
+        self._running.set()
         self._thread = threading.Thread(target=self._background, name="model-probe", daemon=True)
         self._thread.start()
 
@@ -104,6 +107,8 @@ class ModelProbe:
             if not self._stopped.is_set():
                 log.exception("model probe")
             return
+        finally:
+            self._running.clear()
         (log.info if result.answering else log.warning)("%s", result.line())
 
     def stop(self) -> None:
