@@ -5,6 +5,8 @@ the page's Content-Security-Policy and assets, redaction of what is rendered, an
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import closing
 from typing import Any
@@ -196,3 +198,11 @@ def test_a_snapshot_upload_larger_than_the_general_body_limit_reaches_the_previe
                         files={"file": ("big.zip", buf.getvalue(), "application/zip")})
     assert r.status_code != 413, r.text[r.text.find("<main"):][:600]  # the snapshot limit (16 MB) applies, not the 2 MB one
     assert r.status_code == 200 and "memory/2026-11-01.md" in r.text
+
+
+def test_the_browser_is_not_loaded_until_a_page_is_asked_for() -> None:
+    # ~60 ms of every daemon start (api/ui_mount.py): composing the app must not import it.
+    code = ("import sys; from mateclaw_mem.api.app import create_app; "
+            "print(sorted(m for m in sys.modules if m == 'jinja2' or m.startswith('mateclaw_mem.api.ui.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

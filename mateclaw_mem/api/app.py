@@ -25,7 +25,7 @@ from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
-from mateclaw_mem.api.ui import install_ui
+from mateclaw_mem.api.ui_mount import LazyUi
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 
@@ -128,7 +128,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     app.include_router(forget_api.router)
     app.include_router(facts_api.router)  # after any literal /facts/<word> route: /facts/{factId} matches all
     _ = services.lineage  # built now: it records harness versions from the first write on
-    install_ui(app)  # the Memory Browser at /ui/ (and / redirects there)
+    LazyUi.install(app)  # the Memory Browser at /ui/ (and / redirects there), loaded on first use
     # Other faces' routers go here, one line each.
 
     if mcp_app is not None:

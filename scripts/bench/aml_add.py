@@ -171,7 +171,7 @@ def main() -> None:
         goal, met = "", None
         if kind == "Add" and what == "throughput":
             goal, met = ">= 0.5x the floor", o / f >= 0.5
-        elif kind == "Add" and what == "p50":
+        elif kind == "Add" and what == "p50" and figure.endswith(" 1 client(s)"):  # the is one client's
             goal, met = "<= 2 ms", o <= 2
         elif kind == "Search" and what == "p50":
             goal, met = "<= 1.3x the floor", o / f <= 1.3

@@ -33,6 +33,8 @@ import urllib.request
 from datetime import date, datetime, timedelta
 from pathlib import Path
 
+from _figures import record  # scripts/bench/_figures.py (this script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-m", "mateclaw_mem.cli.main"]
 WORDS = ("garden tomato river coffee meeting deadline python lisbon guitar marathon budget invoice "  # noqa: SIM905
@@ -166,6 +168,11 @@ def main() -> None:
         print(f"{'figure':<32}{'median ms':>10}  note")
         for name, ms, note in rows:
             print(f"{name:<32}{ms:>10.0f}  {note}")
+        goals = {"daemon start to healthy": 1000, "status (daemon running)": 150, "--help": 60}
+        for name, ms, _ in rows:
+            goal = goals.get(name)
+            record(f"{name.strip()} ({opts.sections} sections)", ms, "ms", goal=f"<= {goal} ms" if goal else "",
+                   met=ms <= goal if goal else None)
 
 
 if __name__ == "__main__":
