@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,15 @@ def test_embeddings_only_search_backfill_status_and_aml(tmp_path: Path, clock, m
         svc.start()  # starts the backfill (embeddings configured)
         assert "embeddings backfill" in svc.running_parts()
         assert svc.backfill.done.wait(30)
+        # The watcher's start-up reconcile may index chunks after that first pass: once it is idle, one
+        # more pass (as new notes wake it) covers them.
+        deadline = time.monotonic() + 30
+        while not svc.watcher.idle() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        passes = svc.backfill.passes
+        svc.backfill.wake()
+        while svc.backfill.passes == passes and time.monotonic() < deadline:
+            time.sleep(0.02)
         status = collect(svc)["index"]["embeddings"]
         have, _, total, *_ = status["files"].split()
         assert have == total and int(total) >= 9 and status["aml_messages"] == "2 / 2 vectors"
