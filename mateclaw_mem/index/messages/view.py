@@ -327,21 +327,19 @@ class OwnerView:
         return got
 
     def saturated_among(self, term: str, key: SatKey, ids: set[int] | frozenset[int]) -> dict[int, float]:
-        """`saturated(term, key)` restricted to `ids`: from the cache when the term has been scored
-        whole, else computed for those turns only (feedback terms are scored within a few hundred
-        candidates; scoring all 10,000 turns holding a word to read 300 of them was most of a cold
-        search in a long history; such a partial answer is not cached). The same values either way."""
+        """`saturated(term, key)` for at least the turns in `ids` (it may hold more): the whole term
+        when it is cached or holds few turns, else computed for those turns only (feedback terms are
+        scored within a few hundred candidates; scoring all 10,000 turns holding a word to read 300
+        of them was most of a cold search in a long history; such a part is not cached). The same
+        values either way."""
         cached = self.sat.get(term, {}).get(key)
         if cached is not None:
-            if len(cached) <= len(ids):
-                return {i: v for i, v in cached.items() if i in ids}
-            return {i: v for i in ids if (v := cached.get(i)) is not None}
+            return cached  # the whole term: the caller reads the ids it wants (copying was slower)
         docs = self.postings.get(term)
         if not docs:
             return {}
         if len(docs) <= 8 * len(ids):  # not many more turns than asked for: score (and keep) the whole term
-            cached = self.saturated(term, key)
-            return {i: v for i, v in cached.items() if i in ids}
+            return self.saturated(term, key)
         k1, w, b = key
         avg = self.avg
         pairs = ((i, docs.get(i)) for i in ids) if len(ids) < len(docs) else \
