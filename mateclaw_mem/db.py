@@ -47,7 +47,7 @@ def _wal(conn: sqlite3.Connection, *, patience: float = 30.0) -> None:
             conn.execute("PRAGMA journal_mode=WAL")
             return
         except sqlite3.OperationalError as exc:
-            if ("locked" not in str(exc) and "busy" not in str(exc)) or time.monotonic() >= deadline:
+            if not is_busy(exc) or time.monotonic() >= deadline:
                 raise
             time.sleep(delay)
             delay = min(delay * 2, 0.2)

@@ -122,23 +122,17 @@ def add(body: AddRequest, aml: AmlService = Depends(_aml)) -> Response:
 
 def add_answer(body: AddRequest, aml: AmlService) -> bytes:
     """The Add's 200 body (this route's and the fast lane's, `api/aml_fast.py`)."""
-    return aml.add_json(
-        body.request_id,
-        body.user_id,
-        body.session_id,
-        [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages],
-    ).encode()
+    return aml.add_json(body.request_id, body.user_id, body.session_id, _messages(body)).encode()
 
 
 def add_answer_now(body: AddRequest, aml: AmlService) -> bytes | None:
     """`add_answer` if it can be had without waiting (`AmlService.add_json_now`), else None."""
-    stored = aml.add_json_now(
-        body.request_id,
-        body.user_id,
-        body.session_id,
-        [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages],
-    )
+    stored = aml.add_json_now(body.request_id, body.user_id, body.session_id, _messages(body))
     return None if stored is None else stored.encode()
+
+
+def _messages(body: AddRequest) -> list[AmlMessage]:
+    return [AmlMessage(m.role, _parts(m.content), m.timestamp) for m in body.messages]
 
 
 def _parts(content: str | list[Any]) -> str | list[dict[str, Any]]:

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from mateclaw_mem.db import is_busy
 from mateclaw_mem.errors import MateclawError
 
 log = logging.getLogger(__name__)
@@ -169,7 +170,7 @@ async def _sqlite_error(_: Request, exc: Exception) -> JSONResponse:
 
 def _sqlite_response(exc: sqlite3.Error) -> JSONResponse:
     text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+    if is_busy(exc):
         return error_response(503, f"the database is busy; retry - {text}", {"Retry-After": "1"})
     log.error("database error: %s", text)
     if "full" in text:

@@ -166,7 +166,6 @@ def token_spans(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
-_CJK_CHAR_RE = re.compile(f"[{_CJK}]")
 _WORD_CHAR_RE = re.compile(rf"[^\W_{_CJK}]")
 _IRREGULAR_FORMS: dict[str, list[str]] = {}
 for _form in _IRREGULAR:

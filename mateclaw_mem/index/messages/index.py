@@ -74,7 +74,8 @@ class MessageIndex:
 
     def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
         """Let `checkpoints` checkpoint the index file in the background (see db.WalCheckpoints)."""
-        self._storage.hand_checkpoints_to(checkpoints)
+        checkpoints.adopt(self._storage._conn, self._lock, self.path)
+        self._storage.checkpoints = checkpoints
 
     def redacted_on_migration(self) -> int | None:
         """Documents the one-time migration redacted in place (for `status`); None: not run."""

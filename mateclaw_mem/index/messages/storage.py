@@ -203,11 +203,7 @@ class MessageStorage:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
         return len(dirty)
 
-    checkpoints: WalCheckpoints | None = None
-    def hand_checkpoints_to(self, checkpoints: WalCheckpoints) -> None:
-        """Let `checkpoints` checkpoint this file in the background (see db.WalCheckpoints)."""
-        checkpoints.adopt(self._conn, self.lock, self.path)
-        self.checkpoints = checkpoints
+    checkpoints: WalCheckpoints | None = None  # set by MessageIndex.hand_checkpoints_to
 
     def committed(self, *, documents: bool = True) -> None:
         """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
