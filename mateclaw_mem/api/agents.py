@@ -9,25 +9,27 @@ start without first asking whether the agent is there.
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Response
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
 from mateclaw_mem.api.mcp_http import agent_mcp_path
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/agents", tags=["agents"], dependencies=[Depends(require_api_key)])
+router = api_router(prefix="/api/v1/agents", tags=["agents"], dependencies=[Depends(require_api_key)])
 
 
-class AgentIn(BaseModel):
+class AgentIn(Wire):
     model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
 
     agent_id: str = Field(alias="agentId", pattern=AGENT_PATTERN, description="the new agent's name, e.g. work")
 
 
-class AgentOut(BaseModel):
+class AgentOut(Wire):
     model_config = ConfigDict(populate_by_name=True)
 
     agent_id: str = Field(alias="agentId")
@@ -36,7 +38,7 @@ class AgentOut(BaseModel):
     mcp_path: str = Field(alias="mcpPath", description="its MCP endpoint (streamable HTTP)")
 
 
-class AgentList(BaseModel):
+class AgentList(Wire):
     agents: list[str]
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Request, Response
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from fastapi import Depends, Request, Response
+from pydantic import AfterValidator, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.conversations.aml import MAX_TIMESTAMP_MS, AmlMessage, AmlService, check_iso
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+from mateclaw_mem.wire import Wire
 
 
-class _Body(BaseModel):
+class _Body(Wire):
     # Strict: "5" is not a top_k and 123 is not a user_id - wrong types are a 422, not a guess.
     # Unknown keys are ignored so that the platform can add fields without breaking us.
     model_config = ConfigDict(strict=True, extra="ignore")
@@ -68,7 +70,7 @@ class AddRequest(_Body):
     session_id: str = Field(min_length=1)
 
 
-class AddResponse(BaseModel):
+class AddResponse(Wire):
     success: bool
     request_id: str
     user_id: str
@@ -84,7 +86,7 @@ class SearchRequest(_Body):
     options: list[Annotated[str, Field(max_length=MAX_QUERY_CHARS)]] | None = Field(None, max_length=16)
 
 
-class ImageRefOut(BaseModel):
+class ImageRefOut(Wire):
     url: str | None = Field(None, description="the link as sent (credentials in it redacted)")
     sha256: str | None = Field(None, description="a data: URL's image: SHA-256 of its bytes (the data is not kept)")
     media_type: str | None = None
@@ -92,7 +94,7 @@ class ImageRefOut(BaseModel):
     detail: str | None = None
 
 
-class SearchItem(BaseModel):
+class SearchItem(Wire):
     id: str
     content: str
     score: float
@@ -100,7 +102,7 @@ class SearchItem(BaseModel):
     images: list[ImageRefOut] | None = Field(None, description="the message's images; absent when it had none")
 
 
-class SearchResponse(BaseModel):
+class SearchResponse(Wire):
     data: list[SearchItem]
 
 
@@ -108,7 +110,7 @@ async def _aml(request: Request) -> AmlService:
     return request.app.state.services.aml  # built once, at the first request (cheap)
 
 
-router = APIRouter(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require_api_key)])
+router = api_router(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require_api_key)])
 
 
 # Plain `def`: the service does blocking SQLite work, so FastAPI runs these in its thread pool.

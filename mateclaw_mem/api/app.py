@@ -25,6 +25,7 @@ from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
+from mateclaw_mem.api.mounting import mount
 from mateclaw_mem.api.ui_mount import LazyUi
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
@@ -113,20 +114,20 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     install_error_handlers(app)
     install_docs(app)
 
-    app.include_router(health.router)
-    app.include_router(agents.router)
-    app.include_router(aml.router)
-    app.include_router(contradictions_api.router)  # before any /facts/{id} route: "contradictions" is no fact id
-    app.include_router(memory.router)
-    app.include_router(snapshots_api.router)  # before workspace.router: its paths are literal words
-    app.include_router(workspace.router)
-    app.include_router(clawdiators.router)  # before learning_api: /api/v1/agents/me is not an agent 'me'
-    app.include_router(learning_api.router)
-    app.include_router(structured_api.router)
-    app.include_router(morning_card_api.router)
-    app.include_router(archive_api.router)
-    app.include_router(forget_api.router)
-    app.include_router(facts_api.router)  # after any literal /facts/<word> route: /facts/{factId} matches all
+    mount(app, health.router)
+    mount(app, agents.router)
+    mount(app, aml.router)
+    mount(app, contradictions_api.router)  # before any /facts/{id} route: "contradictions" is no fact id
+    mount(app, memory.router)
+    mount(app, snapshots_api.router)  # before workspace.router: its paths are literal words
+    mount(app, workspace.router)
+    mount(app, *clawdiators.routers)  # before learning_api: /api/v1/agents/me is not an agent 'me'
+    mount(app, learning_api.router)
+    mount(app, structured_api.router)
+    mount(app, morning_card_api.router)
+    mount(app, archive_api.router)
+    mount(app, forget_api.router)
+    mount(app, facts_api.router)  # after any literal /facts/<word> route: /facts/{factId} matches all
     _ = services.lineage  # built now: it records harness versions from the first write on
     LazyUi.install(app)  # the Memory Browser at /ui/ (and / redirects there), loaded on first use
     # Other faces' routers go here, one line each.

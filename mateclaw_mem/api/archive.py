@@ -5,28 +5,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel, Field
+from fastapi import Depends, Path
+from pydantic import Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import month_archive
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}/archive", tags=["archive"],
+router = api_router(prefix="/api/v1/memory/{agentId}/archive", tags=["archive"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 Month = Path(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="the month, YYYY-MM")
 
 
-class ArchivedFile(BaseModel):
+class ArchivedFile(Wire):
     file: str
     bytes: int
     entries: int = Field(description="`##` entries in it")
 
 
-class MonthOut(BaseModel):
+class MonthOut(Wire):
     month: str
     file: str = Field(description="the archive, memory/archive/YYYY-MM.md.gz")
     size: int = Field(description="compressed bytes on disk")
@@ -38,13 +40,13 @@ class MonthOut(BaseModel):
     error: str | None = Field(description="why a damaged archive could not be read (nothing else is then set)")
 
 
-class ArchiveOut(BaseModel):
+class ArchiveOut(Wire):
     agent: str
     owner: str | None
     months: list[MonthOut]
 
 
-class RestoreOut(BaseModel):
+class RestoreOut(Wire):
     month: str
     archive: str
     restored: list[str] = Field(description="files written back, byte for byte")

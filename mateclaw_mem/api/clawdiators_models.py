@@ -4,22 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
+from pydantic import ConfigDict, Field, StrictFloat, StrictInt
 
 from mateclaw_mem.api.learning import AnalyticsOut, VersionOut
 from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
+from mateclaw_mem.wire import Wire
 
 T = TypeVar("T")
 # Strict: a JSON `false` is not a score or a confidence (lax mode would read it as 0).
 Number = StrictInt | StrictFloat
 
 
-class Envelope(BaseModel, Generic[T]):
+class Envelope(Wire, Generic[T]):
     ok: bool = True
     data: T
 
 
-class SeedError(BaseModel):
+class SeedError(Wire):
     ok: bool = False
     data: None = None
     error: str
@@ -30,25 +31,25 @@ class SeedError(BaseModel):
 # -- shapes -----------------------------------------------------------------------------------------
 
 
-class _In(BaseModel):
+class _In(Wire):
     # The seed's clients send fields we have no use for; what we do read must have its JSON type
     # (`"memoryless": 0` is refused, not read as false).
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
-class StrategyItem(BaseModel):
+class StrategyItem(Wire):
     insight: str
     confidence: Number | None = None
     ts: str | None = None
 
 
-class CategoryNote(BaseModel):
+class CategoryNote(Wire):
     note: str
     confidence: Number | None = None
     ts: str | None = None
 
 
-class ReflectionItem(BaseModel):
+class ReflectionItem(Wire):
     matchId: str | None = None
     boutName: str | None = Field(None, description="the challenge slug the lesson is about")
     result: str | None = None
@@ -57,14 +58,14 @@ class ReflectionItem(BaseModel):
     ts: str | None = None
 
 
-class SeedMemory(BaseModel):
+class SeedMemory(Wire):
     reflections: list[ReflectionItem] = Field(description="newest first; at most 20 (older ones are archived)")
     strategies: list[StrategyItem]
     category_notes: dict[str, CategoryNote]
     stats_summary: str | None
 
 
-class MeOut(BaseModel):
+class MeOut(Wire):
     id: str
     name: str
     match_count: int = Field(description="runs with a result, every task")
@@ -74,11 +75,11 @@ class MeOut(BaseModel):
     harness_hash: str | None
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(Wire):
     memory: SeedMemory
 
 
-class _ChallengeFigures(BaseModel):
+class _ChallengeFigures(Wire):
     challenge_slug: str
     attempt_count: int
     best_score: Number | None
@@ -100,27 +101,27 @@ class ChallengeMemory(_ChallengeFigures):
     strategies: list[StrategyItem]
 
 
-class Updated(BaseModel):
+class Updated(Wire):
     challenge_slug: str
     updated: bool
 
 
-class LineageOut(BaseModel):
+class LineageOut(Wire):
     versions: list[VersionOut]
     currentHash: str | None
 
 
-class LabelOut(BaseModel):
+class LabelOut(Wire):
     hash: str
     label: str | None
 
 
-class ChallengeRef(BaseModel):
+class ChallengeRef(Wire):
     slug: str
     name: str
 
 
-class EnterOut(BaseModel):
+class EnterOut(Wire):
     match_id: str
     challenge: ChallengeRef
     challenge_md: str = Field(description="CHALLENGE.md: the memory context (nothing learned if memoryless)")
@@ -132,7 +133,7 @@ class EnterOut(BaseModel):
     analytics: AnalyticsOut | None = Field(description="every agent's runs of this challenge; null if memoryless")
 
 
-class MatchOut(BaseModel):
+class MatchOut(Wire):
     match_id: str
     challenge_slug: str
     status: str = Field(description="active (no result yet), completed or failed")
@@ -150,7 +151,7 @@ class SubmitOut(MatchOut):
     reflect_url: str
 
 
-class ReflectOut(BaseModel):
+class ReflectOut(Wire):
     reflections_count: int
 
 

@@ -10,22 +10,24 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi import Depends, Path, Query
+from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.memory.contradictions.inbox import PairRow
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}/facts/contradictions", tags=["facts"],
+router = api_router(prefix="/api/v1/memory/{agentId}/facts/contradictions", tags=["facts"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 PairId = Path(alias="id", pattern=r"^[0-9a-f]{20}$", description="the pair's id (its fingerprint)")
 
 
-class SideOut(BaseModel):
+class SideOut(Wire):
     fact: str
     text: str
     file: str
@@ -34,7 +36,7 @@ class SideOut(BaseModel):
     scope: Literal["personal", "team"]
 
 
-class PairOut(BaseModel):
+class PairOut(Wire):
     id: str
     kind: str = Field(description="same_key | same_subject | correction")
     reason: str
@@ -46,11 +48,11 @@ class PairOut(BaseModel):
     action: str
 
 
-class PairList(BaseModel):
+class PairList(Wire):
     contradictions: list[PairOut]
 
 
-class ResolveIn(BaseModel):
+class ResolveIn(Wire):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     action: Literal["KEEP_A", "KEEP_B", "MERGE", "IGNORE"]
@@ -63,13 +65,13 @@ class ResolveIn(BaseModel):
         return self
 
 
-class FileDiff(BaseModel):
+class FileDiff(Wire):
     file: str
     scope: Literal["personal", "team"]
     diff: str
 
 
-class ResolveOut(BaseModel):
+class ResolveOut(Wire):
     contradiction: PairOut
     action: str
     files: list[FileDiff]

@@ -15,11 +15,12 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mateclaw_mem.db import is_busy
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.wire import Wire
 
 log = logging.getLogger(__name__)
 
@@ -39,13 +40,13 @@ STATUS_BY_CODE: dict[str, int] = {
 }
 
 
-class ErrorDetail(BaseModel):
+class ErrorDetail(Wire):
     model_config = ConfigDict(extra="allow")
 
     reason: str
 
 
-class ErrorBody(BaseModel):
+class ErrorBody(Wire):
     """What every error response carries (documented so OpenAPI clients and fuzzers know it)."""
 
     detail: ErrorDetail

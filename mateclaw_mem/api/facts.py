@@ -11,16 +11,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Path, Query
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.memory.facts.service import FactService
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["facts"],
+router = api_router(prefix="/api/v1/memory/{agentId}", tags=["facts"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
@@ -32,11 +34,11 @@ UNKNOWN_FACT = {"description": "no such fact for this agent and owner"}
 PROJECTION_OFF = {"description": "fact projection is off (`mate.memory.fact.projection-enabled`)"}
 
 
-class _Body(BaseModel):
+class _Body(Wire):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-class FactOut(BaseModel):
+class FactOut(Wire):
     id: str
     agent: str
     owner: str | None
@@ -57,14 +59,14 @@ class FactOut(BaseModel):
     last_used: str | None
 
 
-class FactList(BaseModel):
+class FactList(Wire):
     agent: str
     owner: str | None
     count: int
     facts: list[FactOut]
 
 
-class FactEvent(BaseModel):
+class FactEvent(Wire):
     kind: str = Field(description="helpful | unhelpful | confirm | edit | use | forget")
     at: str | None
     actor: str
@@ -84,38 +86,38 @@ class EditIn(_Body):
     text: str = Field(min_length=1, max_length=2000, description="the fact's new wording, as the person writes it")
 
 
-class RebuildOut(BaseModel):
+class RebuildOut(Wire):
     files: int
     facts: int
     files_dropped: int
 
 
-class TurnFile(BaseModel):
+class TurnFile(Wire):
     file: str
     sha: str
     personal: bool
 
 
-class TurnEntry(BaseModel):
+class TurnEntry(Wire):
     type: str
     key: str
     sha: str
     block: Literal["always_on", "relevant"]
 
 
-class TurnFact(BaseModel):
+class TurnFact(Wire):
     id: str
     sha: str
     file: str
 
 
-class TurnRecalled(BaseModel):
+class TurnRecalled(Wire):
     provider: str
     source: str
     sha: str
 
 
-class TurnMemoryOut(BaseModel):
+class TurnMemoryOut(Wire):
     """What one context build injected: ids and hashes, never the text."""
 
     turn_id: str

@@ -9,21 +9,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Path
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from fastapi import Depends, Path
+from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["forget"],
+router = api_router(prefix="/api/v1/memory/{agentId}", tags=["forget"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ACTOR = "person"  # the Memory Browser's Forget button, a person's script
 
 
-class ForgetIn(BaseModel):
+class ForgetIn(Wire):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: str | None = Field(None, min_length=1, max_length=2000, description="the claim to forget")
@@ -37,7 +39,7 @@ class ForgetIn(BaseModel):
         return self
 
 
-class ForgetOut(BaseModel):
+class ForgetOut(Wire):
     agent: str
     owner: str | None
     fingerprint: str

@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Path, Query
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
+router = api_router(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
 
 AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
 Number = int | float  # 870 stays 870 in JSON, 712.5 stays 712.5
@@ -35,7 +37,7 @@ def _actor(by_person: bool) -> str:
     return "person" if by_person else "api"
 
 
-class _Body(BaseModel):
+class _Body(Wire):
     # Our own API: a typo'd key ("note" for "notes") is a 422, not a silent no-op.
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -43,13 +45,13 @@ class _Body(BaseModel):
 # -- responses -------------------------------------------------------------------------------------
 
 
-class ReflectionOut(BaseModel):
+class ReflectionOut(Wire):
     at: str
     task: str | None
     text: str
 
 
-class MemoryOut(BaseModel):
+class MemoryOut(Wire):
     agent: str
     stats: str
     strategies: list[str]
@@ -60,7 +62,7 @@ class MemoryOut(BaseModel):
     limits: dict[str, int]
 
 
-class TaskOut(BaseModel):
+class TaskOut(Wire):
     agent: str
     task: str
     attempt_count: int
@@ -75,7 +77,7 @@ class TaskOut(BaseModel):
     sha: str
 
 
-class TaskSummaryOut(BaseModel):
+class TaskSummaryOut(Wire):
     task: str
     attempt_count: int
     best_score: Number | None
@@ -87,12 +89,12 @@ class TaskSummaryOut(BaseModel):
     has_memory: bool = Field(description="false when the task was only ever run memoryless")
 
 
-class TaskListOut(BaseModel):
+class TaskListOut(Wire):
     agent: str
     tasks: list[TaskSummaryOut]
 
 
-class RunOut(BaseModel):
+class RunOut(Wire):
     run_id: str
     agent: str
     task: str
@@ -105,32 +107,32 @@ class RunOut(BaseModel):
     harness_hash: str | None
 
 
-class RunListOut(BaseModel):
+class RunListOut(Wire):
     agent: str
     task: str
     runs: list[RunOut]
 
 
-class ResultOut(BaseModel):
+class ResultOut(Wire):
     memoryless: bool
     run: RunOut
     task: TaskOut | None = Field(description="the updated task memory; null for a memoryless run (untouched)")
 
 
-class ReflectOut(BaseModel):
+class ReflectOut(Wire):
     reflection: ReflectionOut
     archived: list[str] = Field(description="archive files that received reflections pushed past the newest 20")
     reflections_kept: int
 
 
-class ModeStatsOut(BaseModel):
+class ModeStatsOut(Wire):
     runs: int
     completed: int
     completion_rate: Number | None
     median_score: Number | None
 
 
-class AnalyticsOut(BaseModel):
+class AnalyticsOut(Wire):
     """Over every agent of the workspace that ran the task; `own` is the asking agent's share."""
 
     runs: int
@@ -145,7 +147,7 @@ class AnalyticsOut(BaseModel):
     own: ModeStatsOut = Field(description="the asking agent's own runs")
 
 
-class EnterOut(BaseModel):
+class EnterOut(Wire):
     run_id: str
     agent: str
     task: str
@@ -157,14 +159,14 @@ class EnterOut(BaseModel):
     harness_hash: str | None
 
 
-class VersionOut(BaseModel):
+class VersionOut(Wire):
     hash: str
     label: str | None
     registered_at: str
     source: str
 
 
-class LineageOut(BaseModel):
+class LineageOut(Wire):
     versions: list[VersionOut]
     currentHash: str | None  # camelCase: the contract's name
 

@@ -11,18 +11,20 @@ import threading
 from dataclasses import asdict, is_dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import Depends, Path, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, EndUserField, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
+router = api_router(prefix="/api/v1/memory/{agentId}", tags=["memory"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
@@ -35,7 +37,7 @@ EndUserOwner = Annotated[OwnerField, Field(description="owner key; defaults to a
 EndUserId = Annotated[EndUserField, Field(alias="endUserId", description="the API end user: owner api:<endUserId>")]
 
 
-class _Body(BaseModel):
+class _Body(Wire):
     # Strict: 0 is not a bool and "5" is not a number - the wrong type is a 422, not a guess.
     model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True)
 
@@ -50,21 +52,21 @@ class TurnIn(_Body):
     memoryless: bool = Field(False, description="log the turn but never extract memory from it")
 
 
-class TriggerOut(BaseModel):
+class TriggerOut(Wire):
     scheduled: bool
     reason: str
     explicit: bool
     when: str
 
 
-class TurnOut(BaseModel):
+class TurnOut(Wire):
     recorded: bool
     agent: str
     conversation_id: str
     extraction: TriggerOut
 
 
-class RunOut(BaseModel):
+class RunOut(Wire):
     """One extraction run as the service records it."""
 
     model_config = ConfigDict(extra="allow")
@@ -75,13 +77,13 @@ class RunOut(BaseModel):
     files_changed: list[str]
 
 
-class RunAcceptedOut(BaseModel):
+class RunAcceptedOut(Wire):
     run_id: str
     status: Literal["running"] = "running"
     status_url: str = Field(description="GET it for the run's outcome")
 
 
-class RunStatusOut(BaseModel):
+class RunStatusOut(Wire):
     """A manual run: still running, or done with its record (outcome, reason, files_changed, ...)."""
 
     model_config = ConfigDict(extra="allow")
@@ -91,7 +93,7 @@ class RunStatusOut(BaseModel):
     outcome: str | None = Field(None, description="updated | no_change | skipped | error (when done)")
 
 
-class DreamOut(BaseModel):
+class DreamOut(Wire):
     """One dream as the service records it (also written to DREAMS.md)."""
 
     model_config = ConfigDict(extra="allow")
@@ -108,7 +110,7 @@ class EmergenceIn(_Body):
     owner: OwnerField = None
 
 
-class ConsolidationOut(BaseModel):
+class ConsolidationOut(Wire):
     """The seed's response shape, plus the run id, mode and what happened per bucket."""
 
     model_config = ConfigDict(extra="allow")
@@ -121,7 +123,7 @@ class ConsolidationOut(BaseModel):
     mode: str
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Wire):
     model_config = ConfigDict(extra="allow", strict=True)
 
     role: Literal["system", "user", "assistant", "tool"]
@@ -140,7 +142,7 @@ class ContextIn(_Body):
     budget: int | None = Field(None, ge=256, le=10_000_000, description="input token budget for the window")
 
 
-class ContextOut(BaseModel):
+class ContextOut(Wire):
     model_config = ConfigDict(extra="allow")
 
     agent: str

@@ -13,20 +13,22 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import Depends, Path, Request
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import Field
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace.snapshot_records import STRATEGIES, ImportItem, ImportReport
 
-router = APIRouter(
+router = api_router(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["snapshots"],
     dependencies=[Depends(require_api_key), Depends(known_agent)],
@@ -55,7 +57,7 @@ _UPLOAD_BODY: dict[str, Any] = {
 }
 
 
-class PlanItem(BaseModel):
+class PlanItem(Wire):
     path: str = Field(description="entry in the archive")
     file: str = Field(description="the agent's file it goes to ('' when skipped before mapping)")
     owner: str | None = None
@@ -69,7 +71,7 @@ class PlanItem(BaseModel):
     archived: list[str] = Field(default_factory=list, description="archives that received text cut by a ceiling")
 
 
-class ImportOut(BaseModel):
+class ImportOut(Wire):
     agentId: str = Field(description="the agent in the URL: a manifest's agent never picks the target")
     dryRun: bool
     strategy: str

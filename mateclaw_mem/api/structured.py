@@ -9,21 +9,23 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Path, Query
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 
-router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
+router = api_router(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 EntryType = Literal["user", "feedback", "project", "reference"]
 
 
-class RememberIn(BaseModel):
+class RememberIn(Wire):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     type: EntryType
@@ -33,7 +35,7 @@ class RememberIn(BaseModel):
     by_person: bool = Field(False, description="a person typed this: consolidation never drops it")
 
 
-class EntryOut(BaseModel):
+class EntryOut(Wire):
     type: str
     key: str
     text: str
@@ -42,13 +44,13 @@ class EntryOut(BaseModel):
     pinned: bool
 
 
-class RememberOut(BaseModel):
+class RememberOut(Wire):
     entry: EntryOut
     created: bool
     changed: bool
 
 
-class EntryList(BaseModel):
+class EntryList(Wire):
     entries: list[EntryOut]
 
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi import Depends, Path, Query
+from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import tools
 
-router = APIRouter(
+router = api_router(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["workspace"],
     dependencies=[Depends(require_api_key), Depends(known_agent)],
@@ -30,7 +32,7 @@ MD = r"\.md$"  # only Markdown files are memory files (the store's rule, documen
 FilePath = Query(min_length=1, max_length=255, pattern=MD, description="file path inside the agent, e.g. MEMORY.md")
 
 
-class _Body(BaseModel):
+class _Body(Wire):
     # Strict: 0 is not a bool and "5" is not a number - the wrong type is a 422, not a guess.
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -39,7 +41,7 @@ _SAME = "the same as `{}` (kept for clients written before the seed's names)"
 
 
 # camelCase where the seed spells a field that way (agentId, fileSize): its clients read those names.
-class FileOut(BaseModel):
+class FileOut(Wire):
     filename: str = Field(description="path inside the agent, e.g. MEMORY.md or memory/2026-01-31.md")
     fileSize: int = Field(description="bytes on disk")
     enabled: bool = Field(description="in the always-on prompt")
@@ -52,14 +54,14 @@ class FileOut(BaseModel):
     size: int = Field(description=_SAME.format("fileSize"))
 
 
-class FileList(BaseModel):
+class FileList(Wire):
     agentId: str
     count: int = Field(description="number of files listed")
     files: list[FileOut]
     agent: str = Field(description=_SAME.format("agentId"))
 
 
-class FileContent(BaseModel):
+class FileContent(Wire):
     agentId: str
     filename: str
     content: str
@@ -71,7 +73,7 @@ class FileContent(BaseModel):
     size: int = Field(description=_SAME.format("fileSize"))
 
 
-class WriteOut(BaseModel):
+class WriteOut(Wire):
     agentId: str
     filename: str
     sha: str
@@ -130,7 +132,7 @@ class UndoIn(PathIn):
     version: int | None = Field(None, ge=1, description="version from history (default: before the last change)")
 
 
-class VersionOut(BaseModel):
+class VersionOut(Wire):
     version: int
     at: str
     actor: str
@@ -141,12 +143,12 @@ class VersionOut(BaseModel):
     batch: str | None = None
 
 
-class HistoryOut(BaseModel):
+class HistoryOut(Wire):
     path: str
     versions: list[VersionOut]
 
 
-class SearchHit(BaseModel):
+class SearchHit(Wire):
     file: str = Field(description="path inside the agent, or conversations/<id> for a message")
     line: int
     line_start: int
@@ -161,7 +163,7 @@ class SearchHit(BaseModel):
     message_id: int | None = None
 
 
-class SearchOut(BaseModel):
+class SearchOut(Wire):
     query: str
     scope: str
     mode: str = Field(description="keyword, or hybrid when dense retrieval took part")

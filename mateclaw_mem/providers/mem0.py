@@ -32,18 +32,19 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from mateclaw_mem.errors import ConfigError
 from mateclaw_mem.providers.base import ProviderContext, ProviderItem
 from mateclaw_mem.providers.plugins import option_keys
+from mateclaw_mem.wire import Wire
 
 log = logging.getLogger(__name__)
 SOURCE = "Mem0 Recall"
 _STOP = object()
 
 
-class Mem0Options(BaseModel):
+class Mem0Options(Wire):
     """The provider's settings, keys as the seed names them (baseUrl, timeoutMs, ...)."""
 
     model_config = ConfigDict(extra="forbid")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("settings", "locations", "clock", "errors", "db", "redaction", "cron", "__init__"),  # leaves
+    ("settings", "locations", "clock", "errors", "db", "redaction", "cron", "wire", "__init__"),  # leaves
     ("markdown",),
     ("workspace",),
     ("index", "llm"),

@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from mateclaw_mem.api.mounting import mount
 from mateclaw_mem.api.ui import (
     auth,
     dreams,
@@ -43,7 +44,7 @@ class _Static(StaticFiles):
 def install_ui(app: FastAPI) -> None:
     app.mount("/ui/static", _Static(directory=str(_STATIC)), name="ui-static")
     for module in (auth, home, facts, inbox, files_pages, dreams, search, timeline, snapshot, learning):
-        app.include_router(module.router)
+        mount(app, module.router)
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

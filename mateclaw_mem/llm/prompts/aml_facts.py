@@ -10,15 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.wire import Wire
 
 FACT_MAX_CHARS = 400
 MAX_FACTS = 40
 
 
-class AmlFact(BaseModel):
+class AmlFact(Wire):
     model_config = ConfigDict(extra="ignore")
 
     text: str = Field(min_length=1)
@@ -38,7 +39,7 @@ class AmlFact(BaseModel):
         return value if len(value) <= FACT_MAX_CHARS else value[: FACT_MAX_CHARS - 1].rstrip() + "…"
 
 
-class AmlFactsResult(BaseModel):
+class AmlFactsResult(Wire):
     model_config = ConfigDict(extra="ignore")
 
     facts: list[AmlFact] = Field(max_length=MAX_FACTS)

@@ -12,14 +12,16 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from mateclaw_mem.wire import Wire
 
 BATCH = 5
 REASON_MAX = 300
 STEP = "contradiction"
 
 
-class Verdict(BaseModel):
+class Verdict(Wire):
     model_config = ConfigDict(extra="ignore")
 
     pair: int = Field(ge=1, le=BATCH)
@@ -27,7 +29,7 @@ class Verdict(BaseModel):
     reason: str = Field("", max_length=REASON_MAX)
 
 
-class Judgement(BaseModel):
+class Judgement(Wire):
     model_config = ConfigDict(extra="ignore")
 
     verdicts: list[Verdict] = Field(max_length=BATCH)

@@ -13,12 +13,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
 from mateclaw_mem.llm.prompts.echo import problem
 from mateclaw_mem.llm.prompts.edits import MAX_EDITS, EditOp
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.wire import Wire
 
 REASON_MAX = 500
 MEMORY_MAX = 40_000  # far above the MEMORY.md ceiling; anything bigger is a runaway answer
@@ -26,7 +27,7 @@ CANDIDATE_CHARS = 1200  # one candidate section as the model sees it
 PROMPT_CANDIDATE_BUDGET = 24_000  # all candidates together
 
 
-class DreamResult(BaseModel):
+class DreamResult(Wire):
     """What one consolidation decided. Same schema for the model and for rules mode."""
 
     model_config = ConfigDict(extra="ignore")

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from mateclaw_mem.markdown.edits import Edit
+from mateclaw_mem.wire import Wire
 
 EDIT_TEXT_MAX = 1000
 MAX_EDITS = 40
 _FILES = {"memory": "MEMORY.md", "memory.md": "MEMORY.md", "profile": "PROFILE.md", "profile.md": "PROFILE.md"}
 
 
-class EditOp(BaseModel):
+class EditOp(Wire):
     model_config = ConfigDict(extra="ignore")
 
     op: Literal["add", "update", "remove"]

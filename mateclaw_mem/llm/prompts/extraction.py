@@ -15,11 +15,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
 from mateclaw_mem.llm.prompts.edits import MAX_EDITS, EditOp
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.wire import Wire
 
 TITLE_MAX = 30
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
@@ -30,7 +31,7 @@ PROFILE_MAX = 20_000
 STRUCTURED_MAX_ITEMS = 20
 
 
-class DailyEntry(BaseModel):
+class DailyEntry(Wire):
     model_config = ConfigDict(extra="ignore")
 
     title: str = Field(min_length=1)
@@ -71,7 +72,7 @@ def title_from(text: str) -> str:
     return first.strip().lstrip("-*+#>•· \t").strip() or first.strip()
 
 
-class StructuredItem(BaseModel):
+class StructuredItem(Wire):
     model_config = ConfigDict(extra="ignore")
 
     type: Literal["user", "feedback", "project", "reference"]
@@ -79,7 +80,7 @@ class StructuredItem(BaseModel):
     text: str = Field(min_length=1, max_length=1000)
 
 
-class ExtractionResult(BaseModel):
+class ExtractionResult(Wire):
     """What one extraction run decided. Same schema for the model and for rules mode."""
 
     model_config = ConfigDict(extra="ignore")

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from mateclaw_mem.llm.prompts import block
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.wire import Wire
 
 MODEL_STEP = "soul"
 REASON_MAX = 500
@@ -21,7 +22,7 @@ SOUL_MAX = 12_000  # a SOUL.md answer longer than this is a runaway, not a perso
 INPUT_CHARS = 6_000  # each of SOUL / PROFILE / MEMORY as the model sees it
 
 
-class SoulResult(BaseModel):
+class SoulResult(Wire):
     model_config = ConfigDict(extra="ignore")
 
     should_update: bool

@@ -11,13 +11,15 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
+
+from mateclaw_mem.wire import Wire
 
 TEXT_MAX = 2000
 REASON_MAX = 300
 
 
-class KeptEntry(BaseModel):
+class KeptEntry(Wire):
     model_config = ConfigDict(extra="ignore")
 
     key: str = Field(min_length=1, max_length=200)
@@ -25,14 +27,14 @@ class KeptEntry(BaseModel):
     merged_from: list[str] = Field(default_factory=list)
 
 
-class DroppedEntry(BaseModel):
+class DroppedEntry(Wire):
     model_config = ConfigDict(extra="ignore")
 
     key: str = Field(min_length=1, max_length=200)
     reason: str = Field(min_length=1, max_length=REASON_MAX)
 
 
-class ConsolidationPlan(BaseModel):
+class ConsolidationPlan(Wire):
     """Same schema for the model and for rules mode."""
 
     model_config = ConfigDict(extra="ignore")

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
+
+from mateclaw_mem.wire import Wire
 
 PER_MESSAGE_CHARS = 1500  # each earlier message as the summariser sees it
 RULES_LINE_CHARS = 160
@@ -24,7 +26,7 @@ Leave out greetings and small talk. Do not invent anything. Plain prose or short
 preamble, at most {max_tokens} tokens."""
 
 
-class SummaryAnswer(BaseModel):
+class SummaryAnswer(Wire):
     """The answer after bounding: the text the prompt will carry."""
 
     text: str = Field(min_length=1)
