@@ -1,4 +1,5 @@
-"""Routers are mounted by their routes (api/mounting.py): each route is built once, the document is whole."""
+"""Routers are mounted by their routes (api/mounting.py): each route is built once, and the document
+still lists the shared error responses on every operation."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from fastapi.routing import APIRoute
 from starlette.routing import Mount, Route
 
 from mateclaw_mem.api.errors import ERROR_RESPONSES
-from mateclaw_mem.api.mounting import api_router, mount
+from mateclaw_mem.api.mounting import document_errors, mount
 from tests.support.server import daemon_services
 
 
@@ -51,18 +52,27 @@ def test_the_seed_paths_are_served_twice_and_documented_once(app: FastAPI) -> No
     assert hidden[0].tags == ["clawdiators"] and hidden[0].summary
 
 
-def test_a_router_own_response_wins_over_the_apps() -> None:
-    router = api_router(responses={404: {"description": "no such thing"}})
+def test_an_operations_own_response_wins_and_fastapis_422_is_replaced_by_ours() -> None:
+    router = APIRouter()
 
-    @router.get("/thing")
-    def thing() -> dict[str, str]:
+    @router.get("/thing/{n}", responses={404: {"description": "no such thing"}})
+    def thing(n: int) -> dict[str, str]:
         return {}
 
     app = FastAPI()
     mount(app, router)
-    responses = app.openapi()["paths"]["/thing"]["get"]["responses"]
-    assert responses["404"]["description"] == "no such thing"
+    plain = FastAPI()
+    mount(plain, router)
+    assert "HTTPValidationError" in plain.openapi()["components"]["schemas"]  # what FastAPI alone says
+    document_errors(app)
+    doc = app.openapi()
+    responses = doc["paths"]["/thing/{n}"]["get"]["responses"]
+    assert responses["404"] == {"description": "no such thing"}
     assert responses["422"]["description"] == ERROR_RESPONSES[422]["description"]
+    assert responses["422"]["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ErrorBody"}
+    schemas = doc["components"]["schemas"]
+    assert {"ErrorBody", "ErrorDetail"} <= schemas.keys() and not {"HTTPValidationError", "ValidationError"} & schemas.keys()
+    assert app.openapi() is doc  # generated once
 
 
 def test_a_router_that_includes_another_is_refused_when_fastapi_keeps_it_by_reference() -> None:

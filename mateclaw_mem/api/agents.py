@@ -9,18 +9,17 @@ start without first asking whether the agent is there.
 
 from __future__ import annotations
 
-from fastapi import Depends, Response
+from fastapi import APIRouter, Depends, Response
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
 from mateclaw_mem.api.mcp_http import agent_mcp_path
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
-router = api_router(prefix="/api/v1/agents", tags=["agents"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/api/v1/agents", tags=["agents"], dependencies=[Depends(require_api_key)])
 
 
 class AgentIn(Wire):

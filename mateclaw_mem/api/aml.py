@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from pydantic import AfterValidator, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.conversations.aml import MAX_TIMESTAMP_MS, AmlMessage, AmlService, check_iso
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.wire import Wire
@@ -110,7 +109,7 @@ async def _aml(request: Request) -> AmlService:
     return request.app.state.services.aml  # built once, at the first request (cheap)
 
 
-router = api_router(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/v1/aml", tags=["aml"], dependencies=[Depends(require_api_key)])
 
 
 # Plain `def`: the service does blocking SQLite work, so FastAPI runs these in its thread pool.

@@ -25,7 +25,7 @@ from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, error_response, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
-from mateclaw_mem.api.mounting import mount
+from mateclaw_mem.api.mounting import document_errors, mount
 from mateclaw_mem.api.ui_mount import LazyUi
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
@@ -112,6 +112,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     app.state.api_key = services.api_key
     _ = services.aml  # built now: the index catches up with the log before the first request
     install_error_handlers(app)
+    document_errors(app)
     install_docs(app)
 
     mount(app, health.router)

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, Path
+from fastapi import APIRouter, Depends, Path
 from pydantic import Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import month_archive
 
-router = api_router(prefix="/api/v1/memory/{agentId}/archive", tags=["archive"],
+router = APIRouter(prefix="/api/v1/memory/{agentId}/archive", tags=["archive"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")

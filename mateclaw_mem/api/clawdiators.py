@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable, Coroutine
 from typing import Annotated, Any
 
-from fastapi import Depends, Header, Path, Request, Response
+from fastapi import APIRouter, Depends, Header, Path, Request, Response
 from fastapi.routing import APIRoute
 
 from mateclaw_mem.api.auth import require_api_key
@@ -53,7 +53,6 @@ from mateclaw_mem.api.clawdiators_models import (
     Updated,
 )
 from mateclaw_mem.api.deps import AGENT_PATTERN, get_services
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.services import Services
 
@@ -155,7 +154,7 @@ def _match(run: Any) -> dict[str, Any]:
 
 _SEED_ROUTER = {"route_class": _SeedRoute, "tags": ["clawdiators"], "dependencies": [Depends(require_api_key)],
                 "responses": {s: {"model": SeedError} for s in (400, 401, 403, 404, 409, 422)}}
-routes = api_router(**_SEED_ROUTER)
+routes = APIRouter(**_SEED_ROUTER)
 
 
 @routes.get("/agents/me", response_model=Envelope[MeOut], summary="the agent 'me' is: profile and memory")
@@ -296,7 +295,7 @@ def reflect(body: ReflectIn, match_id: str = MatchId, agent: str = Depends(_agen
 
 # The seed's paths at the root (in the schema) and under its `/api/v1` base (same operations, hidden):
 # two routers of plain routes, not one router included twice (api/mounting.py says why).
-hidden = api_router(prefix="/api/v1", include_in_schema=False, **_SEED_ROUTER)
+hidden = APIRouter(prefix="/api/v1", include_in_schema=False, **_SEED_ROUTER)
 for _route in routes.routes:
     assert isinstance(_route, APIRoute)
     hidden.add_api_route(_route.path, _route.endpoint, methods=sorted(_route.methods), name=_route.name,

@@ -7,17 +7,16 @@ import os
 from datetime import datetime
 from typing import Any
 
-from fastapi import Depends, Response
+from fastapi import APIRouter, Depends, Response
 
 from mateclaw_mem import __version__
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.daemon_status import STATUS_PATH
 from mateclaw_mem.runtime.services import START_ORDER, Services
 from mateclaw_mem.runtime.status import collect_in_daemon, model_health
 
-router = api_router(tags=["health"])
+router = APIRouter(tags=["health"])
 
 
 @router.get("/health", summary="liveness, mode, version, index freshness and model health (no auth)")

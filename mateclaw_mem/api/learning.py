@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
-router = api_router(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
+router = APIRouter(prefix="/api/v1/agents/{agentId}", tags=["learning"], dependencies=[Depends(require_api_key)])
 
 AgentId = Path(alias="agentId", min_length=1, max_length=64, description="agent name, e.g. default")
 Number = int | float  # 870 stays 870 in JSON, 712.5 stays 712.5

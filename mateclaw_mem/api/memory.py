@@ -11,20 +11,19 @@ import threading
 from dataclasses import asdict, is_dataclass
 from typing import Annotated, Any, Literal
 
-from fastapi import Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, EndUserField, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
-router = api_router(prefix="/api/v1/memory/{agentId}", tags=["memory"],
+router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")

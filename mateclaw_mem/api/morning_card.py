@@ -11,16 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import Depends, Path, Response
+from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
-router = api_router(prefix="/api/v1/memory/{agentId}/dream", tags=["morning card"],
+router = APIRouter(prefix="/api/v1/memory/{agentId}/dream", tags=["morning card"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")

@@ -13,7 +13,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
-from fastapi import Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 from starlette.concurrency import run_in_threadpool
@@ -22,13 +22,12 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace.snapshot_records import STRATEGIES, ImportItem, ImportReport
 
-router = api_router(
+router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["snapshots"],
     dependencies=[Depends(require_api_key), Depends(known_agent)],

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 from typing import Literal
 
-from fastapi import Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
-router = api_router(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
+router = APIRouter(prefix="/api/v1/agents/{agentId}/structured", tags=["structured"],
                    dependencies=[Depends(require_api_key), Depends(known_agent)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")

@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from fastapi import Depends, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
-from mateclaw_mem.api.mounting import api_router
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import tools
 
-router = api_router(
+router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["workspace"],
     dependencies=[Depends(require_api_key), Depends(known_agent)],

@@ -73,25 +73,32 @@ def _saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def _saturate_all(view: OwnerView, docs: dict[int, tuple[int, int, int, int]], key: SatKey) -> tuple[Any, Any]:
-    """`_saturate` of every doc in `docs` (id -> counts) at once, in numpy: (positions, values),
-    values > 0 only. The same operations in the same order, so the same floats (a field a doc
-    lacks adds 0.0, which changes no sum). A term's first search in a long history computes this
-    over every turn holding it; one turn at a time it was most of that search."""
+def _saturate_all(view: OwnerView, docs: dict[int, tuple[int, int, int, int]],
+                  keys: list[SatKey]) -> list[tuple[Any, Any]]:
+    """`_saturate` of every doc in `docs` (id -> counts) at once, in numpy, for each of `keys`:
+    (positions, values) per key, values > 0 only. The same operations in the same order, so the
+    same floats (a field a doc lacks adds 0.0, which changes no sum). A term's first search in a
+    long history computes this over every turn holding it; one turn at a time it was most of that
+    search. The counts are read into an array once for all the keys (that read is most of it)."""
     import numpy as np
 
-    k1, w, b = key
-    idx = np.fromiter(map(view.pos.__getitem__, docs), dtype=np.intp, count=len(docs))
-    if not len(docs):
-        return idx, np.zeros(0)
-    c = np.array(list(docs.values()), dtype=np.float64)
-    wb = np.array(w, dtype=np.float64)
-    bb = np.array(b, dtype=np.float64)
-    x = (wb * c) / ((1.0 - bb) + (bb * view.lens[idx]) / np.array(view.avg, dtype=np.float64))
-    tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
-    keep = tf > 0
-    tf = tf[keep]
-    return idx[keep], tf / (k1 + tf)
+    n = len(docs)
+    idx = np.fromiter(map(view.pos.__getitem__, docs), dtype=np.intp, count=n)
+    if not n:
+        return [(idx, np.zeros(0)) for _ in keys]
+    c = np.fromiter(itertools.chain.from_iterable(docs.values()), dtype=np.float64, count=4 * n).reshape(n, 4)
+    lens = view.lens[idx]
+    avg = np.array(view.avg, dtype=np.float64)
+    out = []
+    for k1, w, b in keys:
+        wb = np.array(w, dtype=np.float64)
+        bb = np.array(b, dtype=np.float64)
+        x = (wb * c) / ((1.0 - bb) + (bb * lens) / avg)
+        tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
+        keep = tf > 0
+        tf = tf[keep]
+        out.append((idx[keep], tf / (k1 + tf)))
+    return out
 
 
 @dataclass
@@ -183,6 +190,7 @@ class OwnerView:
         # term -> docs whose entry changed since its arrays were made: merged into them at the next
         # use (scoring a whole common term again after every Add was most of an agent's search).
         self.patches: dict[str, set[int]] = {}
+        self.keys: dict[SatKey, None] = {}  # the rankings searched with, in order (`sat_arrays`)
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
         self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
 
@@ -296,7 +304,12 @@ class OwnerView:
             self._merge_patches(term, per_key)
         got = per_key.get(key)
         if got is None:
-            got = per_key[key] = _saturate_all(self, self.postings.get(term, {}), key)
+            # Every ranking seen so far at once (a search uses two): the term's counts are read once.
+            self.keys[key] = None
+            missing = [key, *(k for k in self.keys if k != key and k not in per_key)][:4]
+            for k, arrays in zip(missing, _saturate_all(self, self.postings.get(term, {}), missing), strict=True):
+                per_key[k] = arrays
+            got = per_key[key]
         return got
 
     def _merge_patches(self, term: str, per_key: dict[SatKey, tuple[Any, Any]]) -> None:
