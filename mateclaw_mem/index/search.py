@@ -46,7 +46,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
@@ -198,8 +198,9 @@ class SearchService:
         cands = self._candidates(_finding_terms(terms), dfs, n_docs, agent=agent, owners=owners, scope=scope,
                                  pool=pool)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
+        today = self.clock.now().date()
         for s in scored:  # before fusion: the keyword side fused is the keyword ranking as shown
-            s.score *= self._weight(s.cand) * self._recency(s.cand)
+            s.score *= self._weight(s.cand) * self._recency(s.cand, today)
         mode, dense_state = "keyword", None
         if self.dense is not None and self.settings.dense_weight > 0:
             try:
@@ -325,8 +326,7 @@ class SearchService:
             return weights[c.kind]
         return DEFAULT_WEIGHTS.get(key, DEFAULT_WEIGHTS["other"])
 
-    def _recency(self, c: Candidate) -> float:
-        today = self.clock.now().date()
+    def _recency(self, c: Candidate, today: date) -> float:
         if c.kind == "daily":
             day = daily_date(c.rel)
         elif c.kind == CONVERSATION and c.ts_ms:

@@ -257,6 +257,7 @@ def rebuild(
         for t in ("fts", "chunks", "files"):
             conn.execute(f"DROP TABLE IF EXISTS {t}")
             conn.execute(f"ALTER TABLE {t}{s} RENAME TO {t}")
+        db.recount_scopes(conn)  # the old tables' scopes are gone with them
         conn.execute(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)", (str(watermark),)
         )

@@ -91,12 +91,23 @@ CREATE TABLE IF NOT EXISTS chunks{s} (
     sha TEXT NOT NULL, ntok INTEGER NOT NULL, day TEXT, ts_ms INTEGER, conversation_id TEXT, message_id INTEGER
 );
 CREATE INDEX IF NOT EXISTS chunks_file_{u} ON chunks{s} (file_id);
+{scope_trigger(s, u)}
 CREATE VIRTUAL TABLE IF NOT EXISTS fts{s} USING fts5(title, body, tag, tokenize='unicode61');
 """
 
 
+def scope_trigger(s: str, u: str) -> str:
+    # Every (agent, owner, kind) that has ever had a chunk (a superset: rows are not removed when
+    # their chunks go, only when a rebuild recounts). A search whose scopes cover all of them needs
+    # no per-match scope check (query.match). A trigger, so every writer keeps it, of any version.
+    return (f"CREATE TRIGGER IF NOT EXISTS chunk_scope_{u} AFTER INSERT ON chunks{s} BEGIN"
+            " INSERT OR IGNORE INTO chunk_scopes (agent, owner, kind) VALUES (new.agent, new.owner, new.kind); END;")
+
+
 _STATIC = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS chunk_scopes (agent TEXT NOT NULL, owner TEXT NOT NULL, kind TEXT NOT NULL,
+                                         PRIMARY KEY (agent, owner, kind)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_vocab USING fts5vocab('fts', 'row');
 CREATE TABLE IF NOT EXISTS vectors (sha TEXT NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL,
                                     PRIMARY KEY (sha, model)) WITHOUT ROWID;
@@ -126,10 +137,20 @@ class FileStorage:
             self.w.executescript(_STATIC)
             if not self._table_exists(self.w, "files"):
                 self.w.executescript(schema(""))
+            elif self.w.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
+                                ).fetchone() is None:  # an index made before the census: count it once
+                with self.tx() as conn:
+                    conn.execute(scope_trigger("", uuid.uuid4().hex[:8]))
+                    self.recount_scopes(conn)
             if self.w.execute("SELECT 1 FROM chunks LIMIT 1").fetchone() is None:
                 with self.tx() as conn:
                     self.set_tokenizer(conn)
         run_once(self.w, self.write_lock, _REDACTED, self._redact_stored)
+
+    @staticmethod
+    def recount_scopes(conn: sqlite3.Connection) -> None:
+        conn.execute("DELETE FROM chunk_scopes")
+        conn.execute("INSERT INTO chunk_scopes (agent, owner, kind) SELECT DISTINCT agent, owner, kind FROM chunks")
 
     @staticmethod
     def _redact_stored(conn: sqlite3.Connection) -> int:
