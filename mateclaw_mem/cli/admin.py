@@ -157,7 +157,14 @@ def _daemon_lines(daemon: dict) -> list[str]:
 
 
 def cmd_serve(ctx: CliContext) -> int:
+    import gc
     import logging
+
+    # Starting allocates ~100k objects that live as long as the daemon, and the cyclic GC walked
+    # them again and again while they were made: ~7% of a start (scripts/bench/daemon_start.py).
+    # Off until the daemon has started; then `Daemon.run_forever` freezes them out of every later
+    # collection (a full one would walk them all: a 50+ ms pause inside some request) and turns it on.
+    gc.disable()
 
     from mateclaw_mem.api.app import create_app
     from mateclaw_mem.runtime.daemon import Daemon

@@ -13,6 +13,7 @@ sleeps on OS file events, the scheduler on its next fire time, the workers on th
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import signal
@@ -259,6 +260,9 @@ class Daemon:
         signal.signal(signal.SIGTERM, self.request_stop)
         signal.signal(signal.SIGINT, self.request_stop)
         self.start()
+        if not gc.isenabled():  # the caller kept it off for the start (cli serve says why)
+            gc.freeze()  # the start-up's objects (and its few hundred garbage ones) are never walked again
+            gc.enable()
         log.info("ready; Ctrl-C or SIGTERM to stop")
         try:
             self.wait()
