@@ -1,4 +1,4 @@
-"""`create_app(services)`: the HTTP face, composed. Add a router with one `include_router` line."""
+"""`create_app(services)`: the HTTP face, composed. Add a router with one `mount(app, router)` line."""
 
 from __future__ import annotations
 
