@@ -92,6 +92,25 @@ def test_candidates_are_the_loops_floats_exactly() -> None:
     assert checked == 120 and cut > 10 and patched > 5
 
 
+def test_a_common_term_among_few_candidates_is_read_from_its_arrays_with_the_same_values() -> None:
+    key = Ranking().sat_key()
+    view = _view(11, 400)
+    rng = random.Random(5)
+    read = 0
+    for t in WORDS[:20]:
+        docs = view.postings.get(t, {})
+        among = set(rng.sample(list(view.by_id), 4))
+        if len(docs) <= 8 * len(among):
+            continue
+        part = view.saturated_among(t, key, among)  # the arrays' values of those 4 turns, nothing else
+        assert set(part) <= among and t not in view.sat  # no dict of the whole term was made
+        k1, w, b = key
+        assert part == {i: v for i in among if (c := docs.get(i)) is not None
+                        and (v := _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)) > 0}
+        read += 1
+    assert read >= 5
+
+
 def test_scoring_a_term_among_candidates_reads_the_whole_terms_values() -> None:
     key = Ranking().sat_key()
     view = _view(7, 200)
