@@ -8,6 +8,7 @@ category words and their members ("pets" ~ "turtle").
 from __future__ import annotations
 
 import heapq
+import operator
 import re
 from collections import Counter
 from collections.abc import Iterable
@@ -18,6 +19,8 @@ from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.storage import FIELDS
 from mateclaw_mem.index.messages.view import Doc, OwnerView, SatKey
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, tokenize
+
+_CONVERSATION = operator.attrgetter("conversation_id")
 
 _COUNT_RE = re.compile(r"\bhow (?:many|much|old|often|far)\b", re.IGNORECASE)
 _WHO_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
@@ -219,13 +222,19 @@ def _settle(view: OwnerView, by_id: dict[int, float], r: Ranking) -> dict[int, f
         by_id = _inherit(view, by_id, r)
     if r.session_weight and by_id:
         # A session that talks about the topic at length is where the answer most likely is.
+        # Each turn's conversation read once, by C-level maps (these are ~600 turns, twice a search).
+        convs = list(map(_CONVERSATION, map(view.by_id.__getitem__, by_id)))
         per_session: dict[str, list[float]] = {}
-        for i, sc in by_id.items():
-            per_session.setdefault(view.by_id[i].conversation_id, []).append(sc)
+        for c, sc in zip(convs, by_id.values(), strict=True):
+            got = per_session.get(c)
+            if got is None:
+                per_session[c] = [sc]
+            else:
+                got.append(sc)
         strength = {c: sum(sorted(v, reverse=True)[:3]) for c, v in per_session.items()}
         top = max(strength.values()) or 1.0
-        by_id = {i: sc * (1.0 + r.session_weight * strength[view.by_id[i].conversation_id] / top)
-                 for i, sc in by_id.items()}
+        w = r.session_weight
+        by_id = {i: sc * (1.0 + w * strength[c] / top) for (i, sc), c in zip(by_id.items(), convs, strict=True)}
     return by_id
 
 
