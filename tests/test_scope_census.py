@@ -72,3 +72,15 @@ def test_an_index_made_before_the_census_is_counted_when_opened(svc: Services, t
     assert _agents_found(svc, "zephyrine kayak intruder") == {"default"}
     _foreign_writer(path, "second", "the zephyrine kayak of a second intruder")
     assert ("second", "", "memory") in _census(path)
+
+
+def test_with_the_trigger_dropped_under_a_running_index_every_match_is_checked_again(svc: Services) -> None:
+    # An older version's rebuild (or a hand) can leave `chunks` without the trigger while this
+    # process keeps the index open: the census is then stale, and the search must not trust it.
+    path = svc.file_index.path
+    with sqlite3.connect(path) as conn:
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'").fetchall():
+            conn.execute(f"DROP TRIGGER {name}")
+    _foreign_writer(path, "intruder", "the zephyrine kayak belongs to the intruder")
+    assert {a for a, _, _ in _census(path)} == {"default"}  # nothing counted it
+    assert _agents_found(svc, "zephyrine kayak intruder") == {"default"}

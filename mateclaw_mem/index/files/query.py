@@ -83,15 +83,18 @@ def match(
         cond = " AND ".join(where)
         # The scope check costs a `chunks` row read per match (a third of the query at 50k chunks).
         # When every scope the index has ever held is in scope (one agent and GLOBAL, the common
-        # case: `chunk_scopes`), it is skipped; that test is evaluated once, in the same statement,
-        # so it sees the same snapshot as the match. The inner select sorts narrow (id, bm) rows;
-        # the wide columns are read for the winners only.
+        # case: `chunk_scopes`) and the trigger that keeps that census is on `chunks` (a rebuild by
+        # an older version, or a hand, may have dropped it), it is skipped. Both tests are evaluated
+        # once, in the same statement, so they see the same snapshot as the match. The inner select
+        # sorts narrow (id, bm) rows; the wide columns are read for the winners only.
         sql = (
             "SELECT c.*, t.body AS tokens, t.title AS title_tokens, f.bm AS bm FROM ("
             f"  SELECT m.rowid AS id, m.bm AS bm FROM ("
             f"    SELECT rowid, {bm} AS bm FROM fts WHERE fts MATCH ?"
             "  ) AS m"
-            f"  WHERE NOT EXISTS (SELECT 1 FROM chunk_scopes AS x WHERE NOT ({cond}))"
+            "  WHERE (EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
+            "                 AND name LIKE 'chunk\\_scope\\_%' ESCAPE '\\')"
+            f"         AND NOT EXISTS (SELECT 1 FROM chunk_scopes AS x WHERE NOT ({cond})))"
             f"   OR EXISTS (SELECT 1 FROM chunks AS x WHERE x.id = m.rowid AND {cond})"
             "  ORDER BY m.bm LIMIT ?"
             ") AS f JOIN chunks AS c ON c.id = f.id JOIN fts AS t ON t.rowid = f.id ORDER BY f.bm, f.id"
