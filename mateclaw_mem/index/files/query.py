@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.chunker import CONVERSATION, SCOPES
-from mateclaw_mem.index.files.storage import FileStorage, owner_of, tag
+from mateclaw_mem.index.files.storage import CENSUS_KEPT, FileStorage, owner_of, tag
 
 
 @dataclass(slots=True)  # not frozen: ~90 are made per search, and frozen fields are set the slow way
@@ -92,9 +92,7 @@ def match(
             f"  SELECT m.rowid AS id, m.bm AS bm FROM ("
             f"    SELECT rowid, {bm} AS bm FROM fts WHERE fts MATCH ?"
             "  ) AS m"
-            "  WHERE (EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
-            "                 AND name LIKE 'chunk\\_scope\\_%' ESCAPE '\\')"
-            f"         AND NOT EXISTS (SELECT 1 FROM chunk_scopes AS x WHERE NOT ({cond})))"
+            f"  WHERE ({CENSUS_KEPT} AND NOT EXISTS (SELECT 1 FROM chunk_scopes AS x WHERE NOT ({cond})))"
             f"   OR EXISTS (SELECT 1 FROM chunks AS x WHERE x.id = m.rowid AND {cond})"
             "  ORDER BY m.bm LIMIT ?"
             ") AS f JOIN chunks AS c ON c.id = f.id JOIN fts AS t ON t.rowid = f.id ORDER BY f.bm, f.id"

@@ -104,6 +104,12 @@ def scope_trigger(s: str, u: str) -> str:
             " INSERT OR IGNORE INTO chunk_scopes (agent, owner, kind) VALUES (new.agent, new.owner, new.kind); END;")
 
 
+# True while `chunks` has the trigger above (an older version's rebuild, or a hand, may drop it):
+# the census is trusted only then. An SQL expression, so a query can test it in its own snapshot.
+CENSUS_KEPT = ("EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
+               " AND name LIKE 'chunk\\_scope\\_%' ESCAPE '\\')")
+
+
 _STATIC = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS chunk_scopes (agent TEXT NOT NULL, owner TEXT NOT NULL, kind TEXT NOT NULL,
@@ -137,8 +143,7 @@ class FileStorage:
             self.w.executescript(_STATIC)
             if not self._table_exists(self.w, "files"):
                 self.w.executescript(schema(""))
-            elif self.w.execute("SELECT 1 FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'chunks'"
-                                ).fetchone() is None:  # an index made before the census: count it once
+            elif not self.w.execute(f"SELECT {CENSUS_KEPT}").fetchone()[0]:  # made before the census: count it
                 with self.tx() as conn:
                     conn.execute(scope_trigger("", uuid.uuid4().hex[:8]))
                     self.recount_scopes(conn)
