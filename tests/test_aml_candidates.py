@@ -1,5 +1,5 @@
 """The numpy first stage of a message search (index/messages/candidates.py, view._saturate_all,
-view.saturated_among) gives the very floats of the plain loops it replaced, on random histories."""
+view.sat_among) gives the very floats of the plain loops it replaced, on random histories."""
 
 from __future__ import annotations
 
@@ -8,35 +8,26 @@ import random
 
 from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.ranking import Ranking
-from mateclaw_mem.index.messages.view import Doc, OwnerView, _saturate
+from mateclaw_mem.index.messages.view import OwnerView, _saturate
+from tests.support.random_views import WORDS, random_view
 
-WORDS = [f"w{i}" for i in range(60)]
 
-
-def _doc(rng: random.Random, doc_id: int, conv: str) -> Doc:
-    tf: dict[str, tuple[int, int, int, int]] = {}
-    for w in rng.sample(WORDS, rng.randint(1, 12)):
-        tf[w] = tuple(rng.choice((0, 0, 1, 2, 3)) for _ in range(4))  # type: ignore[assignment]
-        if not any(tf[w]):
-            tf[w] = (1, 0, 0, 0)
-    lens = tuple(sum(c[f] for c in tf.values()) + rng.randint(0, 20) for f in range(4))
-    return Doc(doc_id, rng.choice(("Ann", "Bo", None)), False, False, 0.0, False, frozenset(), tf,
-               lens, conv, "user", "text", 0)  # type: ignore[arg-type]
+def _search(view: OwnerView, rng: random.Random) -> None:
+    candidates(view, dict.fromkeys(rng.sample(WORDS, 8), 1.0), (), Ranking().sat_key(), 0)
 
 
 def _view(seed: int, n: int) -> OwnerView:
-    rng = random.Random(seed)
-    view = OwnerView()
-    ids = iter(range(1, 10 * n))
-    view.apply([_doc(rng, next(ids), f"c{k % 7}") for k in range(n)])
-    # Later Adds, and a turn parsed again (its neighbour field grew), as the index does - with
-    # searches in between, so that cached term scores are patched rather than made afresh.
-    for _ in range(5):
-        candidates(view, dict.fromkeys(rng.sample(WORDS, 8), 1.0), (), Ranking().sat_key(), 0)
-        view.apply([_doc(rng, next(ids), f"c{rng.randint(0, 6)}") for _ in range(rng.randint(1, 9))])
-        again = rng.choice(list(view.by_id))
-        view.apply([_doc(rng, again, view.by_id[again].conversation_id)])
-    return view
+    return random_view(seed, n, _search)
+
+
+def _holding(view: OwnerView, t: str) -> dict[int, tuple[int, int, int, int]]:
+    """{turn id: its counts of `t`} for the turns holding `t`."""
+    return {i: d.tf[t] for i, d in view.by_id.items() if t in d.tf}
+
+
+def _got(view: OwnerView, *args: object) -> dict[int, float]:
+    pos, vals = candidates(view, *args)  # type: ignore[arg-type]
+    return {view.ids[p]: v for p, v in zip(pos.tolist(), vals.tolist(), strict=True)}
 
 
 def _reference(view: OwnerView, qweights: dict[str, float], groups: list[dict[str, float]], key: tuple,
@@ -47,7 +38,7 @@ def _reference(view: OwnerView, qweights: dict[str, float], groups: list[dict[st
     raw: dict[int, float] = {}
     for t, qw in qweights.items():
         f = qw * view.idf(t)
-        for i, c in view.postings.get(t, {}).items():
+        for i, c in _holding(view, t).items():
             v = _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)
             if v > 0:
                 raw[i] = raw.get(i, 0.0) + f * v
@@ -57,7 +48,7 @@ def _reference(view: OwnerView, qweights: dict[str, float], groups: list[dict[st
             if t in qweights:
                 continue
             f = rel * view.idf(t)
-            for i, c in view.postings.get(t, {}).items():
+            for i, c in _holding(view, t).items():
                 v = f * _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)
                 if v > 0 and best.get(i, 0.0) < v:
                     best[i] = v
@@ -78,7 +69,7 @@ def test_candidates_are_the_loops_floats_exactly() -> None:
         qweights = {t: rng.choice((1.0, 0.3)) for t in rng.sample(WORDS, rng.randint(1, 5))}
         groups = [{t: 0.1 for t in rng.sample(WORDS, 3)} for _ in range(rng.randint(0, 2))]
         for limit in (0, 10, 1000):
-            got = candidates(view, qweights, groups, key, limit)
+            got = _got(view, qweights, groups, key, limit)
             want = _reference(view, qweights, groups, key, limit)
             if limit and len(want) == limit:
                 cut += 1
@@ -92,36 +83,37 @@ def test_candidates_are_the_loops_floats_exactly() -> None:
     assert checked == 120 and cut > 10 and patched > 5
 
 
-def test_a_common_term_among_few_candidates_is_read_from_its_arrays_with_the_same_values() -> None:
+def test_a_big_term_read_among_candidates_gives_its_arrays_values_and_is_cached_on_its_second_read() -> None:
     key = Ranking().sat_key()
     view = _view(11, 400)
     rng = random.Random(5)
     read = 0
-    for t in WORDS[:20]:
-        docs = view.postings.get(t, {})
-        among = set(rng.sample(list(view.by_id), 4))
-        if len(docs) <= 8 * len(among):
+    for t in WORDS[:30]:
+        among = rng.sample(list(view.pos.values()), 4)
+        part = view.sat_among(t, key, among)
+        if part is None:
             continue
-        part = view.saturated_among(t, key, among)  # the arrays' values of those 4 turns, nothing else
-        assert set(part) <= among and t not in view.sat  # no dict of the whole term was made
+        assert key not in view.arrays.get(t, {})  # read for those four only, nothing made
+        at, vals = part
         k1, w, b = key
-        assert part == {i: v for i in among if (c := docs.get(i)) is not None
-                        and (v := _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)) > 0}
+        want = {k: v for k, p in enumerate(among) if (c := view.by_id[view.ids[p]].tf.get(t)) is not None
+                and (v := _saturate(c, view.by_id[view.ids[p]].lens, w, b, k1, view.avg)) > 0}
+        assert dict(zip(at.tolist(), vals.tolist(), strict=True)) == want
+        assert view.sat_among(t, key, among) is None  # a second read: the arrays are made instead
+        idx, whole = view.sat_arrays(t, key)
+        assert {int(p): v for p, v in zip(idx.tolist(), whole.tolist(), strict=True) if p in among} == {
+            among[k]: v for k, v in want.items()}
         read += 1
     assert read >= 5
 
 
-def test_scoring_a_term_among_candidates_reads_the_whole_terms_values() -> None:
+def test_a_terms_arrays_are_the_one_at_a_time_floats_after_patches() -> None:
     key = Ranking().sat_key()
-    view = _view(7, 200)
-    rng = random.Random(3)
-    for t in WORDS[:20]:
-        among = set(rng.sample(list(view.by_id), 40))
-        part = view.saturated_among(t, key, among)  # those turns only, or the whole term when it is small
-        whole = view.saturated(t, key)  # the vectorised whole-term entry
-        assert {i: v for i, v in part.items() if i in among} == {i: v for i, v in whole.items() if i in among}
-        assert set(part) <= set(whole)
-        assert view.saturated_among(t, key, among) is whole  # now from the cache
-        k1, w, b = key
-        assert whole == {i: v for i, c in view.postings[t].items()
-                         if (v := _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)) > 0}
+    k1, w, b = key
+    view = _view(8, 1200)  # long enough that the Adds leave the averages (and the arrays) in place
+    assert view.patches
+    for t in WORDS:
+        idx, vals = view.sat_arrays(t, key)
+        assert {view.ids[p]: v for p, v in zip(idx.tolist(), vals.tolist(), strict=True)} == {
+            i: v for i, c in _holding(view, t).items()
+            if (v := _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)) > 0}

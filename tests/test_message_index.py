@@ -11,6 +11,7 @@ import pytest
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking
+from mateclaw_mem.index.messages.view import OwnerView, _unpack
 
 TS = 1683554160000
 QUERIES = ["cats names", "pottery class", "when did she go camping", "Melanie painting", "adoption agency"]
@@ -62,11 +63,26 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     assert {i: (d.prev, d.next, d.tf, d.lens) for i, d in lv.by_id.items()} == {
         i: (d.prev, d.next, d.tf, d.lens) for i, d in fv.by_id.items()
     }
-    # The postings the ranking walks: same terms, same turns (old parses replaced, not kept).
-    assert {t: set(ds) for t, ds in lv.postings.items()} == {t: set(ds) for t, ds in fv.postings.items()}
-    assert all(lv.by_id[i].tf[t] == c for t, ds in lv.postings.items() for i, c in ds.items())
+    # The postings the ranking walks: same terms, same turns (old parses replaced, not kept), each
+    # entry the turn's own counts; and the columns the later steps read, row by row.
+    assert {t: {lv.ids[p] for p in ds} for t, ds in lv.postings.items()} == {
+        t: {fv.ids[p] for p in ds} for t, ds in fv.postings.items()}
+    assert all(_unpack(c) == lv.by_id[lv.ids[p]].tf[t] for t, ds in lv.postings.items() for p, c in ds.items())
+    assert _columns(lv) == _columns(fv)
+    for d in lv.by_id.values():
+        prev, nxt, *thread = _columns(lv)[d.id][0]
+        assert (prev, nxt, tuple(k for k in thread if k is not None)) == (d.prev, d.next, d.thread)
     for x in (live, fresh, log):
         x.close()
+
+
+def _columns(v: OwnerView) -> dict[int, tuple]:
+    """Each turn's row of the view's columns, positions mapped back to turn ids."""
+    c = v.cols
+    return {i: (tuple(v.ids[int(q)] if q >= 0 else None for q in c.links[p]),
+                c.conv[p] == c.conv_codes[v.by_id[i].conversation_id], int(c.ids[p]), float(c.echo[p]),
+                float(c.question_share[p]), bool(c.has_time[p]), bool(c.has_number[p]), bool(c.is_question[p]))
+            for i, p in v.pos.items()}
 
 
 def test_concurrent_adds_and_searches_leave_the_view_exact(tmp_path: Path) -> None:

@@ -4,8 +4,8 @@ Summing every query term's BM25F score over every turn that holds it, then keepi
 `Ranking.max_candidates`, is the one part of a search that grows with the owner's history: a
 common word in 30,000 turns of one user is 30,000 dict updates, and the search took 29 ms
 (scripts/bench/aml_scale.py). Here each term's saturated scores are two arrays (the turns'
-positions in the view, their values), cached beside the view's own per-term cache, so the sums
-and the cut are a few vector operations.
+positions in the view, their values), cached in the view, so the sums and the cut are a few vector
+operations; the later steps work on the same positions (messages/scoring.py).
 
 The sums are the very floats the dict loop made - the same products, added in the same term order -
 so the turns kept, and every later step of the ranking, are unchanged (tests/test_aml_candidates.py
@@ -15,13 +15,14 @@ compares the two on random histories).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from mateclaw_mem.index.messages.view import OwnerView, SatKey
 
 
 def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
-               limit: int) -> dict[int, float]:
-    """{turn id: raw score} of the best `limit` turns (0 = all) holding any query term or any
+               limit: int) -> tuple[Any, Any]:
+    """(positions, raw scores) of the best `limit` turns (0 = all) holding any query term or any
     related term of a lexicon group. Raw score: the sum over query terms of weight x idf x
     saturated tf, plus, per group, the best of its related terms (each question word counts once
     per turn through its best related term). Ties at the cut go to the turn met first."""
@@ -56,5 +57,4 @@ def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dic
         theta = np.partition(scores, cut)[cut]  # the limit-th best score
         above = chosen[scores > theta]
         chosen = np.concatenate((above, chosen[scores == theta][: limit - above.size]))
-    ids = view.ids
-    return {ids[p]: v for p, v in zip(chosen.tolist(), acc[chosen].tolist(), strict=True)}
+    return chosen, acc[chosen]

@@ -8,19 +8,16 @@ category words and their members ("pets" ~ "turtle").
 from __future__ import annotations
 
 import heapq
-import operator
 import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from mateclaw_mem.index.lexicon import related
-from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.storage import FIELDS
-from mateclaw_mem.index.messages.view import Doc, OwnerView, SatKey
+from mateclaw_mem.index.messages.view import OwnerView, SatKey
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, tokenize
-
-_CONVERSATION = operator.attrgetter("conversation_id")
 
 _COUNT_RE = re.compile(r"\bhow (?:many|much|old|often|far)\b", re.IGNORECASE)
 _WHO_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
@@ -126,11 +123,27 @@ def rank(view: OwnerView, query: str, options: Iterable[str], r: Ranking, *, lim
     return ranked[:limit]
 
 
-def _rank(
-    view: OwnerView, query: str, options: list[str], r: Ranking, *, need: int, first_slot: bool = False
-) -> list[tuple[float, int]]:
-    """(score, turn id) for the best `need` turns that score, best first; with `first_slot`, the
-    turn in position 1 is chosen by the weighted feedback (`Ranking.first_prf_weight`)."""
+@dataclass(frozen=True)
+class Boosts:
+    """What a query asks of a turn beyond its words (see `Ranking` for each knob)."""
+
+    named: frozenset[str]  # speakers the question is about
+    when: bool  # a when/how-long question: turns that mention time
+    count: bool  # a how-many question: turns with a number
+    known_names: frozenset[str] | None  # a who/where question: names the answer must not merely repeat
+
+
+@dataclass(frozen=True)
+class Query:
+    """What `_rank` reads of a query: its weighted terms, their lexicon groups and the boosts."""
+
+    qweights: dict[str, float]
+    groups: tuple[dict[str, float], ...]
+    boosts: Boosts
+
+
+def analyse(view: OwnerView, query: str, options: list[str], r: Ranking) -> Query | None:
+    """The query's terms (None: no term to search by) and what it asks of a turn."""
     qtoks = tokenize(query)
     named = {s for s, toks in view.speakers.items() if not toks.isdisjoint(qtoks)}
     boosted = named
@@ -151,7 +164,7 @@ def _rank(
             if t not in STOPWORDS and t not in qweights:
                 qweights[t] = r.option_weight
     if not qweights:
-        return []
+        return None
     if len(qweights) > MAX_QUERY_TERMS:
         # Each term walks its postings: a bounded number of them bounds the work. The rarest
         # that occur at all carry the query (a common word adds little but costs the most; a
@@ -160,47 +173,70 @@ def _rank(
                               key=lambda t: view.idf(t) if view.df.get(t) else -1.0)
         qweights = {t: qweights[t] for t in keep}
         content_toks = [t for t in content_toks if t in qweights]
-    when = bool(_WHEN_RE.search(query))
-    count = bool(_COUNT_RE.search(query))
     # Names the answer must not merely repeat: the speakers and whatever the question names.
-    known_names = (set(qtoks).union(*view.speakers.values()) if _WHO_RE.search(query) else None)
-    # Every turn holding a query word or a related one (the category lexicon, `index.lexicon`:
-    # "pets" ~ "turtle"; each question word counts once per turn through its best related term, so
-    # a turn listing many members of a category does not outweigh one using the question's own
-    # word), and of those, in a long history, the best `max_candidates` by that raw score: common
-    # words match thousands of turns, the steps below multiply by bounded boosts, so a turn far
-    # down the word-match order does not reach the top, and search time stays flat as the history
-    # grows. In numpy (messages/candidates.py): this is the part that grows with the history.
-    groups = related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values() \
+    known_names = (frozenset(qtoks).union(*view.speakers.values()) if _WHO_RE.search(query) else None)
+    # Each question word also matches its related words (the category lexicon, `index.lexicon`:
+    # "pets" ~ "turtle"), counted once per turn through its best related term, so a turn listing
+    # many members of a category does not outweigh one using the question's own word.
+    groups = tuple(related(content_toks, down=r.lexicon_down, up=r.lexicon_up).values()) \
         if r.lexicon_down or r.lexicon_up else ()
-    raw = candidates(view, qweights, groups, r.sat_key(), r.max_candidates)
-    factors: dict[int, tuple[float, ...]] = {}
-    by_id = _boosted(view, raw, boosted, when, count, known_names, r, factors)
-    if not by_id:
+    return Query(qweights, groups, Boosts(frozenset(boosted), bool(_WHEN_RE.search(query)),
+                                          bool(_COUNT_RE.search(query)), known_names))
+
+
+def _rank(
+    view: OwnerView, query: str, options: list[str], r: Ranking, *, need: int, first_slot: bool = False
+) -> list[tuple[float, int]]:
+    """(score, turn id) for the best `need` turns that score, best first; with `first_slot`, the
+    turn in position 1 is chosen by the weighted feedback (`Ranking.first_prf_weight`)."""
+    # numpy here, not at the top: a command that never searches messages does not import it.
+    import numpy as np
+
+    from mateclaw_mem.index.messages import scoring
+    from mateclaw_mem.index.messages.candidates import candidates
+
+    q = analyse(view, query, options, r)
+    if q is None:
+        return []
+    key = r.sat_key()
+    # Every turn holding a query word or a related one, and of those, in a long history, the best
+    # `max_candidates` by that raw score: common words match thousands of turns, the steps below
+    # multiply by bounded boosts, so a turn far down the word-match order does not reach the top,
+    # and search time stays flat as the history grows. In numpy (messages/candidates.py), as is
+    # every later step (messages/scoring.py): these are positions in the view, not turn ids.
+    pos, raw = candidates(view, q.qweights, q.groups, key, r.max_candidates)
+    fs = scoring.factors(view, pos, q.boosts, r)
+    by_pos, by_val = scoring.boosted(pos, raw, fs)
+    if not by_pos.size:
         return []
 
-    def expanded(extra: dict[str, float]) -> dict[int, float]:
+    def expanded(extra: dict[str, float]) -> tuple[Any, Any]:
         """The final scores with the query expanded by `extra`. Scores are sums over terms times
         per-turn boosts, so the expanded score is the first one plus the new terms' part: no second
         pass over the old terms. Without re-query the new terms only reorder the turns found."""
-        scores = raw
-        if extra:
-            scores = dict(raw)
-            for i, v in _raw(view, extra, r, within=None if r.prf_requery else raw.keys()).items():
-                scores[i] = scores.get(i, 0.0) + v
-        return _settle(view, _boosted(view, scores, boosted, when, count, known_names, r, factors), r)
+        at, scores, f = pos, raw, fs
+        if extra and r.prf_requery:
+            more = scoring.everywhere(view, extra, key)
+            found = np.zeros(len(view.ids), dtype=bool)
+            found[np.flatnonzero(more)] = True
+            found[pos] = False
+            new = np.flatnonzero(found)
+            at = np.concatenate((pos, new))
+            scores = np.concatenate((raw + more[pos], more[new]))
+            f = scoring.factors(view, at, q.boosts, r)
+        elif extra:
+            scores = raw + scoring.among(view, extra, key, pos)
+        return scoring.settle(view, *scoring.boosted(at, scores, f), r)
 
-    flat = _feedback(view, by_id, qweights, r) if r.prf_docs and r.prf_terms and r.prf_weight else {}
-    final = expanded(flat) if flat else _settle(view, by_id, r)
-    # Best first, ties by lower id; only the `need` that the caller will use.
-    best_first = heapq.nlargest(need, ((sc, -i) for i, sc in final.items() if sc > 0))
-    ranked = [(sc, -neg) for sc, neg in best_first]
+    top_ids = scoring.best(view, by_pos, by_val, max(r.prf_docs, r.first_prf_docs))
+    flat = _feedback(view, top_ids[: r.prf_docs], q.qweights, r) if r.prf_docs and r.prf_terms and r.prf_weight \
+        else {}
+    final = expanded(flat) if flat else scoring.settle(view, by_pos, by_val, r)
+    ranked = scoring.best(view, *final, need)
     if first_slot and ranked and r.first_prf_weight and r.first_prf_docs and r.first_prf_terms:
-        weighted = _weighted_feedback(view, by_id, qweights, r)
+        weighted = _weighted_feedback(view, top_ids[: r.first_prf_docs], q.qweights, r)
         if weighted:
-            alt = expanded(weighted)
-            best = min(alt, key=lambda i: (-alt[i], i))
-            ranked = first_slot_to(ranked, best)
+            ranked = first_slot_to(ranked, scoring.top_one(view, *expanded(weighted)))
     return ranked
 
 
@@ -213,58 +249,6 @@ def first_slot_to(ranked: list[tuple[float, int]], best: int) -> list[tuple[floa
         return ranked
     top = ranked[0][0]
     return [(top + max(top * 1e-3, 1e-6), best), *(x for x in ranked if x[1] != best)]
-
-
-def _settle(view: OwnerView, by_id: dict[int, float], r: Ranking) -> dict[int, float]:
-    """Scores after the steps that pass them along the conversation: neighbours and threads,
-    then the sessions that match best."""
-    if r.neighbour_weight or r.thread_weight:
-        by_id = _inherit(view, by_id, r)
-    if r.session_weight and by_id:
-        # A session that talks about the topic at length is where the answer most likely is.
-        # Each turn's conversation read once, by C-level maps (these are ~600 turns, twice a search).
-        convs = list(map(_CONVERSATION, map(view.by_id.__getitem__, by_id)))
-        per_session: dict[str, list[float]] = {}
-        for c, sc in zip(convs, by_id.values(), strict=True):
-            got = per_session.get(c)
-            if got is None:
-                per_session[c] = [sc]
-            else:
-                got.append(sc)
-        strength = {c: sum(sorted(v, reverse=True)[:3]) for c, v in per_session.items()}
-        top = max(strength.values()) or 1.0
-        w = r.session_weight
-        by_id = {i: sc * (1.0 + w * strength[c] / top) for (i, sc), c in zip(by_id.items(), convs, strict=True)}
-    return by_id
-
-
-def _inherit(view: OwnerView, by_id: dict[int, float], r: Ranking) -> dict[int, float]:
-    """Scores passed along the conversation: conversations answer across turns."""
-    docs = view.by_id
-    inherited: dict[int, float] = {}  # from the turn just before or after
-    thread: dict[int, float] = {}  # from the same speaker's turn two steps away
-    with_thread = bool(r.thread_weight)
-    inherited_get, thread_get = inherited.get, thread.get
-    for i, sc in by_id.items():
-        d = docs[i]
-        for j in d.around:
-            if inherited_get(j, 0.0) < sc:
-                inherited[j] = sc
-        if with_thread:
-            for k in d.thread:
-                if thread_get(k, 0.0) < sc:
-                    thread[k] = sc
-    out = dict(by_id)
-    nw = r.neighbour_weight
-    get = out.get
-    for j, sc in inherited.items():
-        out[j] = get(j, 0.0) + nw * sc
-    tw = r.thread_weight
-    for k, sc in thread.items():
-        own = get(k, 0.0)
-        v, cap = own + tw * sc, sc * 0.999  # never above its source, never below its own score
-        out[k] = v if v <= cap else (cap if cap > own else own)
-    return out
 
 
 def _padding(view: OwnerView, ranked: list[tuple[float, int]], room: int, r: Ranking) -> list[tuple[float, int]]:
@@ -294,84 +278,13 @@ def _padding(view: OwnerView, ranked: list[tuple[float, int]], room: int, r: Ran
     return [(floor * 0.5 * (1.0 - k / (len(out) + 1)), j) for k, (_, j) in enumerate(out)]
 
 
-def _raw(
-    view: OwnerView, qweights: dict[str, float], r: Ranking, *, within: Iterable[int] | None = None
-) -> dict[int, float]:
-    """{turn id: sum over query terms of weight x idf x saturated tf}, for the turns holding any
-    of the terms in any field. The view holds exactly this owner's turns: that is the isolation
-    (and the candidate set - FTS5 is not consulted at search time)."""
-    keep = within if within is None or isinstance(within, set | frozenset) else set(within)
-    key = r.sat_key()
-    acc: dict[int, float] = {}
-    get = acc.get
-    for t, qw in qweights.items():
-        sat = view.saturated(t, key) if keep is None else view.saturated_among(t, key, keep)
-        if not sat:
-            continue
-        f = qw * view.idf(t)
-        if keep is None:
-            for i, v in sat.items():
-                acc[i] = get(i, 0.0) + f * v
-        elif len(keep) < len(sat):
-            for i in keep:
-                v = sat.get(i)
-                if v is not None:
-                    acc[i] = get(i, 0.0) + f * v
-        else:
-            for i, v in sat.items():
-                if i in keep:
-                    acc[i] = get(i, 0.0) + f * v
-    return acc
-
-
-def _boosted(
-    view: OwnerView, raw: dict[int, float], named: set[str], when: bool, count: bool,
-    known_names: set[str] | None, r: Ranking, factors: dict[int, tuple[float, ...]] | None = None,
-) -> dict[int, float]:
-    """Each turn's score times its boosts, in a fixed order. `factors` keeps each turn's boosts
-    for the next call of the same query (a search boosts the same turns up to three times); the
-    products are the same floats either way."""
-    out = {}
-    for i, s in raw.items():
-        fs = factors.get(i) if factors is not None else None
-        if fs is None:
-            fs = _factors(view.by_id[i], named, when, count, known_names, r)
-            if factors is not None:
-                factors[i] = fs
-        for f in fs:
-            s *= f
-        if s > 0:
-            out[i] = s
-    return out
-
-
-def _factors(d: Doc, named: set[str], when: bool, count: bool, known_names: set[str] | None,
-             r: Ranking) -> tuple[float, ...]:
-    fs: list[float] = []
-    if r.question_mode == "share":
-        fs.append(1.0 - (1.0 - r.question_penalty) * d.question_share)
-    elif d.is_question:
-        fs.append(r.question_penalty)
-    if d.echo:
-        fs.append(1.0 - r.echo_penalty * d.echo)
-    if d.speaker in named:
-        fs.append(r.speaker_boost)
-    if when and d.has_time:
-        fs.append(r.when_boost)
-    if count and d.has_number:
-        fs.append(r.count_boost)
-    if known_names is not None and not d.names <= known_names:
-        fs.append(r.name_boost)
-    return tuple(fs)
-
-
 def _feedback(
-    view: OwnerView, scores: dict[int, float], qweights: dict[str, float], r: Ranking
+    view: OwnerView, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
 ) -> dict[str, float]:
-    """The strongest body terms of the top turns (RM3-like, idf-weighted) -> their weight."""
-    top = [-neg for _, neg in heapq.nlargest(r.prf_docs, ((sc, -i) for i, sc in scores.items()))]
+    """The strongest body terms of the top turns, (score, id) best first (RM3-like, idf-weighted)
+    -> their weight."""
     gain: Counter[str] = Counter()
-    for i in top:
+    for _, i in top:
         for t, c in view.by_id[i].tf.items():
             if c[0] and t not in qweights and t not in STOPWORDS:
                 gain[t] += view.idf(t) / len(top)
@@ -379,18 +292,17 @@ def _feedback(
 
 
 def _weighted_feedback(
-    view: OwnerView, scores: dict[int, float], qweights: dict[str, float], r: Ranking
+    view: OwnerView, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
 ) -> dict[str, float]:
     """Like `_feedback`, but a top turn counts by its share of the top turns' scores (a clear
     first match says more than the fifth) and a term by its gain relative to the strongest."""
-    top = heapq.nlargest(r.first_prf_docs, ((sc, -i) for i, sc in scores.items()))
     total = sum(sc for sc, _ in top)
     if total <= 0:
         return {}
     gain: Counter[str] = Counter()
-    for sc, neg in top:
+    for sc, i in top:
         share = sc / total
-        for t, c in view.by_id[-neg].tf.items():
+        for t, c in view.by_id[i].tf.items():
             if c[0] and t not in qweights and t not in STOPWORDS:
                 gain[t] += share * view.idf(t)
     strongest = gain.most_common(r.first_prf_terms)

@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.storage import FACT_BASE, FIELDS, MONTHS, WEEKDAYS, split_speaker
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 
@@ -34,6 +35,10 @@ _NUMBER_RE = re.compile(
     re.IGNORECASE,
 )
 _CAPITAL_RE = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
+
+# A term's count in one field of one turn is capped here (only a hostile message of 2 MB reaches
+# it): its saturated score has long stopped moving, and four counts then pack into one int.
+COUNT_CAP = 0xFFFF
 
 # (k1, per-field weights, per-field b): what a saturated term frequency depends on.
 SatKey = tuple[float, tuple[float, ...], tuple[float, ...]]
@@ -73,31 +78,36 @@ def _saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def _saturate_all(view: OwnerView, docs: dict[int, tuple[int, int, int, int]],
-                  keys: list[SatKey]) -> list[tuple[Any, Any]]:
-    """`_saturate` of every doc in `docs` (id -> counts) at once, in numpy, for each of `keys`:
-    (positions, values) per key, values > 0 only. The same operations in the same order, so the
-    same floats (a field a doc lacks adds 0.0, which changes no sum). A term's first search in a
-    long history computes this over every turn holding it; one turn at a time it was most of that
-    search. The counts are read into an array once for all the keys (that read is most of it)."""
+def _pack(c: tuple[int, int, int, int]) -> int:
+    """A term's four field counts in one int (16 bits each; parse_doc caps them at COUNT_CAP)."""
+    return c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48
+
+
+def _unpack(packed: int) -> tuple[int, int, int, int]:
+    return packed & 0xFFFF, packed >> 16 & 0xFFFF, packed >> 32 & 0xFFFF, packed >> 48
+
+
+def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) -> list[tuple[Any, Any]]:
+    """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`_pack`), at once
+    in numpy, for each of `keys`: (a mask of the docs scoring > 0, their values) per key. The same
+    operations in the same order, so the same floats (a field a doc lacks adds 0.0, which changes no
+    sum). A term's first search in a long history computes this over every turn holding it, so the
+    postings are plain ints, read by C loops: as tuples of counts keyed by turn id, reading them into
+    arrays took 14 ms for a word in 24,000 turns (now 2 ms)."""
     import numpy as np
 
-    n = len(docs)
-    idx = np.fromiter(map(view.pos.__getitem__, docs), dtype=np.intp, count=n)
-    if not n:
-        return [(idx, np.zeros(0)) for _ in keys]
-    c = np.fromiter(itertools.chain.from_iterable(docs.values()), dtype=np.float64, count=4 * n).reshape(n, 4)
-    lens = view.lens[idx]
-    avg = np.array(view.avg, dtype=np.float64)
+    n = len(idx)
+    c = np.empty((n, 4))
+    for f in range(4):
+        c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
     out = []
     for k1, w, b in keys:
         wb = np.array(w, dtype=np.float64)
-        bb = np.array(b, dtype=np.float64)
-        x = (wb * c) / ((1.0 - bb) + (bb * lens) / avg)
+        x = (wb * c) / view.norms_of((k1, w, b))[idx]
         tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
         keep = tf > 0
         tf = tf[keep]
-        out.append((idx[keep], tf / (k1 + tf)))
+        out.append((keep, tf / (k1 + tf)))
     return out
 
 
@@ -129,13 +139,17 @@ class Doc:
 
 def parse_doc(r: sqlite3.Row) -> Doc:
     """A stored document (a `MessageStorage.doc_rows` row) parsed for ranking."""
-    counts = [Counter(r[f].split()) for f in FIELDS]
-    tf: dict[str, tuple[int, int, int, int]] = {}
+    tokens = [r[f].split() for f in FIELDS]
+    counts = [Counter(x) for x in tokens]
     # First-seen order (not set order, which varies with hash seeds): ties in feedback
-    # term selection then break the same way in every process.
-    for t in dict.fromkeys(itertools.chain(*counts)):
-        tf[t] = (counts[0][t], counts[1][t], counts[2][t], counts[3][t])
-    lens = (sum(counts[0].values()), sum(counts[1].values()), sum(counts[2].values()), sum(counts[3].values()))
+    # term selection then break the same way in every process. (dict.get, not Counter's
+    # missing-key method: a long history's first search parses every turn.)
+    g0, g1, g2, g3 = (c.get for c in counts)
+    tf = {t: (g0(t, 0), g1(t, 0), g2(t, 0), g3(t, 0)) for t in dict.fromkeys(itertools.chain(*counts))}
+    lens = (len(tokens[0]), len(tokens[1]), len(tokens[2]), len(tokens[3]))
+    if max(lens) > COUNT_CAP:  # only then can a count exceed it (the postings hold 16 bits a field)
+        tf = {t: (min(c[0], COUNT_CAP), min(c[1], COUNT_CAP), min(c[2], COUNT_CAP), min(c[3], COUNT_CAP))
+              for t, c in tf.items()}
     text = split_speaker(r["content"])[1]
     return Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
                _question_share(text), bool(_NUMBER_RE.search(text)), _proper_names(text),
@@ -171,25 +185,26 @@ class OwnerView:
         self.df: Counter[str] = Counter()  # body document frequency
         self.speakers: dict[str, frozenset[str]] = {}  # speaker -> the tokens of their name
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
-        # term -> the docs holding it in any field: scoring walks the query terms' postings
-        # instead of every candidate x every query term.
-        # (Each entry is the doc's counts of the term: a whole term's scores are computed from
-        # these and `lens` in one vector operation.)
-        self.postings: dict[str, dict[int, tuple[int, int, int, int]]] = {}
-        # term -> ranking knobs -> {doc id: saturated BM25F term frequency}, filled lazily per query
-        # term. An Add drops only the terms of the turns it touched, unless the (1%-stepped) average
-        # field lengths moved: then everything. A long history's search after an Add stays warm.
-        self.sat: dict[str, dict[SatKey, dict[int, float]]] = {}
+        # term -> the docs holding it in any field, by position -> the doc's four counts of the
+        # term packed in one int (`_pack`): a whole term's scores are computed from these and
+        # `lens` in one vector operation (`_saturate_all`).
+        self.postings: dict[str, dict[int, int]] = {}
         # Every doc's position (in the order first seen), its field lengths by position (a numpy
-        # array, grown by doubling), and per term and ranking its scores as numpy arrays over those
-        # positions (messages/candidates.py), dropped whenever `sat`'s would be.
+        # array, grown by doubling), what the ranking reads of it by position (`cols`), and per
+        # term and ranking the term's saturated BM25F scores as numpy arrays over those positions
+        # (messages/candidates.py), filled lazily per query term. An Add patches only the terms of
+        # the turns it touched, unless the (1%-stepped) average field lengths moved: then every
+        # term is dropped. A long history's search after an Add stays warm.
         self.ids: list[int] = []
         self.pos: dict[int, int] = {}
         self.lens: Any = None
+        self.cols = Columns()
         self.arrays: dict[str, dict[SatKey, tuple[Any, Any]]] = {}
         # term -> docs whose entry changed since its arrays were made: merged into them at the next
         # use (scoring a whole common term again after every Add was most of an agent's search).
         self.patches: dict[str, set[int]] = {}
+        self.norms: dict[SatKey, Any] = {}  # `norms_of`
+        self.partial_reads: dict[str, int] = {}  # big terms `sat_among` read without making their arrays
         self.keys: dict[SatKey, None] = {}  # the rankings searched with, in order (`sat_arrays`)
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
         self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
@@ -199,9 +214,10 @@ class OwnerView:
         for i in range(4):
             self.len_sum[i] -= d.lens[i]
         self.df.subtract(t for t, c in d.tf.items() if c[0])
+        p = self.pos[d.id]
         for t in d.tf:
             docs = self.postings[t]
-            del docs[d.id]
+            del docs[p]
             if not docs:
                 del self.postings[t]
 
@@ -210,8 +226,15 @@ class OwnerView:
         for i in range(4):
             self.len_sum[i] += d.lens[i]
         self.df.update(t for t, c in d.tf.items() if c[0])
+        p = self.pos[d.id]
+        postings = self.postings
         for t, c in d.tf.items():
-            self.postings.setdefault(t, {})[d.id] = c
+            packed = c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48  # `_pack`, inline: 50 terms a turn
+            got = postings.get(t)
+            if got is None:
+                postings[t] = {p: packed}
+            else:
+                got[p] = packed
 
     def apply(self, docs: list[Doc]) -> None:
         """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
@@ -236,6 +259,7 @@ class OwnerView:
             self._place(d)
             if d.prev is not None:
                 d.echo = _echo(d, self.by_id[d.prev])
+                self.cols.put_echo(self.pos[d.id], d.echo)
             self._add_stats(d)
             if d.speaker and d.speaker not in self.speakers:
                 self.speakers[d.speaker] = frozenset(tokenize(d.speaker))
@@ -255,32 +279,24 @@ class OwnerView:
                     for i in range(4))
         if avg != self.avg:
             self.avg = avg
-            self.sat.clear()
+            self.norms.clear()
             self.arrays.clear()
             self.patches.clear()
             return
-        # Each entry depends only on its own turn: refresh the entries of the turns just parsed.
+        # Each entry depends only on its own turn: the terms of the turns just parsed are patched.
         for d in docs:
             old_terms = dropped[d.id].tf.keys() - d.tf.keys() if d.id in dropped else ()
             for t in itertools.chain(d.tf, old_terms):
                 if t in self.arrays:
                     self.patches.setdefault(t, set()).add(d.id)
-                per_ranking = self.sat.get(t)
-                if per_ranking is None:
-                    continue
-                c = d.tf.get(t)
-                for (k1, w, b), got in per_ranking.items():
-                    v = _saturate(c, d.lens, w, b, k1, avg) if c else 0.0
-                    if v > 0:
-                        got[d.id] = v
-                    else:
-                        got.pop(d.id, None)
 
     def _relink(self, x: Doc) -> None:
-        docs = self.by_id
+        docs, pos = self.by_id, self.pos
         x.around = tuple(j for j in (x.prev, x.next) if j is not None)
         two = (docs[x.prev].prev if x.prev is not None else None, docs[x.next].next if x.next is not None else None)
-        x.thread = tuple(k for k in two if k is not None and docs[k].speaker == x.speaker)
+        same = [k if k is not None and docs[k].speaker == x.speaker else None for k in two]
+        x.thread = tuple(k for k in same if k is not None)
+        self.cols.put_links(pos[x.id], *(-1 if j is None else pos[j] for j in (x.prev, x.next, *same)))
 
     def _place(self, d: Doc) -> None:
         """Give `d` a position (once) and store its field lengths there."""
@@ -295,10 +311,28 @@ class OwnerView:
             if self.lens is not None:
                 grown[: len(self.lens)] = self.lens
             self.lens = grown
+            self.norms.clear()
         self.lens[p] = d.lens
+        for (_, _, b), norms in self.norms.items():
+            bb = np.array(b, dtype=np.float64)
+            norms[p] = (1.0 - bb) + (bb * self.lens[p]) / np.array(self.avg, dtype=np.float64)
+        self.cols.put(p, d)
+
+    def norms_of(self, key: SatKey) -> Any:
+        """Every position's BM25F length normalisation per field under `key`, 1 - b + b x len / avg
+        (what each term's scores divide by), kept until the averages move."""
+        got = self.norms.get(key)
+        if got is None:
+            import numpy as np
+
+            bb = np.array(key[2], dtype=np.float64)
+            got = self.norms[key] = (1.0 - bb) + (bb * self.lens) / np.array(self.avg, dtype=np.float64)
+        return got
 
     def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
-        """(positions, values) of `saturated(term, key)` as numpy arrays, cached the same way."""
+        """(positions, values > 0) of `term`'s saturated BM25F term frequency, tf / (k1 + tf), tf
+        being the field-weighted, length-normalised count under `key` = (k1, field weights, field b),
+        over the docs holding it in any field. Cached until the statistics change."""
         per_key = self.arrays.setdefault(term, {})
         if term in self.patches:
             self._merge_patches(term, per_key)
@@ -307,10 +341,38 @@ class OwnerView:
             # Every ranking seen so far at once (a search uses two): the term's counts are read once.
             self.keys[key] = None
             missing = [key, *(k for k in self.keys if k != key and k not in per_key)][:4]
-            for k, arrays in zip(missing, _saturate_all(self, self.postings.get(term, {}), missing), strict=True):
-                per_key[k] = arrays
+            import numpy as np
+
+            docs = self.postings.get(term, {})
+            idx = np.fromiter(docs, dtype=np.intp, count=len(docs))
+            packed = np.fromiter(docs.values(), dtype=np.uint64, count=len(docs))
+            for k, (keep, vals) in zip(missing, _saturate_all(self, idx, packed, missing), strict=True):
+                per_key[k] = (idx[keep], vals)
             got = per_key[key]
         return got
+
+    def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any] | None:
+        """`sat_arrays(term, key)` read for the docs at `pos` only, as (indices into `pos`, values),
+        when the term's arrays are not cached and it holds many more docs than asked for (feedback
+        terms are scored within a few hundred candidates: making the arrays of a word in 20,000
+        turns, to read 300 of them, was a third of a search's first pass in a long history). A term
+        read this way a second time gets its arrays made (and cached): it is a common feedback word.
+        None: read `sat_arrays`. The same values either way."""
+        docs = self.postings.get(term)
+        if docs is None or len(docs) <= 8 * len(pos) or key in self.arrays.get(term, ()):
+            return None
+        if self.partial_reads.get(term):
+            del self.partial_reads[term]
+            return None
+        self.partial_reads[term] = 1
+        import numpy as np
+
+        found = [(k, p, c) for k, p in enumerate(pos) if (c := docs.get(p)) is not None]
+        at = np.array([k for k, _, _ in found], dtype=np.intp)
+        idx = np.array([p for _, p, _ in found], dtype=np.intp)
+        packed = np.array([c for _, _, c in found], dtype=np.uint64)
+        keep, vals = _saturate_all(self, idx, packed, [key])[0]
+        return at[keep], vals
 
     def _merge_patches(self, term: str, per_key: dict[SatKey, tuple[Any, Any]]) -> None:
         """The changed docs' entries of `term` scored afresh (one at a time: `_saturate`, the same
@@ -322,47 +384,11 @@ class OwnerView:
         where = np.fromiter((self.pos[i] for i in changed), dtype=np.intp, count=len(changed))
         for key, (idx, vals) in list(per_key.items()):
             k1, w, b = key
-            fresh = [(self.pos[i], v) for i in changed if (c := docs.get(i)) is not None
-                     and (v := _saturate(c, self.by_id[i].lens, w, b, k1, self.avg)) > 0]
+            fresh = [(p, v) for p in where.tolist() if (c := docs.get(p)) is not None
+                     and (v := _saturate(_unpack(c), self.by_id[self.ids[p]].lens, w, b, k1, self.avg)) > 0]
             keep = ~np.isin(idx, where)
             per_key[key] = (np.concatenate((idx[keep], np.array([p for p, _ in fresh], dtype=np.intp))),
                             np.concatenate((vals[keep], np.array([v for _, v in fresh], dtype=np.float64))))
-
-    def saturated(self, term: str, key: SatKey) -> dict[int, float]:
-        """{doc id: tf / (k1 + tf)} for `term`, tf being the field-weighted, length-normalised BM25F
-        count under `key` = (k1, field weights, field b). Cached until the statistics change."""
-        per_ranking = self.sat.setdefault(term, {})
-        got = per_ranking.get(key)
-        if got is None:
-            idx, values = self.sat_arrays(term, key)
-            ids = self.ids
-            got = per_ranking[key] = dict(zip(map(ids.__getitem__, idx.tolist()), values.tolist(), strict=True))
-        return got
-
-    def saturated_among(self, term: str, key: SatKey, ids: set[int] | frozenset[int]) -> dict[int, float]:
-        """`saturated(term, key)` for at least the turns in `ids` (it may hold more): the whole term
-        when it is cached or holds few turns, else read for those turns only from the term's arrays
-        (feedback terms are scored within a few hundred candidates: a dict of all 10,000 turns
-        holding a word, to read 300 of them, was most of a cold search in a long history; scoring
-        the 300 one at a time in Python was still a tenth of a search at 30,000 turns). The same
-        values either way."""
-        cached = self.sat.get(term, {}).get(key)
-        if cached is not None:
-            return cached  # the whole term: the caller reads the ids it wants (copying was slower)
-        docs = self.postings.get(term)
-        if not docs:
-            return {}
-        if len(docs) <= 8 * len(ids):  # not many more turns than asked for: score (and keep) the whole term
-            return self.saturated(term, key)
-        import numpy as np
-
-        idx, vals = self.sat_arrays(term, key)  # numpy, kept like the first stage's (candidates.py)
-        dense = np.zeros(len(self.ids))
-        dense[idx] = vals
-        asked = list(ids)
-        got = dense[np.fromiter(map(self.pos.__getitem__, asked), dtype=np.intp, count=len(asked))]
-        keep = np.flatnonzero(got > 0)
-        return dict(zip([asked[k] for k in keep.tolist()], got[keep].tolist(), strict=True))
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)

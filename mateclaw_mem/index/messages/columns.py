@@ -1,0 +1,66 @@
+"""Per-position numpy columns of an `OwnerView`'s documents: what the ranking steps after the first
+stage read for a few hundred turns at a time (messages/scoring.py).
+
+Position p is the p-th document the view met (`OwnerView.ids[p]`). The columns grow by doubling;
+a document parsed again overwrites its row, and relinking rewrites its links. Links are positions,
+-1 for none: the turn just before and after in its conversation, and the same speaker's turns two
+steps away (what `Doc.around` and `Doc.thread` hold as ids).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mateclaw_mem.index.messages.view import Doc
+
+PREV, NEXT, THREAD_PREV, THREAD_NEXT = range(4)
+
+
+class Columns:
+    def __init__(self) -> None:
+        import numpy as np  # here, not at the top: a command that never searches messages skips it
+
+        self._np = np
+        self.cap = 0
+        self.ids: Any = np.zeros(0, dtype=np.int64)
+        self.links: Any = np.zeros((0, 4), dtype=np.intp)
+        self.conv: Any = np.zeros(0, dtype=np.intp)  # conversation code (`conv_codes`)
+        self.speaker: Any = np.zeros(0, dtype=np.intp)  # speaker code (`speaker_codes`), -1 for none
+        self.question_share: Any = np.zeros(0)
+        self.is_question: Any = np.zeros(0, dtype=bool)
+        self.echo: Any = np.zeros(0)
+        self.has_time: Any = np.zeros(0, dtype=bool)
+        self.has_number: Any = np.zeros(0, dtype=bool)
+        self.conv_codes: dict[str, int] = {}
+        self.speaker_codes: dict[str, int] = {}
+
+    def _grow(self, p: int) -> None:
+        np = self._np
+        cap = max(64, 2 * p)
+        for name in ("ids", "links", "conv", "speaker", "question_share", "is_question", "echo", "has_time",
+                     "has_number"):
+            old = getattr(self, name)
+            new = np.full((cap, 4), -1, dtype=old.dtype) if old.ndim == 2 else np.zeros(cap, dtype=old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+        self.cap = cap
+
+    def put(self, p: int, d: Doc) -> None:
+        """Row p from `d` (its echo is set apart, by `put_echo`, once its predecessor is known)."""
+        if p >= self.cap:
+            self._grow(p)
+        self.ids[p] = d.id
+        self.conv[p] = self.conv_codes.setdefault(d.conversation_id, len(self.conv_codes))
+        self.speaker[p] = -1 if d.speaker is None else self.speaker_codes.setdefault(d.speaker, len(self.speaker_codes))
+        self.question_share[p] = d.question_share
+        self.is_question[p] = d.is_question
+        self.echo[p] = d.echo
+        self.has_time[p] = d.has_time
+        self.has_number[p] = d.has_number
+
+    def put_echo(self, p: int, echo: float) -> None:
+        self.echo[p] = echo
+
+    def put_links(self, p: int, prev: int, nxt: int, thread_prev: int, thread_next: int) -> None:
+        self.links[p] = (prev, nxt, thread_prev, thread_next)
