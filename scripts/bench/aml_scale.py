@@ -3,6 +3,8 @@
 The LoCoMo dev turns are replayed under a single user_id - copies get their own session ids - up to
 each size, then 200 of the dev questions are searched with top_k 100. The question set is what a
 real user asks; the history is conversational text, so common words match a large share of it.
+"first search" is the search before those: it parses the whole history into the owner's view, as the
+first search after a daemon start does.
 
     python scripts/bench/aml_scale.py [--sizes 3000,10000,30000] [--data PATH]
 """
@@ -58,7 +60,7 @@ def main() -> int:
     base = turns(data)
     questions = [q["question"] for conv in data for q in conv["qa"]][::5][:200]
     print(f"{'messages':>9} {'add ms/20':>10} {'search p50':>11} {'p95':>8} {'max':>8}"
-          f" {'after-add p50':>14} {'p95':>8}")
+          f" {'after-add p50':>14} {'p95':>8} {'first search':>13}")
     for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory() as tmp:
             log = ConversationLog(Path(tmp) / "log.db")
@@ -78,7 +80,10 @@ def main() -> int:
                         add_ms.append((time.perf_counter() - t0) * 1000)
                 done += min(len(base), size - done)
                 copy += 1
+            # The first search parses the whole history into the owner's view (once per process).
+            t0 = time.perf_counter()
             svc.search("warm up", "one-user", 100)
+            first_ms = (time.perf_counter() - t0) * 1000
             ms = []
             for q in questions:
                 t0 = time.perf_counter()
@@ -96,10 +101,11 @@ def main() -> int:
             mixed.sort()
             print(f"{size:>9} {statistics.median(add_ms):>10.2f} {statistics.median(ms):>10.2f}ms"
                   f" {ms[int(len(ms) * 0.95)]:>7.2f}ms {ms[-1]:>7.2f}ms {statistics.median(mixed):>12.2f}ms"
-                  f" {mixed[int(len(mixed) * 0.95)]:>7.2f}ms")
+                  f" {mixed[int(len(mixed) * 0.95)]:>7.2f}ms {first_ms:>11.0f}ms")
             record(f"AML Search p50, {size} messages of one user", statistics.median(ms), "ms",
                    goal="<= 10 ms" if size >= 30000 else "", met=statistics.median(ms) <= 10 if size >= 30000 else None)
             record(f"AML Search after an Add p50, {size} messages of one user", statistics.median(mixed), "ms")
+            record(f"AML first search after a start (the view parsed), {size} messages of one user", first_ms, "ms")
             log.close()
             index.close()
     return 0
