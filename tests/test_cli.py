@@ -162,3 +162,29 @@ def test_anything_but_a_command_first_gets_every_parser(argv: list[str]) -> None
 
     choices = build_parser(argv)._subparsers._group_actions[0].choices
     assert set(choices) == set(COMMANDS)
+
+
+def test_argparse_strings_used_untranslated_read_as_gettext_gave_them(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """With no catalog (Python ships none) argparse's strings skip gettext's disk lookups: the same
+    help, and the same usage errors (one of them plural, through ngettext)."""
+    import argparse
+    import gettext
+
+    from mateclaw_mem.cli import main as cli_main
+
+    def texts() -> tuple[str, str]:
+        parser = cli_main.build_parser()
+        with pytest.raises(SystemExit):
+            parser.parse_args(["search"])  # the query is missing: "the following arguments are required"
+        with pytest.raises(SystemExit):
+            parser.parse_args(["--workspace"])  # "expected one argument" (ngettext)
+        return parser.format_help(), capsys.readouterr().err
+
+    quick = texts()
+    assert argparse._ is str  # type: ignore[attr-defined]
+    monkeypatch.setattr(argparse, "_", gettext.gettext)
+    monkeypatch.setattr(argparse, "ngettext", gettext.ngettext)
+    monkeypatch.setattr(cli_main, "_untranslated_argparse", lambda: None)
+    assert texts() == quick
+    assert "expected one argument" in quick[1] and "required" in quick[1]
