@@ -61,3 +61,12 @@ def test_the_numpy_steps_rank_exactly_like_the_loops() -> None:
                         moved += plain[0][1] != got[0][1]
     assert compared == 24 * 6 * len(RANKINGS) * 2
     assert found > compared * 0.8 and moved > 10  # real rankings, and the first slot did move turns
+
+
+def test_a_view_without_turns_and_a_word_no_turn_holds_rank_to_nothing() -> None:
+    empty = OwnerView()
+    assert _rank(empty, "anything at all", [], BASE, need=10, first_slot=True) == []
+    view = random_view(3, 50)
+    assert _rank(view, "zzz-unknown", [], BASE, need=10, first_slot=True) == []
+    idx, vals = view.sat_arrays("zzz", BASE.sat_key())
+    assert idx.size == 0 and vals.size == 0

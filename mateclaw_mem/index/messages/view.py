@@ -97,6 +97,8 @@ def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) ->
     import numpy as np
 
     n = len(idx)
+    if not n:  # a word no turn holds (and nothing to normalise by in a view without turns)
+        return [(np.zeros(0, dtype=bool), np.zeros(0)) for _ in keys]
     c = np.empty((n, 4))
     for f in range(4):
         c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
