@@ -21,7 +21,6 @@ class Columns:
     def __init__(self) -> None:
         import numpy as np  # here, not at the top: a command that never searches messages skips it
 
-        self._np = np
         self.cap = 0
         self.ids: Any = np.zeros(0, dtype=np.int64)
         self.links: Any = np.zeros((0, 4), dtype=np.intp)
@@ -36,7 +35,8 @@ class Columns:
         self.speaker_codes: dict[str, int] = {}
 
     def _grow(self, p: int) -> None:
-        np = self._np
+        import numpy as np
+
         cap = max(64, 2 * p)
         for name in ("ids", "links", "conv", "speaker", "question_share", "is_question", "echo", "has_time",
                      "has_number"):

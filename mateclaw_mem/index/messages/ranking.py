@@ -217,8 +217,7 @@ def _rank(
         at, scores, f = pos, raw, fs
         if extra and r.prf_requery:
             more = scoring.everywhere(view, extra, key)
-            found = np.zeros(len(view.ids), dtype=bool)
-            found[np.flatnonzero(more)] = True
+            found = more != 0
             found[pos] = False
             new = np.flatnonzero(found)
             at = np.concatenate((pos, new))

@@ -78,17 +78,21 @@ def _saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def _pack(c: tuple[int, int, int, int]) -> int:
-    """A term's four field counts in one int (16 bits each; parse_doc caps them at COUNT_CAP)."""
-    return c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48
-
-
 def _unpack(packed: int) -> tuple[int, int, int, int]:
+    """A posting's four field counts (packed by `OwnerView._add_stats`, 16 bits a field)."""
     return packed & 0xFFFF, packed >> 16 & 0xFFFF, packed >> 32 & 0xFFFF, packed >> 48
 
 
+def _normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
+    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
+    import numpy as np
+
+    bb = np.array(b, dtype=np.float64)
+    return (1.0 - bb) + (bb * lens) / np.array(avg, dtype=np.float64)
+
+
 def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) -> list[tuple[Any, Any]]:
-    """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`_pack`), at once
+    """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`_unpack`), at once
     in numpy, for each of `keys`: (a mask of the docs scoring > 0, their values) per key. The same
     operations in the same order, so the same floats (a field a doc lacks adds 0.0, which changes no
     sum). A term's first search in a long history computes this over every turn holding it, so the
@@ -103,9 +107,9 @@ def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) ->
     for f in range(4):
         c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
     out = []
-    for k1, w, b in keys:
-        wb = np.array(w, dtype=np.float64)
-        x = (wb * c) / view.norms_of((k1, w, b))[idx]
+    for key in keys:
+        k1, w, _ = key
+        x = (np.array(w, dtype=np.float64) * c) / view.norms_of(key)[idx]
         tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
         keep = tf > 0
         tf = tf[keep]
@@ -188,7 +192,7 @@ class OwnerView:
         self.speakers: dict[str, frozenset[str]] = {}  # speaker -> the tokens of their name
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
         # term -> the docs holding it in any field, by position -> the doc's four counts of the
-        # term packed in one int (`_pack`): a whole term's scores are computed from these and
+        # term packed in one int (`_unpack`): a whole term's scores are computed from these and
         # `lens` in one vector operation (`_saturate_all`).
         self.postings: dict[str, dict[int, int]] = {}
         # Every doc's position (in the order first seen), its field lengths by position (a numpy
@@ -206,7 +210,7 @@ class OwnerView:
         # use (scoring a whole common term again after every Add was most of an agent's search).
         self.patches: dict[str, set[int]] = {}
         self.norms: dict[SatKey, Any] = {}  # `norms_of`
-        self.partial_reads: dict[str, int] = {}  # big terms `sat_among` read without making their arrays
+        self.partial_reads: set[str] = set()  # big terms `sat_among` read without making their arrays
         self.keys: dict[SatKey, None] = {}  # the rankings searched with, in order (`sat_arrays`)
         self.stamp: tuple[int, int] | None = None  # (data_version, own writes) when last checked
         self.generation: str | None = None  # the index build it was parsed from (meta 'generation')
@@ -231,7 +235,7 @@ class OwnerView:
         p = self.pos[d.id]
         postings = self.postings
         for t, c in d.tf.items():
-            packed = c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48  # `_pack`, inline: 50 terms a turn
+            packed = c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48  # 16 bits a field (parse_doc caps them)
             got = postings.get(t)
             if got is None:
                 postings[t] = {p: packed}
@@ -316,8 +320,7 @@ class OwnerView:
             self.norms.clear()
         self.lens[p] = d.lens
         for (_, _, b), norms in self.norms.items():
-            bb = np.array(b, dtype=np.float64)
-            norms[p] = (1.0 - bb) + (bb * self.lens[p]) / np.array(self.avg, dtype=np.float64)
+            norms[p] = _normalisation(b, self.lens[p], self.avg)
         self.cols.put(p, d)
 
     def norms_of(self, key: SatKey) -> Any:
@@ -325,10 +328,7 @@ class OwnerView:
         (what each term's scores divide by), kept until the averages move."""
         got = self.norms.get(key)
         if got is None:
-            import numpy as np
-
-            bb = np.array(key[2], dtype=np.float64)
-            got = self.norms[key] = (1.0 - bb) + (bb * self.lens) / np.array(self.avg, dtype=np.float64)
+            got = self.norms[key] = _normalisation(key[2], self.lens, self.avg)
         return got
 
     def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
@@ -363,10 +363,10 @@ class OwnerView:
         docs = self.postings.get(term)
         if docs is None or len(docs) <= 8 * len(pos) or key in self.arrays.get(term, ()):
             return None
-        if self.partial_reads.get(term):
-            del self.partial_reads[term]
+        if term in self.partial_reads:
+            self.partial_reads.discard(term)
             return None
-        self.partial_reads[term] = 1
+        self.partial_reads.add(term)
         import numpy as np
 
         found = [(k, p, c) for k, p in enumerate(pos) if (c := docs.get(p)) is not None]
