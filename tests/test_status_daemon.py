@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from mateclaw_mem.cli.main import main
 from mateclaw_mem.runtime import pidfile
@@ -21,6 +22,9 @@ from mateclaw_mem.settings import ServerSettings, load_settings
 
 KEY_ENV = "MATECLAW_TEST_STATUS_KEY"
 KEY = "s3cret-status-key"
+# What `status` prints as lines of its own; every other key is a nested report.
+_SHOWN_AS_LINES = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon",
+                   "owner_isolation", "agents", "prompt_budget", "model_health")
 
 
 def run(capsys: pytest.CaptureFixture, *args: str) -> tuple[int, str, str]:
@@ -96,6 +100,11 @@ def test_status_asks_the_daemon_with_the_key_the_config_names(
     assert code == 0 and lines[1] == f"workspace: {ws.resolve()}  (from --workspace)"
     assert lines[3].startswith(f"daemon: running (pid {os.getpid()}, {url}, since ")
     assert "file watcher: running" in lines[4] and "agent default" in out
+    # The nested reports (cli/yaml_block.py, no PyYAML on this path) read back as the JSON's values.
+    nested = yaml.safe_load(out[out.index("\nindex:\n"):])
+    assert list(nested) == [k for k in data if k not in _SHOWN_AS_LINES]
+    assert nested["index"]["watcher"]["state"] == data["index"]["watcher"]["state"]
+    assert nested["dreaming"]["enabled"] is data["dreaming"]["enabled"] and nested["index"]["built"] is True
 
 
 def test_without_the_key_status_reports_locally_and_still_names_the_daemon(

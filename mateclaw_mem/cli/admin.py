@@ -93,15 +93,14 @@ def cmd_status(ctx: CliContext) -> int:
             file_width = max(len(w["file"]) for w in writes)
             lines += [f"    {w['at']}  {w['actor']:<{actor_width}}  {w['file']:<{file_width}}  ({w['reason']})"
                       for w in writes]
-    import yaml
+    from mateclaw_mem.cli.yaml_block import block
 
     shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
              "agents", "prompt_budget", "model_health")
     for key, value in data.items():
         if key not in shown:
             # Nested reports read best as indented YAML; --json gives the same data for scripts.
-            block = yaml.safe_dump({key: value}, sort_keys=False, allow_unicode=True, default_flow_style=False)
-            lines.append("\n" + block.rstrip())
+            lines.append("\n" + block(key, value))
     ctx.emit(data, "\n".join(lines))
     return 0
 
