@@ -11,7 +11,8 @@ import pytest
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking
-from mateclaw_mem.index.messages.view import OwnerView, _unpack
+from mateclaw_mem.index.messages.turns import unpack
+from mateclaw_mem.index.messages.view import OwnerView
 
 TS = 1683554160000
 QUERIES = ["cats names", "pottery class", "when did she go camping", "Melanie painting", "adoption agency"]
@@ -67,7 +68,7 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     # entry the turn's own counts; and the columns the later steps read, row by row.
     assert {t: {lv.ids[p] for p in ds} for t, ds in lv.postings.items()} == {
         t: {fv.ids[p] for p in ds} for t, ds in fv.postings.items()}
-    assert all(_unpack(c) == lv.by_id[lv.ids[p]].tf[t] for t, ds in lv.postings.items() for p, c in ds.items())
+    assert all(unpack(c) == lv.by_id[lv.ids[p]].tf[t] for t, ds in lv.postings.items() for p, c in ds.items())
     assert _columns(lv) == _columns(fv)
     for d in lv.by_id.values():
         prev, nxt, *thread = _columns(lv)[d.id][0]

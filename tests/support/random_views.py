@@ -8,7 +8,8 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from mateclaw_mem.index.messages.view import Doc, OwnerView
+from mateclaw_mem.index.messages.turns import Doc
+from mateclaw_mem.index.messages.view import OwnerView
 
 WORDS = [f"w{i}" for i in range(60)]
 SPEAKERS = ("Ann", "Bo", "Cy", None)
@@ -23,9 +24,10 @@ def random_doc(rng: random.Random, doc_id: int, conv: str) -> Doc:
             tf[w] = (1, 0, 0, 0)
     lens = tuple(sum(c[f] for c in tf.values()) + rng.randint(0, 20) for f in range(4))
     share = rng.choice((0.0, 0.0, 0.25, 0.5, 1.0))
+    counts = {t: c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48 for t, c in tf.items()}
     return Doc(doc_id, rng.choice(SPEAKERS), share == 1.0, rng.random() < 0.3, share, rng.random() < 0.3,
-               frozenset(rng.sample(NAMES, rng.randint(0, 2))), tf, lens,  # type: ignore[arg-type]
-               conv, "user", "text", 0)
+               frozenset(rng.sample(NAMES, rng.randint(0, 2))), counts, tuple(t for t, c in tf.items() if c[0]),
+               lens, conv, "user", "text", 0)  # type: ignore[arg-type]
 
 
 def random_view(seed: int, n: int, between: Callable[[OwnerView, random.Random], object] | None = None,

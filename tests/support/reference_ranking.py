@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.ranking import Boosts, Ranking, analyse, first_slot_to
-from mateclaw_mem.index.messages.view import Doc, OwnerView, _saturate
+from mateclaw_mem.index.messages.turns import Doc, unpack
+from mateclaw_mem.index.messages.view import OwnerView, _saturate
 from mateclaw_mem.index.tokenizer import STOPWORDS
 
 
@@ -90,7 +91,7 @@ def _raw(view: OwnerView, qweights: dict[str, float], r: Ranking, *,
         f = qw * view.idf(t)
         for i in ids:
             d = view.by_id[i]
-            c = d.tf.get(t)
+            c = unpack(d.counts[t]) if t in d.counts else None
             v = _saturate(c, d.lens, w, b, k1, view.avg) if c else 0.0
             if v > 0:
                 acc[i] = acc.get(i, 0.0) + f * v

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from mateclaw_mem.index.messages.view import Doc
+    from mateclaw_mem.index.messages.turns import Doc
 
 PREV, NEXT, THREAD_PREV, THREAD_NEXT = range(4)
 

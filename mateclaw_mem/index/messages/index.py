@@ -28,7 +28,8 @@ from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import FACT_BASE, MessageStorage
-from mateclaw_mem.index.messages.view import OwnerView, parse_doc
+from mateclaw_mem.index.messages.turns import parse_doc
+from mateclaw_mem.index.messages.view import OwnerView
 from mateclaw_mem.index.sources import FactSource, MessageSource
 
 log = logging.getLogger(__name__)

@@ -284,8 +284,8 @@ def _feedback(
     -> their weight."""
     gain: Counter[str] = Counter()
     for _, i in top:
-        for t, c in view.by_id[i].tf.items():
-            if c[0] and t not in qweights and t not in STOPWORDS:
+        for t in view.by_id[i].body:
+            if t not in qweights and t not in STOPWORDS:
                 gain[t] += view.idf(t) / len(top)
     return {t: r.prf_weight for t, _ in gain.most_common(r.prf_terms)}
 
@@ -301,8 +301,8 @@ def _weighted_feedback(
     gain: Counter[str] = Counter()
     for sc, i in top:
         share = sc / total
-        for t, c in view.by_id[i].tf.items():
-            if c[0] and t not in qweights and t not in STOPWORDS:
+        for t in view.by_id[i].body:
+            if t not in qweights and t not in STOPWORDS:
                 gain[t] += share * view.idf(t)
     strongest = gain.most_common(r.first_prf_terms)
     if not strongest or strongest[0][1] <= 0:

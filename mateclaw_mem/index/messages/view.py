@@ -8,65 +8,18 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
-import sqlite3
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.storage import FACT_BASE, FIELDS, MONTHS, WEEKDAYS, split_speaker
-from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
+from mateclaw_mem.index.messages.storage import FACT_BASE
+from mateclaw_mem.index.messages.turns import Doc, echo_of, unpack
+from mateclaw_mem.index.tokenizer import tokenize
 
 _AVG_STEP = 1.01  # average field lengths are used in 1% steps (see `OwnerView.apply`)
 
-# Words that place an event in time. A "when" question's answer usually sits in a turn that says
-# "yesterday", "last week" or "in May" - relative to the message date the answer model sees.
-_TEMPORAL = frozenset(
-    tokenize(
-        "yesterday today tomorrow tonight ago last next week weekend weeks month months year years day days"
-        " morning evening night recently soon earlier later since before after until"
-        " " + " ".join(MONTHS) + " " + " ".join(WEEKDAYS)
-    )
-) - STOPWORDS
-_NUMBER_RE = re.compile(
-    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty"
-    r"|forty|fifty|hundred|thousand|million|dozen|couple|several|once|twice)\b",
-    re.IGNORECASE,
-)
-_CAPITAL_RE = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
-
-# A term's count in one field of one turn is capped here (only a hostile message of 2 MB reaches
-# it): its saturated score has long stopped moving, and four counts then pack into one int.
-COUNT_CAP = 0xFFFF
-
 # (k1, per-field weights, per-field b): what a saturated term frequency depends on.
 SatKey = tuple[float, tuple[float, ...], tuple[float, ...]]
-
-
-def _question_share(text: str) -> float:
-    """How much of a turn is asking: "Oscar, my guinea pig. How are yours?" is mostly an answer."""
-    spoken = re.sub(r"\[shares image:[^\]]*\]", "", text)
-    asked = total = 0
-    for sentence in re.findall(r"[^.!?]+[.!?]*", spoken):
-        n = len(sentence.split())
-        total += n
-        if sentence.rstrip().endswith("?"):
-            asked += n
-    return asked / total if total else 0.0
-
-
-def _proper_names(text: str) -> frozenset[str]:
-    """Capitalised words not at a sentence start ("we met Matt at the Chicago show"): a cheap
-    stand-in for named entities, which is what who/where questions ask for."""
-    spoken = re.sub(r"\[shares image:[^\]]*\]", "", text)
-    out: set[str] = set()
-    for m in _CAPITAL_RE.finditer(spoken):
-        before = spoken[: m.start()].rstrip()
-        if not before or before[-1] in ".!?:;\"'(-\u2013\u2014":
-            continue  # a sentence start says nothing about the word
-        out.update(tokenize(m.group(0)))
-    return frozenset(out)
 
 
 def _saturate(
@@ -78,11 +31,6 @@ def _saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def _unpack(packed: int) -> tuple[int, int, int, int]:
-    """A posting's four field counts (packed by `OwnerView._add_stats`, 16 bits a field)."""
-    return packed & 0xFFFF, packed >> 16 & 0xFFFF, packed >> 32 & 0xFFFF, packed >> 48
-
-
 def _normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
     """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
     import numpy as np
@@ -92,7 +40,7 @@ def _normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> A
 
 
 def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) -> list[tuple[Any, Any]]:
-    """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`_unpack`), at once
+    """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`unpack`), at once
     in numpy, for each of `keys`: (a mask of the docs scoring > 0, their values) per key. The same
     operations in the same order, so the same floats (a field a doc lacks adds 0.0, which changes no
     sum). A term's first search in a long history computes this over every turn holding it, so the
@@ -117,62 +65,6 @@ def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) ->
     return out
 
 
-@dataclass
-class Doc:
-    id: int
-    speaker: str | None
-    is_question: bool
-    has_time: bool
-    question_share: float  # share of the spoken words that are in sentences ending with '?'
-    has_number: bool  # digits or a number word: what "how many" questions want
-    names: frozenset[str]  # capitalised words inside sentences (tokenized): who/where answers
-    tf: dict[str, tuple[int, int, int, int]]  # term -> count in (body, ctx, nb, dt)
-    lens: tuple[int, int, int, int]
-    conversation_id: str
-    role: str
-    content: str  # kept so a search returns hits without another query
-    ts_ms: int
-    prev: int | None = None  # neighbouring turns of the same conversation (set by the view)
-    next: int | None = None
-    # Share of its content words this turn repeats from the other speaker's statement just before
-    # it ("Wow, a dance studio!" after "I opened a dance studio"): a reaction, not where it was said.
-    echo: float = 0.0
-    # Kept by the view for score inheritance: the turns just before and after, and the same
-    # speaker's turns two steps away either side.
-    around: tuple[int, ...] = ()
-    thread: tuple[int, ...] = ()
-
-
-def parse_doc(r: sqlite3.Row) -> Doc:
-    """A stored document (a `MessageStorage.doc_rows` row) parsed for ranking."""
-    tokens = [r[f].split() for f in FIELDS]
-    counts = [Counter(x) for x in tokens]
-    # First-seen order (not set order, which varies with hash seeds): ties in feedback
-    # term selection then break the same way in every process. (dict.get, not Counter's
-    # missing-key method: a long history's first search parses every turn.)
-    g0, g1, g2, g3 = (c.get for c in counts)
-    tf = {t: (g0(t, 0), g1(t, 0), g2(t, 0), g3(t, 0)) for t in dict.fromkeys(itertools.chain(*counts))}
-    lens = (len(tokens[0]), len(tokens[1]), len(tokens[2]), len(tokens[3]))
-    if max(lens) > COUNT_CAP:  # only then can a count exceed it (the postings hold 16 bits a field)
-        tf = {t: (min(c[0], COUNT_CAP), min(c[1], COUNT_CAP), min(c[2], COUNT_CAP), min(c[3], COUNT_CAP))
-              for t, c in tf.items()}
-    text = split_speaker(r["content"])[1]
-    return Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(counts[0]),
-               _question_share(text), bool(_NUMBER_RE.search(text)), _proper_names(text),
-               tf, lens, r["conversation_id"], r["role"], r["content"], r["ts_ms"])
-
-
-def _echo(d: Doc, prev: Doc) -> float:
-    # Repeating a *question's* words is how an answer starts ("How's the store?" / "The store's
-    # doing great"): only a statement's words make a reaction.
-    if prev.speaker == d.speaker or prev.question_share >= 0.5:
-        return 0.0
-    mine = [t for t, c in d.tf.items() if c[0] and t not in STOPWORDS]
-    if not mine:
-        return 0.0
-    return sum(1 for t in mine if t in prev.tf and prev.tf[t][0]) / len(mine)
-
-
 class OwnerView:
     """One owner's parsed documents and statistics, cached in memory and kept up to date in place.
 
@@ -192,7 +84,7 @@ class OwnerView:
         self.speakers: dict[str, frozenset[str]] = {}  # speaker -> the tokens of their name
         self.tail: dict[str, int] = {}  # conversation -> its last doc id
         # term -> the docs holding it in any field, by position -> the doc's four counts of the
-        # term packed in one int (`_unpack`): a whole term's scores are computed from these and
+        # term packed in one int (`unpack`): a whole term's scores are computed from these and
         # `lens` in one vector operation (`_saturate_all`).
         self.postings: dict[str, dict[int, int]] = {}
         # Every doc's position (in the order first seen), its field lengths by position (a numpy
@@ -219,9 +111,9 @@ class OwnerView:
         self.n -= 1
         for i in range(4):
             self.len_sum[i] -= d.lens[i]
-        self.df.subtract(t for t, c in d.tf.items() if c[0])
+        self.df.subtract(d.body)
         p = self.pos[d.id]
-        for t in d.tf:
+        for t in d.counts:
             docs = self.postings[t]
             del docs[p]
             if not docs:
@@ -231,11 +123,10 @@ class OwnerView:
         self.n += 1
         for i in range(4):
             self.len_sum[i] += d.lens[i]
-        self.df.update(t for t, c in d.tf.items() if c[0])
+        self.df.update(d.body)  # a sequence, not a mapping: Counter counts it in C
         p = self.pos[d.id]
         postings = self.postings
-        for t, c in d.tf.items():
-            packed = c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48  # 16 bits a field (parse_doc caps them)
+        for t, packed in d.counts.items():
             got = postings.get(t)
             if got is None:
                 postings[t] = {p: packed}
@@ -264,7 +155,7 @@ class OwnerView:
             self.by_id[d.id] = d
             self._place(d)
             if d.prev is not None:
-                d.echo = _echo(d, self.by_id[d.prev])
+                d.echo = echo_of(d, self.by_id[d.prev])
                 self.cols.put_echo(self.pos[d.id], d.echo)
             self._add_stats(d)
             if d.speaker and d.speaker not in self.speakers:
@@ -291,8 +182,8 @@ class OwnerView:
             return
         # Each entry depends only on its own turn: the terms of the turns just parsed are patched.
         for d in docs:
-            old_terms = dropped[d.id].tf.keys() - d.tf.keys() if d.id in dropped else ()
-            for t in itertools.chain(d.tf, old_terms):
+            old_terms = dropped[d.id].counts.keys() - d.counts.keys() if d.id in dropped else ()
+            for t in itertools.chain(d.counts, old_terms):
                 if t in self.arrays:
                     self.patches.setdefault(t, set()).add(d.id)
 
@@ -387,7 +278,7 @@ class OwnerView:
         for key, (idx, vals) in list(per_key.items()):
             k1, w, b = key
             fresh = [(p, v) for p in where.tolist() if (c := docs.get(p)) is not None
-                     and (v := _saturate(_unpack(c), self.by_id[self.ids[p]].lens, w, b, k1, self.avg)) > 0]
+                     and (v := _saturate(unpack(c), self.by_id[self.ids[p]].lens, w, b, k1, self.avg)) > 0]
             keep = ~np.isin(idx, where)
             per_key[key] = (np.concatenate((idx[keep], np.array([p for p, _ in fresh], dtype=np.intp))),
                             np.concatenate((vals[keep], np.array([v for _, v in fresh], dtype=np.float64))))
