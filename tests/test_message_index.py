@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -341,3 +342,59 @@ def test_a_rewrite_by_another_process_reaches_a_view_cached_here(tmp_path: Path)
     assert all("zebra" not in h.content for h in daemon.search("aml", "u1", "locker zebra", limit=3))
     daemon.close()
     log.close()
+
+
+def test_a_view_parsed_aside_blocks_no_add_nor_other_owner_and_folds_in_what_came_meanwhile(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While one owner's long history is parsed (the first search after a start), the index lock is
+    free between batches: an Add and another owner's search go through, a second search of that
+    owner waits for the same parse instead of starting one, and the view then holds the Add too -
+    ranked exactly as a view parsed from scratch afterwards."""
+    import mateclaw_mem.index.messages.index as index_module
+
+    log = ConversationLog(tmp_path / "log.db")
+    for k in range(12):
+        _append(log, "u1", f"s{k % 3}", LINES, base=100 * k)
+    _append(log, "u2", "t", LINES[:3], base=5000)
+    MessageIndex(tmp_path / "m.db").sync(log)
+    index = MessageIndex(tmp_path / "m.db")  # a daemon's restart: nothing parsed yet
+    index.sync(log)
+    monkeypatch.setattr(MessageIndex, "_READ_BATCH", 10)
+    parser = threading.current_thread()
+    paused, resume, parsed = threading.Event(), threading.Event(), []
+    real = index_module.parse_doc
+
+    def slow_parse(row):  # type: ignore[no-untyped-def]
+        parsed.append(row["id"])
+        if threading.current_thread() is parser and len(parsed) == 30:
+            paused.set()
+            assert resume.wait(60)
+        return real(row)
+
+    monkeypatch.setattr(index_module, "parse_doc", slow_parse)
+    first: list[list[tuple[int, float]]] = []
+    parser = threading.Thread(target=lambda: first.append([(h.id, h.score) for h in index.search(
+        "aml", "u1", "pottery class", limit=20)]))
+    parser.start()
+    assert paused.wait(60)
+    waiter_done: list[int] = []
+    waiter = threading.Thread(target=lambda: waiter_done.append(len(index.search("aml", "u1", "cats", limit=5))))
+    waiter.start()
+    # Meanwhile: another owner's search, and an Add of the owner being parsed.
+    assert [h.content for h in index.search("aml", "u2", "cats names", limit=1)] == [LINES[2]]
+    _append(log, "u1", "s1", ["Caroline: the kiln exploded at the pottery class"], base=9000)
+    assert index.sync(log) == 1
+    assert not first and not waiter_done  # both still waiting for the parse
+    resume.set()
+    parser.join(60)
+    waiter.join(60)
+    assert not parser.is_alive() and not waiter.is_alive() and waiter_done == [5]
+    # One parse of each turn, by the first search only; again only the turn the Add grew (the tail
+    # of its conversation, whose `nb` field now holds the new turn), as after any Add.
+    assert sorted(n for n in Counter(parsed).values() if n > 1) == [2]
+    after = [(h.id, h.score) for h in index.search("aml", "u1", "pottery class", limit=20)]
+    fresh = MessageIndex(tmp_path / "m.db")
+    assert after == [(h.id, h.score) for h in fresh.search("aml", "u1", "pottery class", limit=20)]
+    assert "kiln" in index.search("aml", "u1", "kiln exploded", limit=1)[0].content
+    for x in (index, fresh, log):
+        x.close()

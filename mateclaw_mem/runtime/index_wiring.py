@@ -147,6 +147,12 @@ def build_backfill(services: Services) -> Any:
     return Backfill(sources) if sources else None
 
 
+def build_view_warmup(services: Services) -> Any:
+    from mateclaw_mem.index.messages.warmup import ViewWarmup
+
+    return ViewWarmup(services.message_index)
+
+
 def build_watcher(services: Services) -> Watcher:
     """A watcher on the workspace, not started: `serve` starts it."""
     from mateclaw_mem.runtime.watcher import Watcher

@@ -52,6 +52,7 @@ class MessageIndex:
     """Thread-safe (one connection behind a lock); `sync` is idempotent and crash-safe."""
 
     _MAX_VIEWS = 64  # owners kept parsed in memory (least recently used evicted)
+    _READ_BATCH = 2000  # documents read per hold of the lock while a view is parsed aside
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
                  dense_weight: float = 0.0) -> None:
@@ -60,6 +61,7 @@ class MessageIndex:
         self._storage = MessageStorage(db_path)
         self._lock = self._storage.lock
         self._views: OrderedDict[tuple[str, str | None], OwnerView] = OrderedDict()
+        self._parsing: dict[tuple[str, str | None], threading.Event] = {}  # views `warm` is parsing, set when done
         # Embeddings configured: turn vectors fused into the ranking (messages/dense.py); else None
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
@@ -119,6 +121,88 @@ class MessageIndex:
             self._views.pop((agent, owner or None), None)  # same counts, other words: parse afresh
         return done
 
+    # ------------------------------------------------------------------ views
+
+    def warm(self, agent: str, owner: str | None, stop: threading.Event | None = None) -> bool:
+        """Parse the owner's view if it is not in memory, outside the lock: a long history takes
+        seconds (2-3 s at 30,000 turns), during which Adds and every other owner's searches go on.
+        A second caller for the same owner waits for the first one's view instead of parsing too.
+        Returns whether this call parsed one (False: already there, nothing stored, or `stop` set)."""
+        key = (agent, owner or None)
+        if self._lock._is_owned():  # type: ignore[attr-defined]  # (threading.Condition asks RLocks the same)
+            return False  # a caller holding the lock would wait for a parse that needs it: `_view` parses
+        with self._lock:
+            if key in self._views:
+                return False
+            parsing = self._parsing.get(key)
+            if parsing is None:
+                parsing = self._parsing[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            parsing.wait()
+            return False
+        view = None
+        try:
+            view = self._parse_aside(*key, stop)
+        finally:
+            try:
+                with self._lock:
+                    del self._parsing[key]
+                    # Not when the index was rebuilt or rewritten meanwhile: `_view` parses it afresh.
+                    if view is not None and key not in self._views and \
+                            view.generation == self._storage.summary(*key)["generation"]:
+                        self._install(key, view)
+            finally:
+                parsing.set()  # whatever happened: a waiter goes on (and parses, if nothing was installed)
+        return view is not None
+
+    def warm_recent(self, stop: threading.Event | None = None) -> int:
+        """`warm` the owners with the latest messages, as many as stay in memory (the daemon runs this
+        in the background after it starts: a search right after a restart finds its view parsed, or
+        waits only for the rest of it). Returns how many views were parsed."""
+        with self._lock:
+            owners = self._storage._conn.execute(
+                "SELECT agent, owner FROM docs WHERE id < ? GROUP BY agent, owner ORDER BY MAX(id) DESC LIMIT ?",
+                (FACT_BASE, self._MAX_VIEWS)).fetchall()
+        done = 0
+        for agent, owner in owners:
+            if stop is not None and stop.is_set():
+                break
+            done += self.warm(agent, owner or None, stop)
+        return done
+
+    def _parse_aside(self, agent: str, owner: str | None, stop: threading.Event | None) -> OwnerView | None:
+        """A new view of the owner's documents up to the last ones committed when it starts, read a
+        batch per hold of the lock and parsed without it. What is added meanwhile (and the tail turns
+        whose `nb` field it grew) the next `_view` folds in, as after any Add."""
+        store = self._storage
+        with self._lock:
+            row = store.summary(agent, owner)
+        if not row["last"] and row["last_fact"] == FACT_BASE:
+            return None
+        docs = []
+        for after, last in ((0, row["last"]), (FACT_BASE, row["last_fact"])):  # the turns, then the facts
+            while after < last:
+                if stop is not None and stop.is_set():
+                    return None
+                with self._lock:
+                    rows = store.doc_rows(agent, owner, "d.id > ? AND d.id <= ?", (after, last), self._READ_BATCH)
+                if not rows:
+                    break
+                docs += [parse_doc(r) for r in rows]
+                after = rows[-1]["id"]
+        view = OwnerView()
+        view.generation = row["generation"]
+        view.apply(docs)
+        return view  # stamp None: the next `_view` checks it against the file
+
+    def _install(self, key: tuple[str, str | None], view: OwnerView) -> None:
+        self._views[key] = view
+        while len(self._views) > self._MAX_VIEWS:
+            self._views.popitem(last=False)
+
     # ------------------------------------------------------------------ search
 
     def _view(self, agent: str, owner: str | None) -> OwnerView | None:
@@ -155,14 +239,13 @@ class MessageIndex:
             view.stamp = stamp
             self._views.move_to_end(key)
             return view
-        # Fewer documents than the view holds without a new generation: start over.
+        # Fewer documents than the view holds without a new generation (or another process rewrote
+        # the index since `warm`): start over, here.
         view = OwnerView()
         view.generation = row["generation"]
         view.apply([parse_doc(r) for r in store.doc_rows(agent, owner, "1", ())])
         view.stamp = stamp
-        self._views[key] = view
-        while len(self._views) > self._MAX_VIEWS:
-            self._views.popitem(last=False)
+        self._install(key, view)
         return view
 
     def search(
@@ -185,8 +268,9 @@ class MessageIndex:
                 q = self.dense.query(query)
             except Exception as exc:
                 log.warning("AML search: embedding the query failed (%s); keyword ranking only", exc)
-        # The whole search holds the lock: the view is updated in place by the next search after
-        # an Add, and ranking is pure Python (GIL-bound), so there is no parallelism to lose.
+        self.warm(agent, owner)  # a view not in memory is parsed without the lock
+        # The rest of the search holds the lock: the view is updated in place by the next search
+        # after an Add, and ranking is pure Python (GIL-bound), so there is no parallelism to lose.
         with self._lock:
             view = self._view(agent, owner)
             if view is None:

@@ -432,13 +432,15 @@ class MessageStorage:
             (*key, FACT_BASE, *key, FACT_BASE, FACT_BASE),
         ).fetchone()
 
-    def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...]) -> list[sqlite3.Row]:
-        """One owner's documents with their field tokens, in id order; `where` filters on `d.`."""
+    def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...],
+                 limit: int = -1) -> list[sqlite3.Row]:
+        """One owner's documents with their field tokens, in id order (the first `limit`, -1: all);
+        `where` filters on `d.`."""
         return self._conn.execute(
             "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
             " f.body, f.ctx, f.nb, f.dt FROM docs d"
-            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id",
-            (agent, owner_column(owner), *params),
+            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id LIMIT ?",
+            (agent, owner_column(owner), *params, limit),
         ).fetchall()
 
     def close(self) -> None:

@@ -1,0 +1,61 @@
+"""After a restart the daemon parses the owners' AML views in the background (index/messages/
+warmup.py): the most recent owners' views are in memory without any search, /health says so, and
+a search then answers from them exactly as from a view parsed on demand."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from mateclaw_mem.conversations.aml import AmlMessage
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.runtime.daemon import Daemon
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
+
+LINES = ["Caroline: I went to the adoption agency meeting yesterday.", "Melanie: Luna and Oliver are my cats!",
+         "Caroline: I signed up for a pottery class last week.", "Melanie: We went camping in May."]
+
+
+def _daemon(ws: Path) -> Daemon:
+    from mateclaw_mem.api.app import create_app
+
+    return Daemon(Services(load_settings(None, ws)), host="127.0.0.1", port=0,
+                  app_factory=lambda s, host: create_app(s, host=host))
+
+
+def test_a_restarted_daemon_parses_the_recent_owners_views_before_any_search(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    first = _daemon(ws)
+    first.start()
+    try:
+        aml = first.services.aml
+        for user in ("u1", "u2", "u3"):
+            for k in range(5):
+                aml.add(f"{user}-{k}", user, f"s{k % 2}", [AmlMessage("user", line, 1_700_000_000_000 + k * 10 + i)
+                                                          for i, line in enumerate(LINES)])
+    finally:
+        first.stop()
+
+    second = _daemon(ws)
+    second.start()
+    try:
+        warmup = second.services.view_warmup
+        deadline = time.monotonic() + 60  # a liveness bound, not a speed claim
+        while warmup.state == "parsing" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert warmup.state == "ready (3 parsed)"
+        index = second.services.message_index
+        assert set(index._views) == {("aml", "u1"), ("aml", "u2"), ("aml", "u3")}
+        health = httpx.get(f"{second.url}/health", timeout=10).json()
+        assert health["background"]["AML views"] == "ready (3 parsed)"
+        warm = [(h.id, h.score) for h in index.search("aml", "u2", "pottery class cats", limit=10)]
+    finally:
+        second.stop()
+    cold = MessageIndex(second.services.settings.messages_db)  # parsed on demand, by this search
+    try:
+        assert warm == [(h.id, h.score) for h in cold.search("aml", "u2", "pottery class cats", limit=10)] and warm
+    finally:
+        cold.close()
