@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from mateclaw_mem.index.messages.columns import Columns
@@ -16,6 +17,7 @@ from mateclaw_mem.index.messages.storage import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, unpack
 from mateclaw_mem.index.tokenizer import tokenize
 
+_PAUSE_EVERY = 128  # docs folded in between two `pause` calls (~0.5 ms of work)
 _AVG_STEP = 1.01  # average field lengths are used in 1% steps (see `OwnerView.apply`)
 
 # (k1, per-field weights, per-field b): what a saturated term frequency depends on.
@@ -133,10 +135,14 @@ class OwnerView:
             else:
                 got[p] = packed
 
-    def apply(self, docs: list[Doc]) -> None:
-        """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
+    def apply(self, docs: list[Doc], pause: Callable[[], None] | None = None) -> None:
+        """Fold parsed docs in: ids already known replace their old parse, new ids are appended.
+        `pause`, when given, is called every few hundred docs (a view parsed in the background
+        lets the request threads have the interpreter)."""
         dropped: dict[int, Doc] = {}  # replaced parses: their terms may need their entries dropped
-        for d in sorted(docs, key=lambda d: d.id):
+        for k, d in enumerate(sorted(docs, key=lambda d: d.id)):
+            if pause is not None and not k % _PAUSE_EVERY:
+                pause()
             old = self.by_id.get(d.id)
             if old is not None:
                 dropped[d.id] = old
