@@ -188,3 +188,22 @@ def test_argparse_strings_used_untranslated_read_as_gettext_gave_them(monkeypatc
     monkeypatch.setattr(cli_main, "_untranslated_argparse", lambda: None)
     assert texts() == quick
     assert "expected one argument" in quick[1] and "required" in quick[1]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["-h"], [], ["--workspace", "ws", "--json"]])
+def test_help_alone_prints_from_stubs_exactly_what_every_parser_prints(argv: list[str]) -> None:
+    """No command: one parser with a stub per command (cli/commands.py), no command module imported,
+    and the same top-level help as with every command's parser built."""
+    from mateclaw_mem.cli.commands import HELP
+    from mateclaw_mem.cli.main import build_parser
+
+    stubbed, full = build_parser(argv), build_parser()
+    assert not any(choice._actions for choice in stubbed._subparsers._group_actions[0].choices.values())
+    assert stubbed.format_help() == full.format_help()
+    assert list(stubbed._subparsers._group_actions[0].choices) == list(full._subparsers._group_actions[0].choices)
+    assert list(HELP) == list(full._subparsers._group_actions[0].choices)
+    probe = ("import sys\nfrom mateclaw_mem.cli import main as m\ntry:\n m.main(['--help'])\nexcept SystemExit: pass\n"
+             "print(sorted(k for k in sys.modules if k.startswith('mateclaw_mem.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).stdout
+    assert out.strip().splitlines()[-1] == str(["mateclaw_mem.cli", "mateclaw_mem.cli.commands", "mateclaw_mem.cli.main"])
+

@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("init", parents=[common], help="create the workspace and seed an agent's files")
+    p = sub.add_parser("init", parents=[common], help=HELP["init"])
     p.add_argument("agent", nargs="?", help="agent (default: default)")
     p.set_defaults(func=cmd_init, creates_agent=True, creates_workspace=True)
 
-    p = sub.add_parser("status", parents=[common], help="agents, files against budgets, last writes, runs")
+    p = sub.add_parser("status", parents=[common], help=HELP["status"])
     p.add_argument("agent", nargs="?", help="only this agent")
     p.set_defaults(func=cmd_status, checks_agent=True)
 
-    p = sub.add_parser("serve", parents=[common], help="run the daemon (Ctrl-C or SIGTERM stops it)")
+    p = sub.add_parser("serve", parents=[common], help=HELP["serve"])
     p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
     p.add_argument("--port", type=_port, help="port 0-65535 (default from config: 8765; 0 = any free port)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])

@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "archive", parents=[common], help="list, restore or roll the compressed month archives",
+        "archive", parents=[common], help=HELP["archive"],
         description="Month archives (memory/archive/YYYY-MM.md.gz): `list` (default), `restore YYYY-MM` "
         "(byte for byte, undoable), `roll` (run the archive rotation now). Exit codes: 0 done, "
         "10 nothing there, 4 a restore would overwrite a different file, 3 no such month.",

@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("card", parents=[common], help="the morning card: last night's report; confirm/edit/forget",
+    p = sub.add_parser("card", parents=[common], help=HELP["card"],
                        description="Show the latest unseen dream report (exit 10 when none waits), mark it seen, "
                        "or confirm, edit or forget one of its facts.")
     p.add_argument("agent", help="agent")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -19,7 +21,7 @@ ACTIONS = ("KEEP_A", "KEEP_B", "MERGE", "IGNORE")
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "contradictions", parents=[common], help="the contradiction inbox: list, or resolve one pair",
+        "contradictions", parents=[common], help=HELP["contradictions"],
         description="List the open contradictions between facts, or resolve one: KEEP_A / KEEP_B forget the "
         "other claim, MERGE writes --text in place of both, IGNORE remembers the pair. Exit codes: 0 ok, "
         "10 none open, 3 unknown pair, 4 already resolved / file changed, 2 usage.",

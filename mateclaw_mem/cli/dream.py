@@ -10,13 +10,15 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
-        "dream", parents=[common], help="consolidate recent daily notes into MEMORY.md now",
+        "dream", parents=[common], help=HELP["dream"],
         description="Run a dream (consolidation) now. Exit codes: 0 done, 10 nothing to do, 5 busy, "
         "7 model failed, 1 failed or rejected.",
     )

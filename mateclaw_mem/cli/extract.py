@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("extract", parents=[common], help="extract memory from a logged conversation now")
+    p = sub.add_parser("extract", parents=[common], help=HELP["extract"])
     p.add_argument("agent")
     p.add_argument("conversation", help="conversation id")
     p.add_argument("--owner", help="owner key of the conversation (owner isolation)")

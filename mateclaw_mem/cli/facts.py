@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
     from mateclaw_mem.memory.facts.service import FactService
@@ -25,7 +27,7 @@ PERSON = "person"  # a human at the command line
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    facts = sub.add_parser("facts", parents=[common], help="facts with trust: list, feedback, confirm, edit, rebuild")
+    facts = sub.add_parser("facts", parents=[common], help=HELP["facts"])
     fsub = facts.add_subparsers(dest="facts_command", metavar="SUBCOMMAND", required=True)
 
     p = fsub.add_parser("list", parents=[common], help="facts in file order (or those relevant to --query)")

@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -15,19 +17,19 @@ PERSON = "person"  # a human at the command line: their writes are never cut by 
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("ls", parents=[common], help="list an agent's memory files")
+    p = sub.add_parser("ls", parents=[common], help=HELP["ls"])
     p.add_argument("agent", nargs="?", help="agent (default: default)")
     p.add_argument("--prefix", default="", help="only paths starting with this (e.g. memory/)")
     p.add_argument("--owner", help="personal memory of this owner (owner isolation)")
     p.set_defaults(func=cmd_ls)
 
-    p = sub.add_parser("cat", parents=[common], help="print a memory file")
+    p = sub.add_parser("cat", parents=[common], help=HELP["cat"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("--owner")
     p.set_defaults(func=cmd_cat)
 
-    p = sub.add_parser("write", parents=[common], help="replace a memory file with stdin or --text")
+    p = sub.add_parser("write", parents=[common], help=HELP["write"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("--text", help="the new content (default: read stdin)")
@@ -36,7 +38,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_write)
 
     p = sub.add_parser("write-memory", parents=[common],
-                       help="merge text into a memory file (append, replace_section, upsert_kv, overwrite)")
+                       help=HELP["write-memory"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("--strategy", required=True, choices=STRATEGIES,
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--owner")
     p.set_defaults(func=cmd_write_memory)
 
-    p = sub.add_parser("edit", parents=[common], help="find and replace text in a memory file")
+    p = sub.add_parser("edit", parents=[common], help=HELP["edit"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("--old", required=True, help="exact text to find")
@@ -58,26 +60,26 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_edit)
 
     for name, enabled in (("enable", True), ("disable", False)):
-        p = sub.add_parser(name, parents=[common], help=f"{name} a file in the always-on prompt")
+        p = sub.add_parser(name, parents=[common], help=HELP[name])
         p.add_argument("agent")
         p.add_argument("file")
         p.add_argument("--owner")
         p.set_defaults(func=cmd_enable, enabled=enabled)
 
-    p = sub.add_parser("sort", parents=[common], help="set a file's sort_order in the prompt")
+    p = sub.add_parser("sort", parents=[common], help=HELP["sort"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("order", type=int)
     p.add_argument("--owner")
     p.set_defaults(func=cmd_sort)
 
-    p = sub.add_parser("history", parents=[common], help="list the kept versions of a file")
+    p = sub.add_parser("history", parents=[common], help=HELP["history"])
     p.add_argument("agent")
     p.add_argument("file")
     p.add_argument("--owner")
     p.set_defaults(func=cmd_history)
 
-    p = sub.add_parser("undo", parents=[common], help="restore a kept version (default: before the last change)")
+    p = sub.add_parser("undo", parents=[common], help=HELP["undo"])
     p.add_argument("agent")
     p.add_argument("file", nargs="?", help="the file to restore (omit with --run)")
     p.add_argument("--version", type=int, help="version number from `history`")

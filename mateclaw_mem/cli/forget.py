@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -25,7 +27,7 @@ PERSON = "person"  # a human at the command line
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("forget", parents=[common],
-                       help="forget a claim everywhere (TEXT, --now) or remove a structured entry (TYPE KEY)")
+                       help=HELP["forget"])
     p.add_argument("agent")
     p.add_argument("what", nargs="*", metavar="TEXT | TYPE KEY",
                    help="the claim, e.g. 'I take my tea without sugar'; or an entry's type and key")

@@ -17,6 +17,8 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -25,7 +27,7 @@ CLI = "cli"  # scores and lessons reported through the CLI (often by a script)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    learn = sub.add_parser("learn", parents=[common], help="learning memory: reflections, strategies, task scores")
+    learn = sub.add_parser("learn", parents=[common], help=HELP["learn"])
     lsub = learn.add_subparsers(dest="learn_command", metavar="SUBCOMMAND", required=True)
 
     p = lsub.add_parser("show", parents=[common], help="the agent's global learning memory")

@@ -97,9 +97,12 @@ def _untranslated_argparse() -> None:
 
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
-    """Every command's parser; with `argv`, only the parsers of the module whose command it runs."""
+    """Every command's parser; with `argv`, only the parsers of the module whose command it runs,
+    and for no command at all (`--help`, `--version`, nothing) a stub per command: the top-level
+    help lists each command's line (cli/commands.py) and nothing of its arguments."""
     _untranslated_argparse()
-    module = COMMANDS.get(_command(argv) or "") if argv is not None else None
+    command = _command(argv) if argv is not None else None
+    module = COMMANDS.get(command or "")
     common = _common()
     parser = argparse.ArgumentParser(
         prog="mateclaw-mem",
@@ -112,6 +115,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"mateclaw-mem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    from mateclaw_mem.cli.commands import HELP
+
+    # Not when a command's name is anywhere in argv (`-- status`): stubs could not run it.
+    if argv is not None and command is None and not any(arg in HELP for arg in argv):
+        for name, line in HELP.items():
+            sub.add_parser(name, help=line, add_help=False)
+        return parser
     for name in (module,) if module else COMMAND_MODULES:
         importlib.import_module(f"mateclaw_mem.cli.{name}").register(sub, common)
     return parser

@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("mcp", parents=[common], help="serve an agent's memory over MCP (stdio)")
+    p = sub.add_parser("mcp", parents=[common], help=HELP["mcp"])
     p.add_argument("--agent", help="the agent whose memory to serve (default: default)")
     p.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     p.set_defaults(func=cmd_mcp)

@@ -8,12 +8,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("model", parents=[common], help="the configured model: check that it answers")
+    p = sub.add_parser("model", parents=[common], help=HELP["model"])
     actions = p.add_subparsers(dest="model_command", metavar="ACTION", required=True)
     check = actions.add_parser(
         "check", parents=[common], help="send the model one tiny request now; exit 7 if it does not answer",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -13,14 +15,14 @@ TYPES = ("user", "feedback", "project", "reference")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("context", parents=[common], help="show the prompt an agent would get for a message")
+    p = sub.add_parser("context", parents=[common], help=HELP["context"])
     p.add_argument("agent")
     p.add_argument("--query", default="", help="the current user message (also decides relevant entries)")
     p.add_argument("--owner", help="the person talking (owner isolation)")
     p.add_argument("--memoryless", action="store_true", help="no memory beyond the agent's identity")
     p.set_defaults(func=cmd_context)
 
-    p = sub.add_parser("remember", parents=[common], help="add or replace a structured entry (exact key)")
+    p = sub.add_parser("remember", parents=[common], help=HELP["remember"])
     p.add_argument("agent")
     p.add_argument("type", choices=TYPES)
     p.add_argument("key")
@@ -28,7 +30,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--owner")
     p.set_defaults(func=cmd_remember)
 
-    p = sub.add_parser("recall", parents=[common], help="show structured entries (all, one type, or one key)")
+    p = sub.add_parser("recall", parents=[common], help=HELP["recall"])
     p.add_argument("agent")
     p.add_argument("type", nargs="?", choices=TYPES)
     p.add_argument("key", nargs="?")
@@ -38,7 +40,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     # `forget` (a structured entry, or a claim everywhere) is cli/forget.py.
 
     p = sub.add_parser("consolidate-structured", parents=[common],
-                       help="merge near-duplicate structured entries now (the nightly 03:30 job)",
+                       help=HELP["consolidate-structured"],
                        description="Merge near-duplicate structured entries now. Exit codes: 0 done, 10 nothing "
                        "to do, 5 busy, 7 the model failed (for every bucket, or for some: the others are "
                        "done and the output names the failed ones), 1 another failure.")

@@ -6,12 +6,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("search", parents=[common], help="keyword search over memory files and conversations")
+    p = sub.add_parser("search", parents=[common], help=HELP["search"])
     p.add_argument("query", nargs="+", help="words to look for (any of them; more matched words rank higher)")
     p.add_argument("--agent", help="agent (default: default)")
     p.add_argument("--owner", help="also search this owner's personal memory (owner isolation)")
@@ -20,7 +22,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--limit", type=int, default=10, help="hits to show, 1-50 (default 10)")
     p.set_defaults(func=cmd_search)
 
-    p = sub.add_parser("reindex", parents=[common], help="rebuild the search index from the files")
+    p = sub.add_parser("reindex", parents=[common], help=HELP["reindex"])
     p.add_argument("agent", nargs="?", help="only this agent's files (default: everything, built aside and swapped)")
     p.set_defaults(func=cmd_reindex)
 

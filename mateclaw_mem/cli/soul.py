@@ -10,12 +10,14 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("soul", parents=[common], help="review the SOUL.md proposal: show, propose, apply, reject",
+    p = sub.add_parser("soul", parents=[common], help=HELP["soul"],
                        description="SOUL.md is never rewritten silently: every soul-update-interval memory writes "
                        "a rewrite is proposed; apply writes it (pinned and person sections kept, undoable).")
     p.add_argument("agent", help="agent")

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli.commands import HELP
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -14,7 +16,7 @@ _ORDER = ("create", "overwrite", "merge", "unchanged", "conflict", "skip", "fail
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("export", parents=[common],
-                       help="write an agent's memory files (as on disk) and a manifest to a zip or folder")
+                       help=HELP["export"])
     p.add_argument("agent", nargs="?", help="agent (default: default)")
     p.add_argument("--out", metavar="FILE.zip|DIR",
                    help="a .zip file, or a new/empty folder (default: ./mateclaw-AGENT-TIME.zip)")
@@ -24,8 +26,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("import", parents=[common],
-                       help="import a snapshot (the seed's files; any .md with mate.memory.snapshot-vault-import) "
-                            "as one undoable run")
+                       help=HELP["import"])
     p.add_argument("path", help="a zip or folder from export, an agent folder, an Obsidian vault, or one .md file")
     p.add_argument("--agent", help="target agent (default: default; never the agent named in the manifest)")
     p.add_argument("--owner", help="import into this owner's personal memory (owner isolation)")
