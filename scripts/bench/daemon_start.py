@@ -124,6 +124,21 @@ def cli_ms(ws: Path, args: list[str], runs: int) -> float:
     return statistics.median(times)
 
 
+DEPENDENCIES = ("import fastapi, fastapi.openapi.utils, fastapi_offline, uvicorn, uvicorn.loops.uvloop, "
+                "uvicorn.protocols.http.httptools_impl, uvicorn.lifespan.on, pydantic_settings, yaml, filelock, "
+                "frontmatter, watchdog.observers, Stemmer, apscheduler.schedulers.background, "
+                "apscheduler.triggers.cron, sqlite3, pydantic.v1")
+
+
+def python_ms(args: list[str], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, check=True)
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sections", type=int, default=10_000)
@@ -163,6 +178,11 @@ def main() -> None:
         finally:
             stop_daemon(proc)
         rows.append(("--help", cli_ms(ws, ["--help"], opts.runs), ""))
+        # The machine's speed, for reading the rows above: the interpreter alone, and the import of
+        # the libraries the daemon is built on (nothing of ours) - a floor no daemon on them is under.
+        rows.append(("python -c pass", python_ms(["-c", "pass"], opts.runs), "(the interpreter's start)"))
+        rows.append(("import of the libraries alone", python_ms(["-c", DEPENDENCIES], opts.runs),
+                     "(fastapi, uvicorn, pydantic-settings, APScheduler, watchdog, ...)"))
         cache = "as the environment has it" if opts.no_bytecode_cache else "cached (as installed)"
         print(f"{opts.sections} sections, median of {opts.runs}; bytecode {cache}")
         print(f"{'figure':<32}{'median ms':>10}  note")
