@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -21,8 +22,9 @@ log = logging.getLogger(__name__)
 
 
 class ViewWarmup:
-    def __init__(self, index: MessageIndex) -> None:
+    def __init__(self, index: MessageIndex, on_done: Callable[[], None] | None = None) -> None:
         self.index = index
+        self.on_done = on_done  # called once the views are parsed (the daemon freezes them out of the GC)
         self.state = "not started"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,6 +52,8 @@ class ViewWarmup:
                 self.state = f"failed ({type(exc).__name__}); searches parse them"
             return
         if not self._stop.is_set():
+            if done and self.on_done is not None:
+                self.on_done()
             self.state = f"ready ({done} parsed)"
             if done:
                 log.info("AML views: %d owner(s) parsed in %.0f ms", done, (time.perf_counter() - t0) * 1000)
