@@ -14,8 +14,9 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from mateclaw_mem.runtime.services import Services
-    from mateclaw_mem.workspace.listing import FileInfo
 
+
+_SHOWN_WRITES = 5  # the last writes `status` lists per agent
 
 def collect(services: Services, agents: list[str] | None = None, *,
             daemon: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -39,14 +40,20 @@ def collect(services: Services, agents: list[str] | None = None, *,
         # The listing has already resolved the agent's folder and kept only files inside it: resolve
         # it once, not once per file (`store.history`/`store.path` would, ~1 ms each on 1,000 notes).
         folder, key = store.agent_dir(agent), store.agent_key(agent)
+        kept = [store.history_store.list(key, f.rel) for f in files]
+        # A hand edit is dated by the file's mtime; one dated before the fifth newest kept version
+        # cannot be among the five writes shown, so only the files saved since are read and hashed
+        # (all of them, on a workspace of 1,000 notes the daemon wrote, was most of this report).
+        ats = sorted((v.at for versions in kept for v in versions[-3:]), reverse=True)
+        since = ats[_SHOWN_WRITES - 1] if len(ats) >= _SHOWN_WRITES else ""
         recent = []
-        for f in files:
-            versions = store.history_store.list(key, f.rel)
+        for f, versions in zip(files, kept, strict=True):
             for v in versions[-3:]:
                 recent.append({"file": f.rel, "at": v.at, "actor": v.actor, "reason": v.reason})
-            hand = _hand_edit(folder / f.rel, f, versions[-1].replaced_by if versions else None, services)
-            if hand is not None:
-                recent.append(hand)
+            if versions:
+                at = datetime.fromtimestamp(f.mtime, services.clock.tz).isoformat(timespec="seconds")
+                if at >= since and _hand_edited(folder / f.rel, versions[-1].replaced_by):
+                    recent.append({"file": f.rel, "at": at, "actor": "you", "reason": "hand edit"})
         recent.sort(key=lambda r: r["at"], reverse=True)
         out["agents"][agent] = {
             "files": [
@@ -60,7 +67,7 @@ def collect(services: Services, agents: list[str] | None = None, *,
                 }
                 for f in files
             ],
-            "last_writes": recent[:5],
+            "last_writes": recent[:_SHOWN_WRITES],
         }
         if settings.owner_isolation:
             # Counts only: status is the operator's view, and an owner's text is that owner's alone.
@@ -152,18 +159,14 @@ def _providers_from_daemon(out: dict[str, Any], services: Services) -> None:
         out["providers"]["source"] = where
 
 
-def _hand_edit(path: Path, f: FileInfo, last_sha: str | None, services: Services) -> dict[str, Any] | None:
+def _hand_edited(path: Path, last_sha: str) -> bool:
     """A save nobody recorded: the file differs from what the store last wrote. History keeps what
-    machines replaced, so a person's save shows only here, dated by the file's mtime."""
-    if last_sha is None:
-        return None  # never written by the store: dropped in by hand, but when is unknown
+    machines replaced, so a person's save shows only here (a file the store never wrote was dropped
+    in by hand, but when is unknown: not one)."""
     from mateclaw_mem.workspace.records import sha256
 
     try:
         data = path.read_bytes()
     except OSError:
-        return None
-    if sha256(data) == last_sha:
-        return None
-    at = datetime.fromtimestamp(f.mtime, services.clock.tz).isoformat(timespec="seconds")
-    return {"file": f.rel, "at": at, "actor": "you", "reason": "hand edit"}
+        return False
+    return sha256(data) != last_sha

@@ -56,6 +56,7 @@ run aml_add "$py" "$here/aml_add.py" --adds "$adds" --searches "$searches" --cli
 run aml_scale "$py" "$here/aml_scale.py" --data "$data" --sizes "$sizes"
 run aml_ranking "$py" "$here/aml_inprocess.py" --data "$data" --bench "$bench"
 run daemon_start "$py" "$here/daemon_start.py" --sections 10000 --runs "$runs"
+run status_report "$py" "$here/status_report.py" --notes 1000 --runs "$runs"
 run daemon_idle "$py" "$here/daemon_idle.py" --seconds "$idle"
 if [ "$bm" = 1 ]; then
   run vs_basic_memory "$py" "$here/vs_basic_memory.py" --data "$data" --keep "$keep" --sizes 1000 10000 50000 \
