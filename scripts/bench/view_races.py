@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""Randomized campaign: an owner's AML view parsed outside the index lock (`MessageIndex.warm`, the
+first search after a start and the daemon's background parse) while Adds, other searches and
+rewrites (a forget) race it. After each trial every owner's ranking must equal a fresh parse of the
+same file, and no thread may hang or fail.
+
+    .venv/bin/python scripts/bench/view_races.py [--trials 2000] [--seed 1]
+
+Each trial: a fresh index over a small random history of three owners, read a few rows per hold of
+the lock (so that the parse spans many lock releases), then concurrently: the background parse of
+the latest owners, searches of random owners, Adds of random turns, and now and then a rewrite of
+one turn. Prints counts; a nonzero `wrong`, `hung` or `errors` is a bug.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.warmup import ViewWarmup
+
+WORDS = ("garden tomato river coffee meeting deadline lisbon guitar marathon budget invoice dentist birthday "  # noqa: SIM905
+         "sister harbour climbing recipe novel train pottery camping adoption painting sunset").split()
+SPEAKERS = ("Caroline", "Melanie", "Jon")
+OWNERS = ("u1", "u2", "u3")
+QUERIES = ("pottery class camping", "when did she paint the sunset", "coffee with my sister", "marathon budget")
+
+
+def turn(rng: random.Random) -> str:
+    words = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 12)))
+    return f"{rng.choice(SPEAKERS)}: {words}{rng.choice(('.', '?', '!'))}"
+
+
+def append(log: ConversationLog, rng: random.Random, owner: str, n: int, ts: list[int]) -> None:
+    msgs = []
+    for _ in range(n):
+        ts[0] += rng.randint(1, 90_000)
+        msgs.append(NewMessage("user", turn(rng), ts[0]))
+    log.append("aml", f"{owner}-s{rng.randint(0, 3)}", msgs, owner=owner, now_ms=ts[0])
+
+
+def ranking(index: MessageIndex, owner: str) -> list[list[tuple[int, float]]]:
+    return [[(h.id, h.score) for h in index.search("aml", owner, q, limit=15)] for q in QUERIES]
+
+
+def trial(root: Path, rng: random.Random) -> dict[str, int]:
+    log = ConversationLog(root / "log.db")
+    ts = [1_700_000_000_000]
+    for owner in OWNERS:
+        for _ in range(rng.randint(1, 6)):
+            append(log, rng, owner, rng.randint(1, 12), ts)
+    MessageIndex(root / "m.db").sync(log)
+    index = MessageIndex(root / "m.db")  # a restart: nothing parsed
+    index._READ_BATCH = rng.choice((1, 2, 3, 7))  # type: ignore[misc]  # many lock releases per parse
+    errors: list[BaseException] = []
+    lock = threading.Lock()  # the campaign's own: the log is appended by one thread at a time
+
+    def guarded(fn):  # type: ignore[no-untyped-def]
+        def run() -> None:
+            try:
+                fn()
+            except BaseException as exc:  # counted, never swallowed silently
+                errors.append(exc)
+        return run
+
+    seeds = [rng.random() for _ in range(4)]
+
+    def searcher(k: int) -> None:
+        r = random.Random(seeds[k])
+        for _ in range(r.randint(1, 4)):
+            owner = r.choice(OWNERS)
+            index.search("aml", owner, r.choice(QUERIES), limit=10)
+
+    def adder() -> None:
+        r = random.Random(seeds[2])
+        for _ in range(r.randint(1, 5)):
+            with lock:
+                append(log, r, r.choice(OWNERS), r.randint(1, 3), ts)
+                index.sync(log)
+
+    def rewriter() -> None:
+        r = random.Random(seeds[3])
+        if r.random() < 0.5:
+            owner = r.choice(OWNERS)
+            ids = [row[0] for row in index._storage._conn.execute(
+                "SELECT id FROM docs WHERE owner = ? LIMIT 50", (owner,)).fetchall()]
+            if ids:
+                index.rewrite("aml", owner, {r.choice(ids): f"Caroline: {r.choice(WORDS)} forgotten"})
+
+    warmup = ViewWarmup(index)
+    threads = [threading.Thread(target=guarded(f)) for f in
+               (lambda: searcher(0), lambda: searcher(1), adder, rewriter)]
+    warmup.start()
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 60
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    hung = sum(t.is_alive() for t in threads)
+    warmup.stop()
+    hung += warmup.state == "parsing"
+    wrong = 0
+    if not hung:
+        fresh = MessageIndex(root / "m.db")
+        wrong = sum(ranking(index, o) != ranking(fresh, o) for o in OWNERS)
+        fresh.close()
+        index.close()
+    log.close()
+    return {"wrong": wrong, "hung": hung, "errors": len(errors) + warmup.state.startswith("failed")}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--seed", type=int, default=1)
+    opts = ap.parse_args()
+    rng = random.Random(opts.seed)
+    totals = {"trials": 0, "wrong": 0, "hung": 0, "errors": 0}
+    t0 = time.perf_counter()
+    for k in range(opts.trials):
+        with tempfile.TemporaryDirectory() as tmp:
+            got = trial(Path(tmp), rng)
+        totals["trials"] += 1
+        for key, v in got.items():
+            totals[key] += v
+        if got["wrong"] or got["hung"] or got["errors"]:
+            print(f"trial {k}: {got}", file=sys.stderr)
+    print(f"{totals['trials']} trials in {time.perf_counter() - t0:.0f} s: {totals['wrong']} owners ranked "
+          f"unlike a fresh parse, {totals['hung']} threads hung, {totals['errors']} errors")
+    return 1 if totals["wrong"] or totals["hung"] or totals["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
