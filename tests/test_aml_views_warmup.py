@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from mateclaw_mem.conversations.aml import AmlMessage
 from mateclaw_mem.index.messages.index import MessageIndex
@@ -66,3 +67,26 @@ def test_a_restarted_daemon_parses_the_recent_owners_views_before_any_search(tmp
         assert warm == [(h.id, h.score) for h in cold.search("aml", "u2", "pottery class cats", limit=10)] and warm
     finally:
         cold.close()
+
+
+def test_the_background_parse_stops_at_its_turn_budget_but_always_parses_the_latest_owner(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+
+    log = ConversationLog(tmp_path / "log.db")
+    for k, (owner, n) in enumerate((("old", 5), ("mid", 4), ("big", 30), ("new", 3))):  # "new" is the latest
+        log.append("aml", f"s-{owner}", [NewMessage("user", f"Caroline: {LINES[i % 4]}", 1_000 * k + i)
+                                         for i in range(n)], owner=owner, now_ms=1_000 * k)
+    index = MessageIndex(tmp_path / "m.db")
+    index.sync(log)
+    monkeypatch.setattr(MessageIndex, "_WARM_TURNS", 10)
+    assert index.warm_recent() == 1 and set(index._views) == {("aml", "new")}  # 3 + 30 > 10: "big" is not
+    monkeypatch.setattr(MessageIndex, "_WARM_TURNS", 2)
+    fresh = MessageIndex(tmp_path / "m.db")
+    assert fresh.warm_recent() == 1 and set(fresh._views) == {("aml", "new")}  # over the budget alone: still
+    monkeypatch.setattr(MessageIndex, "_WARM_TURNS", 1_000)
+    monkeypatch.setattr(MessageIndex, "_WARM_OWNERS", 3)
+    third = MessageIndex(tmp_path / "m.db")
+    assert third.warm_recent() == 3 and set(third._views) == {("aml", o) for o in ("new", "big", "mid")}
+    for x in (index, fresh, third, log):
+        x.close()

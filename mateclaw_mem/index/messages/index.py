@@ -64,6 +64,11 @@ class MessageIndex:
 
     _MAX_VIEWS = 64  # owners kept parsed in memory (least recently used evicted)
     _READ_BATCH = 500  # documents read per hold of the lock while a view is parsed aside
+    # `warm_recent` stops adding owners past this many turns in all (the latest owner is always
+    # parsed): a view holds ~10 KB a turn, and a server of many long histories would otherwise fill
+    # its memory at every start with views nobody may search before they are evicted.
+    _WARM_TURNS = 60_000
+    _WARM_OWNERS = 8
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
                  dense_weight: float = 0.0) -> None:
@@ -170,16 +175,18 @@ class MessageIndex:
         return view is not None
 
     def warm_recent(self, stop: threading.Event | None = None) -> int:
-        """`warm` the owners with the latest messages, as many as stay in memory (the daemon runs this
-        in the background after it starts: a search right after a restart finds its view parsed, or
-        waits only for the rest of it). Returns how many views were parsed."""
+        """`warm` the owners with the latest messages, up to `_WARM_OWNERS` of them and `_WARM_TURNS`
+        turns in all (the daemon runs this in the background after it starts: a search right after a
+        restart finds its view parsed, or waits only for the rest of it). Returns how many views were
+        parsed."""
         with self._lock:
             owners = self._storage._conn.execute(
-                "SELECT agent, owner FROM docs WHERE id < ? GROUP BY agent, owner ORDER BY MAX(id) DESC LIMIT ?",
-                (FACT_BASE, self._MAX_VIEWS)).fetchall()
-        done = 0
-        for agent, owner in owners:
-            if stop is not None and stop.is_set():
+                "SELECT agent, owner, COUNT(*) AS n FROM docs WHERE id < ? GROUP BY agent, owner"
+                " ORDER BY MAX(id) DESC LIMIT ?", (FACT_BASE, min(self._WARM_OWNERS, self._MAX_VIEWS))).fetchall()
+        done = turns = 0
+        for k, (agent, owner, n) in enumerate(owners):
+            turns += n
+            if (stop is not None and stop.is_set()) or (k and turns > self._WARM_TURNS):
                 break
             done += self.warm(agent, owner or None, stop)
         return done

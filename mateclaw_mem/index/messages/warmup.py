@@ -2,7 +2,7 @@
 
 A long history's view takes seconds to parse (2-3 s at 30,000 turns of one user), and until it is in
 memory that owner's first search waits for it. The daemon starts this after it listens: the owners
-with the latest messages, as many as the index keeps in memory (`MessageIndex.warm_recent`), outside
+with the latest messages, up to 8 of them and 60,000 turns in all (`MessageIndex.warm_recent`), outside
 the index lock - Adds and searches go on meanwhile; a search of an owner being parsed waits only for
 the rest of that parse.
 """
