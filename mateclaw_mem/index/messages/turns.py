@@ -83,7 +83,7 @@ _NAME_CACHE = 8192
 
 
 def unpack(packed: int) -> tuple[int, int, int, int]:
-    """A posting's four field counts (packed by `OwnerView._add_stats`, 16 bits a field)."""
+    """A posting's four field counts (packed by `parse_doc`, 16 bits a field)."""
     return packed & 0xFFFF, packed >> 16 & 0xFFFF, packed >> 32 & 0xFFFF, packed >> 48
 
 
