@@ -22,7 +22,7 @@ def _view(seed: int, n: int) -> OwnerView:
 
 def _holding(view: OwnerView, t: str) -> dict[int, tuple[int, int, int, int]]:
     """{turn id: its counts of `t`} for the turns holding `t`."""
-    return {i: d.tf[t] for i, d in view.by_id.items() if t in d.tf}
+    return {i: tf[t] for i in view.by_id if t in (tf := view.tf(i))}
 
 
 def _got(view: OwnerView, *args: object) -> dict[int, float]:
@@ -96,7 +96,7 @@ def test_a_big_term_read_among_candidates_gives_its_arrays_values_and_is_cached_
         assert key not in view.arrays.get(t, {})  # read for those four only, nothing made
         at, vals = part
         k1, w, b = key
-        want = {k: v for k, p in enumerate(among) if (c := view.by_id[view.ids[p]].tf.get(t)) is not None
+        want = {k: v for k, p in enumerate(among) if (c := view.tf(view.ids[p]).get(t)) is not None
                 and (v := _saturate(c, view.by_id[view.ids[p]].lens, w, b, k1, view.avg)) > 0}
         assert dict(zip(at.tolist(), vals.tolist(), strict=True)) == want
         assert view.sat_among(t, key, among) is None  # a second read: the arrays are made instead

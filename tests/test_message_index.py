@@ -62,14 +62,15 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     lv, fv = live._views[("aml", "u1")], fresh._view("aml", "u1")
     assert fv is not None
     assert (lv.n, lv.len_sum, lv.avg, +lv.df) == (fv.n, fv.len_sum, fv.avg, +fv.df)
-    assert {i: (d.prev, d.next, d.tf, d.lens) for i, d in lv.by_id.items()} == {
-        i: (d.prev, d.next, d.tf, d.lens) for i, d in fv.by_id.items()
+    assert {i: (d.prev, d.next, lv.tf(i), d.lens) for i, d in lv.by_id.items()} == {
+        i: (d.prev, d.next, fv.tf(i), d.lens) for i, d in fv.by_id.items()
     }
     # The postings the ranking walks: same terms, same turns (old parses replaced, not kept), each
     # entry the turn's own counts; and the columns the later steps read, row by row.
     assert {t: {lv.ids[p] for p in ds} for t, ds in lv.postings.items()} == {
         t: {fv.ids[p] for p in ds} for t, ds in fv.postings.items()}
-    assert all(unpack(c) == lv.by_id[lv.ids[p]].tf[t] for t, ds in lv.postings.items() for p, c in ds.items())
+    assert all(unpack(c) == lv.tf(lv.ids[p])[t] for t, ds in lv.postings.items() for p, c in ds.items())
+    assert all(d.counts is None for d in lv.by_id.values())  # folded into the postings, not kept twice
     assert _columns(lv) == _columns(fv)
     for d in lv.by_id.values():
         prev, nxt, *thread = _columns(lv)[d.id][0]

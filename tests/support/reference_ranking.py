@@ -91,7 +91,8 @@ def _raw(view: OwnerView, qweights: dict[str, float], r: Ranking, *,
         f = qw * view.idf(t)
         for i in ids:
             d = view.by_id[i]
-            c = unpack(d.counts[t]) if t in d.counts else None
+            posting = view.postings.get(t, {}).get(view.pos[i])
+            c = unpack(posting) if posting is not None else None
             v = _saturate(c, d.lens, w, b, k1, view.avg) if c else 0.0
             if v > 0:
                 acc[i] = acc.get(i, 0.0) + f * v
@@ -131,7 +132,7 @@ def _feedback(view: OwnerView, scores: dict[int, float], qweights: dict[str, flo
     top = [-neg for _, neg in heapq.nlargest(r.prf_docs, ((sc, -i) for i, sc in scores.items()))]
     gain: Counter[str] = Counter()
     for i in top:
-        for t, c in view.by_id[i].tf.items():
+        for t, c in view.tf(i).items():
             if c[0] and t not in qweights and t not in STOPWORDS:
                 gain[t] += view.idf(t) / len(top)
     return {t: r.prf_weight for t, _ in gain.most_common(r.prf_terms)}
@@ -145,7 +146,7 @@ def _weighted_feedback(view: OwnerView, scores: dict[int, float], qweights: dict
         return {}
     gain: Counter[str] = Counter()
     for sc, neg in top:
-        for t, c in view.by_id[-neg].tf.items():
+        for t, c in view.tf(-neg).items():
             if c[0] and t not in qweights and t not in STOPWORDS:
                 gain[t] += sc / total * view.idf(t)
     strongest = gain.most_common(r.first_prf_terms)

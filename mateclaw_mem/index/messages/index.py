@@ -200,7 +200,8 @@ class MessageIndex:
             row = store.summary(agent, owner)
         if not row["last"] and row["last_fact"] == FACT_BASE:
             return None
-        docs = []
+        view = OwnerView()
+        view.generation = row["generation"]
         for after, last in ((0, row["last"]), (FACT_BASE, row["last_fact"])):  # the turns, then the facts
             while after < last:
                 if stop is not None and stop.is_set():
@@ -209,13 +210,12 @@ class MessageIndex:
                     rows = store.doc_rows(agent, owner, "d.id > ? AND d.id <= ?", (after, last), self._READ_BATCH)
                 if not rows:
                     break
+                # Folded in a batch at a time, as Adds are: each batch's per-turn counts are freed (the
+                # postings hold them) before the next is parsed, so the parse's peak is one batch's.
                 for k in range(0, len(rows), _YIELD_EVERY):
-                    docs += [parse_doc(r) for r in rows[k : k + _YIELD_EVERY]]
+                    view.apply([parse_doc(r) for r in rows[k : k + _YIELD_EVERY]])
                     _yield()
                 after = rows[-1]["id"]
-        view = OwnerView()
-        view.generation = row["generation"]
-        view.apply(docs, pause=_yield)
         return view  # stamp None: the next `_view` checks it against the file
 
     def _install(self, key: tuple[str, str | None], view: OwnerView) -> None:

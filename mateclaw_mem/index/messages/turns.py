@@ -11,7 +11,7 @@ import itertools
 import re
 import sqlite3
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mateclaw_mem.index.messages.storage import FIELDS, MONTHS, WEEKDAYS, split_speaker
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
@@ -99,7 +99,9 @@ class Doc:
     # term -> its counts in (body, ctx, nb, dt) packed in one int, 16 bits a field (`unpack`): the
     # same int is the term's posting of this turn. First-seen order, fields in turn (not set order,
     # which varies with hash seeds): ties in feedback term selection break the same way everywhere.
-    counts: dict[str, int]
+    # None once the view has put them in its postings (`OwnerView.tf` reads them back): a dict per
+    # turn was a third of a long history's memory.
+    counts: dict[str, int] | None
     body: tuple[str, ...]  # the terms with a body count, in the order of `counts`
     lens: tuple[int, int, int, int]
     conversation_id: str
@@ -115,11 +117,10 @@ class Doc:
     # speaker's turns two steps away either side.
     around: tuple[int, ...] = ()
     thread: tuple[int, ...] = ()
+    terms: tuple[str, ...] = field(init=False)  # every term of `counts`, in its order (kept when it is not)
 
-    @property
-    def tf(self) -> dict[str, tuple[int, int, int, int]]:
-        """term -> (body, ctx, nb, dt) counts, unpacked (for reading; the view keeps `counts`)."""
-        return {t: unpack(c) for t, c in self.counts.items()}
+    def __post_init__(self) -> None:
+        self.terms = tuple(self.counts or ())
 
 
 def parse_doc(r: sqlite3.Row) -> Doc:
@@ -163,5 +164,5 @@ def echo_of(d: Doc, prev: Doc) -> float:
     mine = [t for t in d.body if t not in STOPWORDS]
     if not mine:
         return 0.0
-    theirs = prev.counts
-    return sum(1 for t in mine if theirs.get(t, 0) & _BODY) / len(mine)
+    theirs = set(prev.body)
+    return sum(1 for t in mine if t in theirs) / len(mine)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Callable
 from typing import Any
 
 from mateclaw_mem.index.messages.columns import Columns
@@ -17,7 +16,6 @@ from mateclaw_mem.index.messages.storage import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, unpack
 from mateclaw_mem.index.tokenizer import tokenize
 
-_PAUSE_EVERY = 128  # docs folded in between two `pause` calls (~0.5 ms of work)
 _AVG_STEP = 1.01  # average field lengths are used in 1% steps (see `OwnerView.apply`)
 
 # (k1, per-field weights, per-field b): what a saturated term frequency depends on.
@@ -115,7 +113,7 @@ class OwnerView:
             self.len_sum[i] -= d.lens[i]
         self.df.subtract(d.body)
         p = self.pos[d.id]
-        for t in d.counts:
+        for t in d.terms:
             docs = self.postings[t]
             del docs[p]
             if not docs:
@@ -128,21 +126,19 @@ class OwnerView:
         self.df.update(d.body)  # a sequence, not a mapping: Counter counts it in C
         p = self.pos[d.id]
         postings = self.postings
+        assert d.counts is not None, "a doc is folded in once"
         for t, packed in d.counts.items():
             got = postings.get(t)
             if got is None:
                 postings[t] = {p: packed}
             else:
                 got[p] = packed
+        d.counts = None  # the postings hold them now (`tf` reads them back)
 
-    def apply(self, docs: list[Doc], pause: Callable[[], None] | None = None) -> None:
-        """Fold parsed docs in: ids already known replace their old parse, new ids are appended.
-        `pause`, when given, is called every few hundred docs (a view parsed in the background
-        lets the request threads have the interpreter)."""
+    def apply(self, docs: list[Doc]) -> None:
+        """Fold parsed docs in: ids already known replace their old parse, new ids are appended."""
         dropped: dict[int, Doc] = {}  # replaced parses: their terms may need their entries dropped
-        for k, d in enumerate(sorted(docs, key=lambda d: d.id)):
-            if pause is not None and not k % _PAUSE_EVERY:
-                pause()
+        for d in sorted(docs, key=lambda d: d.id):
             old = self.by_id.get(d.id)
             if old is not None:
                 dropped[d.id] = old
@@ -188,8 +184,8 @@ class OwnerView:
             return
         # Each entry depends only on its own turn: the terms of the turns just parsed are patched.
         for d in docs:
-            old_terms = dropped[d.id].counts.keys() - d.counts.keys() if d.id in dropped else ()
-            for t in itertools.chain(d.counts, old_terms):
+            old_terms = set(dropped[d.id].terms).difference(d.terms) if d.id in dropped else ()
+            for t in itertools.chain(d.terms, old_terms):
                 if t in self.arrays:
                     self.patches.setdefault(t, set()).add(d.id)
 
@@ -288,6 +284,12 @@ class OwnerView:
             keep = ~np.isin(idx, where)
             per_key[key] = (np.concatenate((idx[keep], np.array([p for p, _ in fresh], dtype=np.intp))),
                             np.concatenate((vals[keep], np.array([v for _, v in fresh], dtype=np.float64))))
+
+    def tf(self, doc_id: int) -> dict[str, tuple[int, int, int, int]]:
+        """A doc's term -> (body, ctx, nb, dt) counts, read back from the postings (for readers and
+        tests; the ranking reads the postings)."""
+        p = self.pos[doc_id]
+        return {t: unpack(self.postings[t][p]) for t in self.by_id[doc_id].terms}
 
     def idf(self, term: str) -> float:
         df = self.df.get(term, 0)
