@@ -212,9 +212,12 @@ class MessageIndex:
                     break
                 # Folded in a batch at a time, as Adds are: each batch's per-turn counts are freed (the
                 # postings hold them) before the next is parsed, so the parse's peak is one batch's.
+                docs = []
                 for k in range(0, len(rows), _YIELD_EVERY):
-                    view.apply([parse_doc(r) for r in rows[k : k + _YIELD_EVERY]])
+                    docs += [parse_doc(r) for r in rows[k : k + _YIELD_EVERY]]
                     _yield()
+                view.apply(docs)
+                _yield()
                 after = rows[-1]["id"]
         return view  # stamp None: the next `_view` checks it against the file
 
