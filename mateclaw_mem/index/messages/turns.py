@@ -38,7 +38,6 @@ _SENTENCE_RE = re.compile(r"[^.!?]+[.!?]*")
 _SENTENCE_END = frozenset(".!?:;\"'(-\u2013\u2014")
 # A field's count of a term, added once per occurrence into the term's packed int (`unpack`).
 _ONE_IN = (1, 1 << 16, 1 << 32, 1 << 48)
-_BODY = 0xFFFF
 
 # A term's count in one field of one turn is capped here (only a hostile message of 2 MB reaches
 # it): its saturated score has long stopped moving, and four counts then pack into one int.
