@@ -13,6 +13,8 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.cli import commands as _commands
+
 if TYPE_CHECKING:
     from mateclaw_mem.cli.context import CliContext
 
@@ -36,23 +38,11 @@ EXIT_BY_CODE = {
     "invalid_input": EXIT_USAGE,
 }
 
-# Each module exposes register(subparsers, common_parent). Kept as names so --help imports no service code.
-COMMAND_MODULES = ("admin", "files", "extract", "mcp", "search", "prompt", "learning", "dream", "archive",
-                   "transfer", "model", "facts", "contradictions", "card", "soul", "forget")
-# The module that registers each command: running one builds only that module's parsers (all of them
-# are ~12 ms of argparse, a tenth of `status` beside a daemon). A command missing here still works,
-# with every parser built; tests/test_cli.py keeps this complete.
-COMMANDS = {
-    **dict.fromkeys(("init", "status", "serve"), "admin"),
-    **dict.fromkeys(("ls", "cat", "write", "write-memory", "edit", "enable", "disable", "sort", "history", "undo"),
-                    "files"),
-    **dict.fromkeys(("search", "reindex"), "search"),
-    **dict.fromkeys(("context", "remember", "recall", "consolidate-structured"), "prompt"),
-    **dict.fromkeys(("export", "import"), "transfer"),
-    "learn": "learning",
-    **{name: name for name in ("extract", "mcp", "dream", "archive", "model", "facts", "contradictions", "card",
-                               "soul", "forget")},
-}
+# Which module registers each command (cli/commands.py): running one builds only that module's parsers
+# (all of them are ~12 ms of argparse, a tenth of `status` beside a daemon). A command missing there
+# still works, with every parser built; tests/test_cli.py keeps it complete.
+COMMANDS = _commands.COMMANDS
+COMMAND_MODULES = _commands.MODULES
 _VALUE_OPTIONS = ("--workspace", "--config")  # the global options that take a value
 
 
@@ -115,11 +105,9 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"mateclaw-mem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    from mateclaw_mem.cli.commands import HELP
-
     # Not when a command's name is anywhere in argv (`-- status`): stubs could not run it.
-    if argv is not None and command is None and not any(arg in HELP for arg in argv):
-        for name, line in HELP.items():
+    if argv is not None and command is None and not any(arg in COMMANDS for arg in argv):
+        for name, line in _commands.HELP.items():
             sub.add_parser(name, help=line, add_help=False)
         return parser
     for name in (module,) if module else COMMAND_MODULES:
