@@ -24,7 +24,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
@@ -36,6 +36,9 @@ from mateclaw_mem.api.auth import key_accepted
 from mateclaw_mem.api.errors import error_response, response_for
 from mateclaw_mem.api.guards import BodyTimeout
 from mateclaw_mem.conversations.aml import AmlService
+
+if TYPE_CHECKING:
+    from mateclaw_mem.api.deferred import DeferredRoutes
 
 log = logging.getLogger(__name__)
 # Adds up to this size may run on the event loop (~0.3 ms for a LoCoMo chunk); larger ones take
@@ -126,6 +129,7 @@ class LaneApp(FastAPI):
     """FastAPI, with the AML fast lane in front of everything (set `lane` to use it)."""
 
     lane: AmlFastLane | None = None
+    deferred: DeferredRoutes | None = None  # the routes the daemon builds once it listens (api/deferred.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.lane is not None and scope["type"] == "http" and scope["path"] in self.lane.routes:

@@ -21,7 +21,7 @@ from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from mateclaw_mem.api.errors import ERROR_RESPONSES, ErrorBody
 
@@ -32,13 +32,20 @@ _FASTAPI_422 = ("HTTPValidationError", "ValidationError")
 
 
 def mount(app: FastAPI, *routers: APIRouter) -> None:
+    app.router.routes.extend(routes_of(*routers))
+
+
+def routes_of(*routers: APIRouter) -> list[BaseRoute]:
+    """The routes the routers' decorators built, in order, as `mount` adds them."""
+    routes: list[BaseRoute] = []
     for router in routers:
         for route in router.routes:
             if not isinstance(route, APIRoute | Route | Mount):
                 # A router included into this one is kept by reference (and built again per request
                 # path) by newer FastAPI: add its routes to a router of their own instead.
                 raise TypeError(f"{type(route).__name__} in a mounted router: mount its routes directly")
-            app.router.routes.append(route)
+            routes.append(route)
+    return routes
 
 
 def document_errors(app: FastAPI) -> None:

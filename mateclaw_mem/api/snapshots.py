@@ -9,7 +9,6 @@ the same reason here as there.
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from typing import Any, Literal
 
@@ -21,6 +20,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
+from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
@@ -34,9 +34,6 @@ router = APIRouter(
 )
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
-# The app's BodyLimit leaves these bodies to the route, which counts them without buffering.
-UPLOAD_PATHS = re.compile(r"/api/v1/agents/[^/]+/workspace/memory/import(?:/preview)?")
-MULTIPART_OVERHEAD = 64 * 1024  # boundaries, part headers and the strategy field around the archive
 _SEED_ACTION = {"create": "create", "overwrite": "update", "merge": "update"}
 
 _UPLOAD_BODY: dict[str, Any] = {

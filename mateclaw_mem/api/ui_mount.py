@@ -21,14 +21,9 @@ class LazyUi:
         self.app = app
         self._lock = asyncio.Lock()
         self._installed = False
-        # An endpoint that is not a function is an ASGI app to Starlette: it gets every method.
+        # Put into the app's routes by `create_app`. An endpoint that is not a function is an ASGI
+        # app to Starlette: it gets every method.
         self.placeholders = [Route("/", self), Route("/ui", self), Route("/ui/{rest:path}", self)]
-
-    @classmethod
-    def install(cls, app: FastAPI) -> LazyUi:
-        lazy = cls(app)
-        app.router.routes.extend(lazy.placeholders)
-        return lazy
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not self._installed:

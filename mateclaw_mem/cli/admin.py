@@ -174,7 +174,7 @@ def cmd_serve(ctx: CliContext) -> int:
     if ctx.args.log_level != "DEBUG":
         # APScheduler logs every job execution (a heartbeat a minute); our own log lines say what ran.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    Daemon(
-        ctx.services, host=ctx.args.host, port=ctx.args.port, app_factory=lambda s, host: create_app(s, host=host)
-    ).run_forever()
+    # Every route after the AML contract's is built just after the daemon listens (api/deferred.py).
+    Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port,
+           app_factory=lambda s, host: create_app(s, host=host, defer_routes=True)).run_forever()
     return 0

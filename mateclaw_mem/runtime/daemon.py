@@ -2,8 +2,9 @@
 
 It binds its port (a busy port stops it before the workspace is touched), takes the daemon lock (a
 second daemon on the same workspace refuses to start), seeds the workspace, builds every service
-(`Services.build`), starts the HTTP API (uvicorn, with MCP mounted at `/mcp`) and then the
-extraction workers, the file watcher and the scheduler (`Services.start`), writes
+(`Services.build`), starts the HTTP API (uvicorn, with MCP mounted at `/mcp`; the routes after
+`/health`, the agents' and the AML contract's are built just after it listens, api/deferred.py) and
+then the extraction workers, the file watcher and the scheduler (`Services.start`), writes
 `.mateclaw/daemon.json` (pid and URL, for `status`), and stops them cleanly, in reverse order, on
 SIGTERM / Ctrl-C: running extractions finish, queued ones are kept.
 
@@ -151,7 +152,9 @@ class Daemon:
         # Stopped after the HTTP API (stoppers run newest first): no request meets a stopping worker.
         self.add_stopper("background work", self.services.stop)
         if sock is not None:
-            self._start_http(self._prepare_http(), sock)
+            server = self._prepare_http()
+            self._start_http(server, sock)
+            self._finish_app(server.config.app)
         t1 = time.perf_counter()
         self.services.start()
         log.info("background work started in %.0f ms", (time.perf_counter() - t1) * 1000)
@@ -220,6 +223,16 @@ class Daemon:
         self.url = f"http://{host}:{bound_port}"
         log.info("listening on %s (auth %s); OpenAPI at %s/docs; MCP at %s/mcp",
                  self.url, "on" if self.services.api_key else "off", self.url, self.url)
+
+    def _finish_app(self, app: Any) -> None:
+        """The routes an app left to build once it listens (`app.deferred`, api/deferred.py): built
+        now, before the background work competes for the interpreter; requests for them wait."""
+        deferred = getattr(app, "deferred", None)
+        if deferred is None:
+            return
+        t0 = time.perf_counter()
+        deferred.finish()
+        log.info("HTTP routes after the AML contract's built in %.0f ms", (time.perf_counter() - t0) * 1000)
 
     def _stop_http(self) -> None:
         if self._server is None or self._server_thread is None:

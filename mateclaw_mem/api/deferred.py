@@ -1,0 +1,101 @@
+"""Routes the daemon builds just after it starts listening, with every request for them held until then.
+
+Building a FastAPI route is ~2 ms (its parameter and response validators), and importing the
+routers behind the hot paths' (everything after `/health`, the agents and the AML contract) was
+~100-180 ms of every daemon start before `/health` could answer (scripts/bench/daemon_start.py).
+Nothing in them is needed to answer the first requests a start is waited on for, so the daemon
+builds them right after it listens, on its main thread, before its background work starts.
+
+Until then one catch-all route stands where they will be, after the routes built with the app. A
+request it catches waits (on the event loop, holding no lock and building nothing) until the build
+is done, then is routed again through the whole list, as if the routes had always been there. The
+routes before it are exactly those that came first in the full order anyway, so no request is ever
+answered by a different route than it would have been. The build swaps the route list in one
+assignment: a request being routed finishes on the list it started on (and meets the catch-all).
+`app.openapi()` waits for the build too, so the schema is never cached half-built.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.routing import BaseRoute, Route
+from starlette.types import Receive, Scope, Send
+
+from mateclaw_mem.api.errors import error_response
+
+PENDING, INSTALLED, FAILED = "pending", "installed", "failed"
+
+
+class DeferredRoutes:
+    def __init__(self, app: FastAPI, build: Callable[[], list[BaseRoute]]) -> None:
+        self.app = app
+        self._build = build
+        self._lock = threading.Lock()  # guards state and waiters only; nothing is built under it
+        self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._done = threading.Event()
+        self.state = PENDING
+        # An endpoint that is not a function is an ASGI app to Starlette: it gets every method.
+        self.placeholder = Route("/{path:path}", self, include_in_schema=False)
+
+    @classmethod
+    def install(cls, app: FastAPI, build: Callable[[], list[BaseRoute]]) -> DeferredRoutes:
+        """Put the catch-all at the end of the app's routes; `build()` returns the routes it stands for."""
+        deferred = cls(app, build)
+        app.router.routes.append(deferred.placeholder)
+        generate = app.openapi
+
+        def openapi() -> dict[str, Any]:
+            deferred.wait()
+            return generate()
+
+        app.openapi = openapi  # type: ignore[method-assign]
+        return deferred
+
+    def finish(self) -> None:
+        """Build the routes and put them where the catch-all stood (once; the daemon calls it)."""
+        if self.state != PENDING:
+            return
+        state = FAILED
+        try:
+            later = self._build()
+            routes = list(self.app.router.routes)
+            at = routes.index(self.placeholder)
+            routes[at:at + 1] = later
+            self.app.router.routes = routes
+            state = INSTALLED
+        finally:
+            with self._lock:
+                self.state = state
+                waiters, self._waiters = self._waiters, []
+            self._done.set()
+            for loop, future in waiters:
+                loop.call_soon_threadsafe(_resolve, future)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block this thread until `finish` has run (for callers off the event loop)."""
+        return self._done.wait(timeout)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.state == PENDING:
+            with self._lock:
+                future = None
+                if self.state == PENDING:
+                    loop = asyncio.get_running_loop()
+                    future = loop.create_future()
+                    self._waiters.append((loop, future))
+            if future is not None:
+                await future
+        if self.state != INSTALLED:  # the build failed: the daemon is stopping, its log says why
+            await error_response(503, "the daemon failed to build its HTTP routes; see its log")(scope, receive, send)
+            return
+        await self.app.router(scope, receive, send)  # routed again, now through the full list
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():  # a request whose client left was cancelled meanwhile
+        future.set_result(None)
