@@ -39,7 +39,16 @@ Factory = Callable[[ProviderContext, dict[str, Any]], MemoryProvider]
 class Installed:
     name: str
     value: str  # "module:attribute"
-    origin: str  # the distribution that declared it, or "built-in (...)"
+    declared_by: Any = None  # the importlib.metadata Distribution whose entry point this is; None = built-in
+
+    @property
+    def origin(self) -> str:
+        """The distribution that declared it, or "built-in (...)". Read on demand: a distribution's
+        name and version are parsed from its METADATA (~3 ms each), wanted only for what runs."""
+        dist = self.declared_by
+        if dist is None:
+            return "built-in (entry point not installed: run scripts/setup.sh)"
+        return f"{dist.name} {dist.version}"
 
     def load(self) -> Factory:
         module, _, attr = self.value.partition(":")
@@ -56,12 +65,19 @@ def installed() -> dict[str, Installed]:
     installed while the process runs is seen by the next call)."""
     found: dict[str, Installed] = {}
     for ep in entry_points(group=GROUP):
-        dist = getattr(ep, "dist", None)
-        origin = f"{dist.name} {dist.version}" if dist is not None else "entry point"
-        found.setdefault(ep.name, Installed(ep.name, ep.value, origin))
+        found.setdefault(ep.name, Installed(ep.name, ep.value, getattr(ep, "dist", None) or _UNNAMED))
     for name, value in BUILTINS.items():
-        found.setdefault(name, Installed(name, value, "built-in (entry point not installed: run scripts/setup.sh)"))
+        found.setdefault(name, Installed(name, value))
     return found
+
+
+class _Unnamed:
+    """An entry point without its distribution (a custom finder): named as such in `status`."""
+
+    name, version = "entry point", "(distribution unknown)"
+
+
+_UNNAMED = _Unnamed()
 
 
 def entries(config: Sequence[str | dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
@@ -80,12 +96,12 @@ def entries(config: Sequence[str | dict[str, Any]]) -> list[tuple[str, dict[str,
 
 
 def build_providers(config: Sequence[str | dict[str, Any]],
-                    context: ProviderContext) -> tuple[list[MemoryProvider], dict[str, str]]:
+                    context: ProviderContext) -> tuple[list[MemoryProvider], dict[str, Callable[[], str]]]:
     """The configured providers, in order, and where each came from. An unknown name stops the start
     and names the installed ones."""
     available = installed()
     providers: list[MemoryProvider] = []
-    origins: dict[str, str] = {}
+    origins: dict[str, Callable[[], str]] = {}
     for name, options in entries(config):
         found = available.get(name)
         if found is None:
@@ -100,7 +116,7 @@ def build_providers(config: Sequence[str | dict[str, Any]],
             raise ConfigError(f"memory provider {name!r} ({found.value}) failed to start: "
                               f"{type(exc).__name__}: {exc}") from exc
         providers.append(provider)
-        origins[provider.name] = found.origin
+        origins[provider.name] = lambda found=found: found.origin  # read by `status` only
     return providers, origins
 
 

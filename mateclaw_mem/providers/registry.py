@@ -27,7 +27,7 @@ import math
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -131,14 +131,15 @@ class ProviderRegistry:
         failure_threshold: int = 3,
         cooldown_seconds: float = 30,
         max_workers: int | None = None,
-        origins: dict[str, str] | None = None,
+        origins: dict[str, str | Callable[[], str]] | None = None,
     ) -> None:
         names = [p.name for p in providers]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ConfigError(f"memory provider names must be unique; repeated: {', '.join(dupes)}")
         self.clock = clock
-        self.origins = dict(origins or {})  # provider name -> the distribution that supplied it
+        # provider name -> the distribution that supplied it (a callable: read when `status` first asks)
+        self.origins = dict(origins or {})
         self.timeout_ms = timeout_ms
         self.budget_ms = total_budget_ms
         self.failure_threshold = failure_threshold
@@ -306,9 +307,17 @@ class ProviderRegistry:
                 self._idle.wait(left)
             return True
 
+    def _origin(self, name: str) -> str:
+        """Where a provider came from; a callable is read once (two threads may both read it: same answer)."""
+        origin = self.origins.get(name, "in code")
+        if callable(origin):
+            origin = self.origins[name] = origin()
+        return origin
+
     def status(self) -> dict[str, Any]:
         """Circuit states and counts since this process started (the daemon's are the live ones)."""
         now = self.clock.now()
+        origins = {name: self._origin(name) for name in self._states}  # outside the lock: it may read METADATA
         with self._lock:
             providers = {
                 name: {
@@ -319,7 +328,7 @@ class ProviderRegistry:
                     "latency_ms": {"last": st.last_ms,
                                    "mean": _ms(st.total_ms / st.timed / 1000) if st.timed else None},
                     "failures": st.timeouts + st.errors,
-                    "from": self.origins.get(name, "in code"),
+                    "from": origins[name],
                     **_own_status(st.provider),
                 }
                 for name, st in self._states.items()
