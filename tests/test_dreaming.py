@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -371,6 +374,54 @@ def test_lock_is_held_across_threads(night: Services) -> None:
         t.join(10)
         assert errors and isinstance(errors[0], BusyError)
     assert night.dreaming.dream("default").status == "done"  # free again afterwards
+
+
+def test_status_probes_never_see_each_other_nor_turn_a_dream_away(night: Services) -> None:
+    # A status probe once took the run lock itself: two at once saw each other as a run, and a dream
+    # starting during one was refused (scripts/bench/deferred_routes_races.py).
+    seen: list[bool] = []
+    stop = threading.Event()
+
+    def probe() -> None:
+        while not stop.is_set():
+            seen.append(night.dreaming.status("default")["running"])
+
+    def probing(work: Callable[[], Any]) -> Any:
+        stop.clear()
+        probes = [threading.Thread(target=probe) for _ in range(6)]
+        for t in probes:
+            t.start()
+        try:
+            return work()
+        finally:
+            stop.set()
+            for t in probes:
+                t.join(10)
+
+    probing(lambda: time.sleep(0.3))
+    assert len(seen) > 100 and not any(seen)  # no run: no probe ever saw one
+    outcomes = probing(lambda: [night.dreaming.dream("default").status for _ in range(10)])
+    assert outcomes[0] == "done" and set(outcomes[1:]) <= {"done", "nothing_to_do"}  # never refused as busy
+
+
+def test_a_run_in_another_process_is_running_and_a_probe_of_one_is_waited_out(night: Services) -> None:
+    from filelock import FileLock
+
+    path = night.dreaming._locks("default", None)[1].lock_file
+    other = FileLock(path, thread_local=False)  # its own descriptor, as another process has; released by a timer
+    with other:
+        assert night.dreaming.status("default")["running"] is True
+        with pytest.raises(BusyError, match="in another process"):
+            night.dreaming.dream("default")
+    assert night.dreaming.status("default")["running"] is False
+    # Held for 50 ms, as a probe elsewhere holds it for microseconds: the run waits it out.
+    other.acquire()
+    release = threading.Timer(0.05, other.release)
+    release.start()
+    try:
+        assert night.dreaming.dream("default").status == "done"
+    finally:
+        release.join(10)
 
 
 def _try(services: Services, errors: list) -> None:

@@ -39,6 +39,7 @@ class DeferredRoutes:
         self._waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._done = threading.Event()
         self.state = PENDING
+        self.held = 0  # requests that waited for the build (the daemon logs it)
         # An endpoint that is not a function is an ASGI app to Starlette: it gets every method.
         self.placeholder = Route("/{path:path}", self, include_in_schema=False)
 
@@ -88,6 +89,7 @@ class DeferredRoutes:
                     loop = asyncio.get_running_loop()
                     future = loop.create_future()
                     self._waiters.append((loop, future))
+                    self.held += 1
             if future is not None:
                 await future
         if self.state != INSTALLED:  # the build failed: the daemon is stopping, its log says why

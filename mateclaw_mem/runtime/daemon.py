@@ -241,7 +241,8 @@ class Daemon:
             deferred.finish()
         finally:
             sys.setswitchinterval(switch)
-        log.info("HTTP routes after the AML contract's built in %.0f ms", (time.perf_counter() - t0) * 1000)
+        log.info("HTTP routes after the AML contract's built in %.0f ms (%d request(s) waited for them)",
+                 (time.perf_counter() - t0) * 1000, deferred.held)
 
     def _stop_http(self) -> None:
         if self._server is None or self._server_thread is None:

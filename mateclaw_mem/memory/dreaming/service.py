@@ -79,6 +79,7 @@ from mateclaw_mem.workspace.store import WorkspaceStore, sha256
 from mateclaw_mem.workspace.walk import normalise_owner
 
 log = logging.getLogger(__name__)
+_PROBE_GRACE = 0.2  # seconds a run waits for the dream file lock: a `running()` probe holds it for microseconds
 
 CONFLICT_RETRIES = 1
 RETRY_NOTE = ("MEMORY.md was edited by the person while you were working; the version above is the new one. "
@@ -150,6 +151,7 @@ class DreamingService:
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.Lock] = {}
         self._file_locks: dict[str, FileLock] = {}
+        self._probe = threading.Lock()  # `running()` probes, one at a time
 
     @property
     def mode(self) -> str:
@@ -157,9 +159,7 @@ class DreamingService:
 
     # -- the per-agent run lock ------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def lock(self, agent: str, *, owner: str | None = None) -> Iterator[None]:
-        """One dream at a time per (agent, owner), across threads and processes. Never waits."""
+    def _locks(self, agent: str, owner: str | None) -> tuple[threading.Lock, FileLock]:
         key = check_agent(agent) + (f"--{owner_dirname(owner)}" if owner else "")
         with self._guard:
             tlock = self._thread_locks.setdefault(key, threading.Lock())
@@ -167,13 +167,19 @@ class DreamingService:
                 lock_dir = self.settings.state_dir / "locks"
                 lock_dir.mkdir(parents=True, exist_ok=True)
                 self._file_locks[key] = FileLock(str(lock_dir / f"dream-{sha256(key)[:24]}.lock"))
-            flock = self._file_locks[key]
+            return tlock, self._file_locks[key]
+
+    @contextlib.contextmanager
+    def lock(self, agent: str, *, owner: str | None = None) -> Iterator[None]:
+        """One dream at a time per (agent, owner), across threads and processes. Never waits for a
+        run; only for a `running()` probe's hold of the file lock (microseconds)."""
+        tlock, flock = self._locks(agent, owner)
         busy = f"a dream run for agent {agent!r}{f' (owner {owner})' if owner else ''} is already in progress"
         if not tlock.acquire(blocking=False):
             raise BusyError(busy)
         try:
             try:
-                flock.acquire(timeout=0)
+                flock.acquire(timeout=_PROBE_GRACE)
             except Timeout:
                 raise BusyError(busy + " in another process") from None
             try:
@@ -182,6 +188,24 @@ class DreamingService:
                 flock.release()
         finally:
             tlock.release()
+
+    def running(self, agent: str, *, owner: str | None = None) -> bool:
+        """Whether a dream of (agent, owner) runs now, here or in another process. Not through `lock()`:
+        a probe holding the run lock was a "run" to a status asked at the same moment and made a dream
+        starting then refuse (scripts/bench/deferred_routes_races.py found it). Only runs take the
+        thread lock; another process's run holds the file lock, probed on a descriptor of its own,
+        one probe at a time here (two would see each other)."""
+        tlock, flock = self._locks(agent, owner)
+        if tlock.locked():
+            return True
+        with self._probe:
+            probe = FileLock(flock.lock_file)
+            try:
+                probe.acquire(timeout=0)
+            except Timeout:
+                return True
+            probe.release()
+            return False
 
     # -- a run -----------------------------------------------------------------------------------
 
@@ -374,12 +398,7 @@ class DreamingService:
         """Last run (time, outcome, reason), next scheduled run, latest DREAMS.md entry."""
         check_agent(agent)
         last = self.last_run(agent, owner=owner)
-        running = False
-        try:
-            with self.lock(agent, owner=owner):
-                pass
-        except BusyError:
-            running = True
+        running = self.running(agent, owner=owner)
         nxt = self._next_run() if self._next_run else None
         return {
             "agent": agent,
