@@ -1,5 +1,6 @@
 """`mateclaw-mem serve` as a subprocess for the benchmarks: started with its output in a log file,
-ready when it logs the URL it listens on."""
+ready when it logs the URL it listens on (`until_ready`: when it logs that its start is done, the
+routes it builds after listening and its background parts started)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import time
 from pathlib import Path
 
 _LISTENING = re.compile(r"listening on (http://\S+)")
+_READY = "ready; Ctrl-C or SIGTERM to stop"
 
 
 def start_daemon(cmd: list[str], log: Path, *, env: dict[str, str] | None = None, cwd: Path | None = None,
-                 timeout: float = 60.0) -> tuple[subprocess.Popen[bytes], str | None]:
+                 timeout: float = 60.0, until_ready: bool = False) -> tuple[subprocess.Popen[bytes], str | None]:
     """Start `cmd` and wait for its "listening on URL" line: (process, URL), or (process, None) if it
     exited or did not listen within `timeout` (the caller decides whether that is the finding)."""
     with log.open("wb") as out:
@@ -20,8 +22,9 @@ def start_daemon(cmd: list[str], log: Path, *, env: dict[str, str] | None = None
                                 stdin=subprocess.DEVNULL)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
-        m = _LISTENING.search(log.read_text(errors="replace"))
-        if m:
+        text = log.read_text(errors="replace")
+        m = _LISTENING.search(text)
+        if m and (not until_ready or _READY in text):
             return proc, m.group(1)
         time.sleep(0.05)
     return proc, None
