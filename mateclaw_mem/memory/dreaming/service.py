@@ -190,11 +190,9 @@ class DreamingService:
             tlock.release()
 
     def running(self, agent: str, *, owner: str | None = None) -> bool:
-        """Whether a dream of (agent, owner) runs now, here or in another process. Not through `lock()`:
-        a probe holding the run lock was a "run" to a status asked at the same moment and made a dream
-        starting then refuse (scripts/bench/deferred_routes_races.py found it). Only runs take the
-        thread lock; another process's run holds the file lock, probed on a descriptor of its own,
-        one probe at a time here (two would see each other)."""
+        """Whether a dream of (agent, owner) runs now, here or elsewhere. Never via `lock()`: a probe
+        holding it was a "run" to a concurrent status and turned a dream away. Runs alone take the
+        thread lock; the file lock is probed on its own descriptor, one probe at a time."""
         tlock, flock = self._locks(agent, owner)
         if tlock.locked():
             return True
