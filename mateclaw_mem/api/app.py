@@ -57,8 +57,6 @@ def _later_routers() -> list[APIRouter]:
     ]
 
 
-
-
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
                aml_fast_lane: bool = True, defer_routes: bool = False) -> LaneApp:
     """The HTTP face. `mcp` mounts MCP (streamable HTTP) at `/agents/<agent>/mcp` and `/mcp` (the

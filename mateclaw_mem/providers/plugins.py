@@ -39,16 +39,17 @@ Factory = Callable[[ProviderContext, dict[str, Any]], MemoryProvider]
 class Installed:
     name: str
     value: str  # "module:attribute"
-    declared_by: Any = None  # the importlib.metadata Distribution whose entry point this is; None = built-in
+    declared_by: Any = None  # the importlib.metadata Distribution whose entry point this is, if known
+    builtin: bool = False  # found by name in BUILTINS, no entry point installed
 
     @property
     def origin(self) -> str:
         """The distribution that declared it, or "built-in (...)". Read on demand: a distribution's
         name and version are parsed from its METADATA (~3 ms each), wanted only for what runs."""
-        dist = self.declared_by
-        if dist is None:
+        if self.builtin:
             return "built-in (entry point not installed: run scripts/setup.sh)"
-        return f"{dist.name} {dist.version}"
+        dist = self.declared_by
+        return "entry point" if dist is None else f"{dist.name} {dist.version}"
 
     def load(self) -> Factory:
         module, _, attr = self.value.partition(":")
@@ -65,19 +66,10 @@ def installed() -> dict[str, Installed]:
     installed while the process runs is seen by the next call)."""
     found: dict[str, Installed] = {}
     for ep in entry_points(group=GROUP):
-        found.setdefault(ep.name, Installed(ep.name, ep.value, getattr(ep, "dist", None) or _UNNAMED))
+        found.setdefault(ep.name, Installed(ep.name, ep.value, getattr(ep, "dist", None)))
     for name, value in BUILTINS.items():
-        found.setdefault(name, Installed(name, value))
+        found.setdefault(name, Installed(name, value, builtin=True))
     return found
-
-
-class _Unnamed:
-    """An entry point without its distribution (a custom finder): named as such in `status`."""
-
-    name, version = "entry point", "(distribution unknown)"
-
-
-_UNNAMED = _Unnamed()
 
 
 def entries(config: Sequence[str | dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
