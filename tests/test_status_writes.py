@@ -36,28 +36,32 @@ def _every_file_read(svc: Services, agent: str) -> list[dict[str, str]]:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_the_last_writes_are_those_reading_every_file_finds(tmp_path: Path, seed: int) -> None:
+    """Three rounds of writes and hand edits, a report after each: the later reports are made from
+    what the daemon's history cache kept of the earlier ones (`History.tails`), so a stale entry
+    would show an old write here."""
     rng = random.Random(seed)
     clock = ManualClock(START)
     svc = Services(load_settings(None, tmp_path / "ws"), clock=clock)
     svc.store.ensure_agent("default")
-    moments = []
-    for k in range(rng.randint(3, 30)):
-        rel = f"memory/2026-02-{1 + k % 28:02d}.md" if k % 5 else f"notes/n{k}.md"
-        for n in range(rng.randint(1, 4)):
-            clock.advance(timedelta(seconds=rng.choice((0, 1, 1, 7, 60))))
-            moments.append(clock.now())
-            svc.store.write("default", rel, f"# note {k}\n\nversion {n} {rng.random()}\n", expected_sha=None,
-                            actor=rng.choice(("dream", "extract", "person")), reason=f"write {n}")
-    folder = svc.store.agent_dir("default")
-    for f in svc.store.list_files("default"):
-        if rng.random() < 0.4:  # a hand edit, dated anywhere from before the first write to after the last
-            path = folder / f.rel
-            path.write_text(path.read_text(encoding="utf-8") + "by hand\n", encoding="utf-8")
-            when = rng.choice(moments) + timedelta(seconds=rng.choice((-90, -1, 0, 0, 1, 30)))
-            os.utime(path, (when.timestamp(), when.timestamp()))
-    shown = collect(svc)["agents"]["default"]["last_writes"]
-    assert shown == _every_file_read(svc, "default")
-    assert len(shown) == min(5, len(shown)) and shown
+    moments: list[datetime] = []
+    for _ in range(3):
+        for k in range(rng.randint(3, 30)):
+            rel = f"memory/2026-02-{1 + k % 28:02d}.md" if k % 5 else f"notes/n{k}.md"
+            for n in range(rng.randint(1, 4)):
+                clock.advance(timedelta(seconds=rng.choice((0, 1, 1, 7, 60))))
+                moments.append(clock.now())
+                svc.store.write("default", rel, f"# note {k}\n\nversion {n} {rng.random()}\n", expected_sha=None,
+                                actor=rng.choice(("dream", "extract", "person")), reason=f"write {n}")
+        folder = svc.store.agent_dir("default")
+        for f in svc.store.list_files("default"):
+            if rng.random() < 0.4:  # a hand edit, dated anywhere from before the first write to after the last
+                path = folder / f.rel
+                path.write_text(path.read_text(encoding="utf-8") + "by hand\n", encoding="utf-8")
+                when = rng.choice(moments) + timedelta(seconds=rng.choice((-90, -1, 0, 0, 1, 30)))
+                os.utime(path, (when.timestamp(), when.timestamp()))
+        shown = collect(svc)["agents"]["default"]["last_writes"]
+        assert shown == _every_file_read(svc, "default")
+        assert len(shown) == min(5, len(shown)) and shown
     svc.close()
 
 

@@ -13,7 +13,8 @@ import pytest
 
 from mateclaw_mem.errors import ConflictError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace.store import WorkspaceStore, clean_temp_files
+from mateclaw_mem.workspace.atomic import clean_temp_files
+from mateclaw_mem.workspace.store import WorkspaceStore
 
 
 def test_seeded_files_have_frontmatter_and_useful_content(store: WorkspaceStore) -> None:

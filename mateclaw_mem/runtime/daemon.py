@@ -31,7 +31,7 @@ from mateclaw_mem.errors import BusyError, ConfigError
 from mateclaw_mem.runtime import pidfile
 from mateclaw_mem.runtime.net import bind, is_loopback
 from mateclaw_mem.runtime.services import Services
-from mateclaw_mem.workspace.store import clean_temp_files
+from mateclaw_mem.workspace.atomic import clean_temp_files
 
 if TYPE_CHECKING:
     import socket

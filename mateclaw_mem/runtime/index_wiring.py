@@ -213,7 +213,7 @@ def index_status(services: Services) -> dict:
         return {"built": False, "hint": "run `mateclaw-mem reindex` (or `serve`) to build the search index"}
     index = services.file_index
     counts = index.counts()
-    on_disk = sum(1 for _ in index.disk_files())
+    on_disk = services.store.count_files(archives=True)  # what `index.disk_files()` walks
     last = index.last_sync_ms
     tz = services.clock.tz
     out: dict[str, Any] = {

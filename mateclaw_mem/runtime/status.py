@@ -22,6 +22,12 @@ def collect(services: Services, agents: list[str] | None = None, *,
             daemon: dict[str, Any] | None = None) -> dict[str, Any]:
     """The report. `daemon` is what to say about the daemon when the daemon itself collects it
     (`collect_in_daemon`); otherwise this process asks the pid file and the daemon's /health."""
+    # The file table here and the prompt budgets of a reporter list the same folders: once.
+    with services.store.one_listing():
+        return _collect(services, agents, daemon)
+
+
+def _collect(services: Services, agents: list[str] | None, daemon: dict[str, Any] | None) -> dict[str, Any]:
     store = services.store
     settings = services.settings
     out: dict[str, Any] = {
@@ -40,15 +46,15 @@ def collect(services: Services, agents: list[str] | None = None, *,
         # The listing has already resolved the agent's folder and kept only files inside it: resolve
         # it once, not once per file (`store.history`/`store.path` would, ~1 ms each on 1,000 notes).
         folder, key = store.agent_dir(agent), store.agent_key(agent)
-        kept = [store.history_store.list(key, f.rel) for f in files]
+        kept = store.history_store.tails(key, [f.rel for f in files], 3)
         # A hand edit is dated by the file's mtime; one dated before the fifth newest kept version
         # cannot be among the five writes shown, so only the files saved since are read and hashed
         # (all of them, on a workspace of 1,000 notes the daemon wrote, was most of this report).
-        ats = sorted((v.at for versions in kept for v in versions[-3:]), reverse=True)
+        ats = sorted((v.at for versions in kept for v in versions), reverse=True)
         since = ats[_SHOWN_WRITES - 1] if len(ats) >= _SHOWN_WRITES else ""
         recent = []
         for f, versions in zip(files, kept, strict=True):
-            for v in versions[-3:]:
+            for v in versions:
                 recent.append({"file": f.rel, "at": v.at, "actor": v.actor, "reason": v.reason})
             if versions:
                 at = datetime.fromtimestamp(f.mtime, services.clock.tz).isoformat(timespec="seconds")

@@ -302,3 +302,14 @@ def delete_verified(root: Path, parts: Sequence[str], name: str, *, expected_sha
         with contextlib.suppress(OSError):
             os.fsync(dir_fd)
         return Replaced(True, displaced)
+
+
+def clean_temp_files(root: Path) -> int:
+    """Remove temp files a killed writer left behind (`.NAME.xxxx.tmp`). Returns how many."""
+    count = 0
+    if root.exists():
+        for tmp in root.rglob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+                count += 1
+    return count

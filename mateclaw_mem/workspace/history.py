@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -35,11 +35,15 @@ class History:
     def __init__(self, root: Path, keep: int = 50) -> None:
         self.root = root
         self.keep = keep
+        # tails(): (path, last) -> (the record file's inode, mtime, size; its newest versions). Every
+        # save appends and every prune or purge replaces the file, so a stat tells a stale entry.
+        self._tails: dict[tuple[str, int], tuple[tuple[int, int, int], list[Version]]] = {}
 
     def _dir(self, key: str, rel: str) -> Path:
         return self.root / key / rel
 
-    def _records(self, folder: Path | str) -> list[Version]:
+    def _records(self, folder: Path | str, last: int = 0) -> list[Version]:
+        """The kept versions, oldest first; with `last`, only the newest that many (parsed from the end)."""
         # Plain strings and one open, no pathlib and no exists(): `status` lists the history of every
         # file of the workspace (1,000 daily notes: ~20 ms of path objects alone).
         try:
@@ -47,14 +51,17 @@ class History:
                 text = fh.read()
         except (FileNotFoundError, NotADirectoryError):
             return []
+        lines = text.splitlines()
         out = []
-        for line in text.splitlines():
+        for line in reversed(lines) if last else lines:
             if line.strip():
                 try:
                     out.append(Version(**json.loads(line)))
                 except (ValueError, TypeError):
                     continue  # a torn last line after a crash must not hide the rest
-        return out
+                if last and len(out) == last:
+                    break
+        return out[::-1] if last else out
 
     def save(self, key: str, rel: str, content: bytes, record: Version) -> Version:
         folder = self._dir(key, rel)
@@ -86,6 +93,33 @@ class History:
 
     def list(self, key: str, rel: str) -> list[Version]:
         return self._records(os.path.join(self.root, key, rel))
+
+    def tails(self, key: str, rels: Sequence[str], last: int) -> list[list[Version]]:
+        """The newest `last` kept versions of each of these files, in their order (`status`'s last
+        writes, over every file of an agent): a folder without any history is looked up once for all
+        its files, not once per file, and a record file is parsed again only once it has changed."""
+        base = os.path.join(self.root, key)
+        kept: dict[str, bool] = {}
+        out: list[list[Version]] = []
+        for rel in rels:
+            folder = rel.rpartition("/")[0]
+            if folder not in kept:
+                kept[folder] = os.path.isdir(os.path.join(base, folder))
+            if not kept[folder]:
+                out.append([])
+                continue
+            where = os.path.join(base, rel)
+            try:
+                st = os.stat(os.path.join(where, "versions.jsonl"))
+            except OSError:
+                out.append([])
+                continue
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+            hit = self._tails.get((where, last))
+            if hit is None or hit[0] != stamp:
+                hit = self._tails[(where, last)] = (stamp, self._records(where, last))
+            out.append(list(hit[1]))
+        return out
 
     def content(self, key: str, rel: str, version: int) -> bytes:
         path = self._dir(key, rel) / f"{version:06d}.md"

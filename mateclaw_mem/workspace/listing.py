@@ -6,8 +6,10 @@ and size stay the same; the store drops an entry whenever it writes that file.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,11 +45,35 @@ class FileLister:
         self._read = read_snapshot
         self._cache: dict[str, tuple[tuple[int, int, int], FileInfo]] = {}
         self._checked_rels: set[str] = set()
+        self._memo = threading.local()  # this thread's listings while a `memo()` is open, else None
 
     def forget(self, path: str) -> None:
         self._cache.pop(path, None)
 
+    @contextlib.contextmanager
+    def memo(self) -> Iterator[None]:
+        """Each folder listed once in this thread until the block ends (`status` lists every agent's
+        files for its own table and again for the prompt budgets: one walk of 1,000 notes, not two,
+        and both parts then describe the same moment). Nested blocks share the outer one's."""
+        if getattr(self._memo, "lists", None) is not None:
+            yield
+            return
+        self._memo.lists = {}
+        try:
+            yield
+        finally:
+            self._memo.lists = None
+
     def list(self, base: Path, *, prefix: str = "", include_owners: bool = False) -> list[FileInfo]:
+        lists = getattr(self._memo, "lists", None)
+        if lists is None:
+            return self._list(base, prefix, include_owners)
+        key = (str(base), prefix, include_owners)
+        if key not in lists:
+            lists[key] = self._list(base, prefix, include_owners)
+        return list(lists[key])  # a copy: callers may sort or trim theirs
+
+    def _list(self, base: Path, prefix: str, include_owners: bool) -> list[FileInfo]:
         if not base.exists():
             return []
         out = []

@@ -133,6 +133,11 @@ class WorkspaceStore:
         return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation,
                                also=month_archive.is_archive if archives else None)
 
+    def count_files(self, *, archives: bool = False) -> int:
+        """How many files `walk_files()` would yield, none of them stat'ed."""
+        return walk.count_files(self.root, [*self.agents(), *walk.global_folder(self.root)],
+                                owner_isolation=self.owner_isolation, also=month_archive.is_archive if archives else None)
+
     def locate(self, path: Path) -> tuple[str, str | None, str] | None:
         """(agent, owner, rel) of a memory file path, or None if it is not one."""
         return walk.locate(self.root, path, owner_isolation=self.owner_isolation)
@@ -413,6 +418,10 @@ class WorkspaceStore:
         include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner
         return self._lister.list(self.agent_dir(agent, owner), prefix=prefix, include_owners=include_owners)
 
+    def one_listing(self) -> contextlib.AbstractContextManager[None]:
+        """Within it, this thread lists each folder once: a report that lists the same files twice."""
+        return self._lister.memo()
+
     # -- history and undo ------------------------------------------------------------------------
 
     def history(self, agent: str, rel: str, *, owner: str | None = None) -> list[Version]:
@@ -434,13 +443,3 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Temp file, fsync, rename: for files that are ours alone (an export folder)."""
     write_plain(path, data)
 
-
-def clean_temp_files(root: Path) -> int:
-    """Remove temp files a killed writer left behind (`.NAME.xxxx.tmp`). Returns how many."""
-    count = 0
-    if root.exists():
-        for tmp in root.rglob(".*.tmp"):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-                count += 1
-    return count
