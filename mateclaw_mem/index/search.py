@@ -247,16 +247,18 @@ class SearchService:
 
         scopes = [(agent, owners), (GLOBAL, [None])] if agent != GLOBAL else [(agent, owners)]
 
-        def add(expr: str, ranked: bool) -> None:
-            for c in self.index.match(expr, scopes=scopes, scope=scope, limit=pool, ranked=ranked):
+        def add(expr: str, ranked: bool, at_most: int | None = None, at_least: int = 0) -> None:
+            for c in self.index.match(expr, scopes=scopes, scope=scope, limit=pool, ranked=ranked,
+                                      at_most=at_most, at_least=at_least):
                 found.setdefault(c.id, c)
 
-        if any(dfs.get(t, 0) for t in rare):
-            add(fts_query(rare), ranked=True)
+        if any(dfs.get(t, 0) for t in rare):  # the document frequencies bound how many chunks match
+            add(fts_query(rare), ranked=True, at_most=total, at_least=max(dfs.get(t, 0) for t in rare))
         present = [t for t in terms if dfs.get(t, 0)]
         if len(present) > 1:  # the chunks holding every word: few, and the best the OR may crowd out
             expected = n_docs * math.prod(dfs[t] / max(n_docs, 1) for t in present)
-            add(" AND ".join(_quote(t) for t in present), ranked=expected <= CANDIDATE_BUDGET)
+            add(" AND ".join(_quote(t) for t in present), ranked=expected <= CANDIDATE_BUDGET,
+                at_most=min(dfs[t] for t in present))
         if not found and present and not rare:
             add(_quote(order[-len(present)]), ranked=False)
         return list(found.values())
@@ -274,19 +276,23 @@ class SearchService:
         # The whole query as it reads, in any spacing: what `phrase in " ".join(text.lower().split())`
         # found, without normalising every candidate's text.
         phrase = re.compile(r"\s+".join(map(re.escape, words))) if len(" ".join(words)) >= 2 else None
+        keys = [(t, f" {t} ", idf[t]) for t in terms]
         out = []
         for c in cands:
             # The indexed body and title tokens (re-tokenizing every candidate's title cost more than
-            # the rest); only the query terms are counted, the length is every token's.
-            body, title = c.tokens.split(), c.title_tokens.split()
-            dl = (len(body) + TITLE_TF * len(title)) or 1
+            # the rest); only the query terms are counted, the length is every token's. A body token
+            # is counted in the space-joined string with every space doubled, so that each token is
+            # " t " whole even next to itself: no list of a long chunk's tokens per candidate.
+            body, title = c.tokens, c.title_tokens.split()
+            spaced = "  " + body.replace(" ", "  ") + "  "
+            dl = ((body.count(" ") + 1 if body else 0) + TITLE_TF * len(title)) or 1
             rel = 0.0
             covered = set()
-            for t in terms:
-                tf = body.count(t) + TITLE_TF * title.count(t)
+            for t, key, weight in keys:
+                tf = spaced.count(key) + (TITLE_TF * title.count(t) if title else 0)
                 if tf:
                     covered.add(t)
-                    rel += idf[t] * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+                    rel += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
             coverage = sum(idf[t] for t in covered) / idf_total
             score = rel * (1 + COVERAGE_BONUS * coverage)
             if phrase is not None and phrase.search(c.text.lower()):

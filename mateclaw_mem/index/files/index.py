@@ -167,11 +167,11 @@ class FileIndex:
 
     def match(
         self, expr: str, *, scopes: Sequence[tuple[str, Sequence[str | None]]], scope: str, limit: int,
-        ranked: bool = True, title_weight: float = 2.0,
+        ranked: bool = True, title_weight: float = 2.0, at_most: int | None = None, at_least: int = 0,
     ) -> list[Candidate]:
         """Chunks matching an FTS5 expression in any of `scopes`, (agent, owners) pairs (see `query.match`)."""
         return query.match(self._db, expr, scopes=scopes, scope=scope, limit=limit, ranked=ranked,
-                           title_weight=title_weight)
+                           title_weight=title_weight, at_most=at_most, at_least=at_least)
 
     def chunks_by_ids(self, ids: list[int]) -> list[Candidate]:
         return query.chunks_by_ids(self._db, ids)
