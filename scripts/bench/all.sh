@@ -49,7 +49,7 @@ run() {  # run NAME CMD...: the script's output to $out/NAME.txt, its table on t
 if [ "$quick" = 1 ]; then
   adds=200; searches=100; runs=3; edits=10; idle=10; sizes="3000,30000"; rounds=1
 else
-  adds=600; searches=300; runs=5; edits=25; idle=30; sizes="3000,10000,30000"; rounds=3
+  adds=600; searches=300; runs=5; edits=25; idle=30; sizes="3000,10000,30000"; rounds=5
 fi
 run freshness "$py" "$here/freshness.py" --edits "$edits" --burst 1000 --idle 10
 run aml_add "$py" "$here/aml_add.py" --adds "$adds" --searches "$searches" --clients 1,4,16
