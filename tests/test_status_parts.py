@@ -86,3 +86,27 @@ def test_the_tails_are_the_newest_versions_as_listing_them_all_gives(tmp_path: P
     assert history.tails("default", ["AGENTS.md"], 3) == [history.list("default", "AGENTS.md")[-3:]]
     assert history.tails("default", ["AGENTS.md"], 3)[0]  # still the versions before the torn line
     assert history.tails("nobody", rels, 3) == [[] for _ in rels]
+
+
+def test_the_index_counts_follow_every_commit_of_any_connection(tmp_path: Path) -> None:
+    """`counts()` is kept per reading connection until the database changes (/health asks it on
+    every call): a store write, a delete and another process's commit must each show at once."""
+    import sqlite3
+
+    svc = _services(tmp_path, isolation=False)
+    index = svc.file_index
+    index.rebuild()
+    before = index.counts()
+    assert index.counts() == before
+    written = svc.store.write("default", "notes/extra.md", "# x\n\n## One\n\nalpha\n\n## Two\n\nbeta\n",
+                              expected_sha=None, actor="person")
+    after = index.counts()
+    assert after["files"] == before["files"] + 1 and after["chunks"] >= before["chunks"] + 2
+    svc.store.delete("default", "notes/extra.md", expected_sha=written.sha, actor="person")
+    assert index.counts() == before
+    other = sqlite3.connect(svc.settings.index_db)
+    with other:
+        other.execute("DELETE FROM files WHERE rel = 'AGENTS.md' AND agent = 'other'")
+    other.close()
+    assert index.counts()["files"] == before["files"] - 1
+    svc.close()

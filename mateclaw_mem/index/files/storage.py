@@ -407,8 +407,17 @@ class FileStorage:
             "SELECT model, COUNT(*) AS n FROM vectors GROUP BY model")}
 
     def counts(self) -> dict[str, int]:
+        """Files, file chunks and message chunks: kept per reading connection until the database
+        changes (`data_version` moves on any other connection's commit, and readers never write).
+        Counting by kind reads every chunk row; /health and `status` ask on every call."""
         conn = self.reader()
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        cached = getattr(self.local, "counts", None)
+        if cached is not None and cached[0] is conn and cached[1] == version:
+            return dict(cached[2])
         files = conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
         chunks = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind != ?", (CONVERSATION,)).fetchone()[0]
         messages = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (CONVERSATION,)).fetchone()[0]
-        return {"files": files, "chunks": chunks, "messages": messages}
+        out = {"files": files, "chunks": chunks, "messages": messages}
+        self.local.counts = (conn, version, out)
+        return dict(out)
