@@ -129,14 +129,17 @@ class WorkspaceStore:
     def walk_files(self, agent: str | None = None, *, archives: bool = False) -> Iterator[walk.DiskFile]:
         """Every memory file on disk (of one agent, or all), stat only; owner None = shared files;
         `archives` adds the compressed month archives (for readers that unpack them: the index)."""
-        agents = [self.require_agent(agent)] if agent else [*self.agents(), *walk.global_folder(self.root)]
-        return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation,
-                               also=month_archive.is_archive if archives else None)
+        agents, also = self._walked(agent, archives)
+        return walk.walk_files(self.root, agents, owner_isolation=self.owner_isolation, also=also)
 
     def count_files(self, *, archives: bool = False) -> int:
         """How many files `walk_files()` would yield, none of them stat'ed."""
-        return walk.count_files(self.root, [*self.agents(), *walk.global_folder(self.root)],
-                                owner_isolation=self.owner_isolation, also=month_archive.is_archive if archives else None)
+        agents, also = self._walked(None, archives)
+        return walk.count_files(self.root, agents, owner_isolation=self.owner_isolation, also=also)
+
+    def _walked(self, agent: str | None, archives: bool) -> tuple[list[str], Callable[[str], bool] | None]:
+        agents = [self.require_agent(agent)] if agent else [*self.agents(), *walk.global_folder(self.root)]
+        return agents, month_archive.is_archive if archives else None
 
     def locate(self, path: Path) -> tuple[str, str | None, str] | None:
         """(agent, owner, rel) of a memory file path, or None if it is not one."""

@@ -79,23 +79,14 @@ def match(
         # chunks match at all, ranking them picks all of them: the same candidates, unranked.
         # `at_most`/`at_least` are the caller's bounds on the number of matches (document
         # frequencies); between them, asking for `limit` + 1 row ids tells (it stops early).
-        ids = None
-        if at_most is None or at_most > limit:
-            found = db.read("SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?", [match, limit + 1])
-            if len(found) <= limit:
-                ids = [r[0] for r in found]
-        if ids is not None or (at_most is not None and at_most <= limit):
-            return _all_matches(db, match, ids, pairs, scope)
+        if at_most is not None and at_most <= limit:
+            return _all_matches(db, match, None, pairs, scope)
+        found = db.read("SELECT rowid FROM fts WHERE fts MATCH ? LIMIT ?", [match, limit + 1])
+        if len(found) <= limit:
+            return _all_matches(db, match, [r[0] for r in found], pairs, scope)
     if ranked:
-        who = " OR ".join(f"(x.agent = ? AND x.owner IN ({','.join('?' * len(o))}))" for _, o in pairs)
-        where = [f"({who})"]
-        params: list = [*(x for agent, o in pairs for x in (agent, *o))]
-        if scope != "all":
-            kinds = SCOPES[scope]
-            where.append(f"x.kind IN ({','.join('?' * len(kinds))})")
-            params.extend(kinds)
+        cond, params = _in_scope("x", pairs, scope)
         bm = f"bm25(fts, {float(title_weight)}, 1.0, 0.0)"
-        cond = " AND ".join(where)
         # The scope check costs a `chunks` row read per match (a third of the query at 50k chunks).
         # When every scope the index has ever held is in scope (one agent and GLOBAL, the common
         # case: `chunk_scopes`) and the trigger that keeps that census is on `chunks` (a rebuild by
@@ -128,23 +119,31 @@ def match(
     return [_candidate(r, r["bm"]) for r in db.read(sql, params)]
 
 
+def _in_scope(alias: str, pairs: list[tuple[str, list[str]]], scope: str) -> tuple[str, list]:
+    """The SQL condition (and its parameters) that a `chunks` row `alias` is in one of the (agent,
+    owners) pairs and of the scope's kinds."""
+    who = " OR ".join(f"({alias}.agent = ? AND {alias}.owner IN ({','.join('?' * len(o))}))" for _, o in pairs)
+    where = [f"({who})"]
+    params: list = [*(x for agent, o in pairs for x in (agent, *o))]
+    if scope != "all":
+        kinds = SCOPES[scope]
+        where.append(f"{alias}.kind IN ({','.join('?' * len(kinds))})")
+        params.extend(kinds)
+    return " AND ".join(where), params
+
+
 def _all_matches(db: FileStorage, match: str, ids: list[int] | None, pairs: list[tuple[str, list[str]]],
                  scope: str) -> list[Candidate]:
     """Every chunk in scope matching `match` (ids of every chunk matching it, when known): few."""
     if ids is not None and not ids:
         return []
-    who = " OR ".join(f"(c.agent = ? AND c.owner IN ({','.join('?' * len(o))}))" for _, o in pairs)
-    params: list = [*(x for agent, o in pairs for x in (agent, *o))]
-    where = [f"({who})"]
-    if scope != "all":
-        where.append(f"c.kind IN ({','.join('?' * len(SCOPES[scope]))})")
-        params.extend(SCOPES[scope])
+    cond, params = _in_scope("c", pairs, scope)
     if ids is None:
         found, first = "SELECT rowid FROM fts WHERE fts MATCH ?", [match]
     else:
         found, first = ",".join("?" * len(ids)), ids
     sql = (f"SELECT c.*, t.body AS tokens, t.title AS title_tokens FROM chunks AS c JOIN fts AS t ON t.rowid = c.id"
-           f" WHERE c.id IN ({found}) AND {' AND '.join(where)} ORDER BY c.id")
+           f" WHERE c.id IN ({found}) AND {cond} ORDER BY c.id")
     return [_candidate(r, 0.0) for r in db.read(sql, [*first, *params])]
 
 
@@ -176,15 +175,11 @@ def scope_chunks(
 
 def corpus_stats(db: FileStorage) -> tuple[int, float]:
     """(number of chunks, average tokens per chunk), cached until the database changes."""
-    conn = db.reader()
-    version = conn.execute("PRAGMA data_version").fetchone()[0]
-    cached = getattr(db.local, "stats", None)
-    if cached is not None and cached[0] == version:
-        return cached[1]
-    row = db.read("SELECT COUNT(*), AVG(ntok) FROM chunks")[0]
-    stats = (int(row[0]), float(row[1] or 0.0))
-    db.local.stats = (version, stats)  # data_version moves on any other connection's commit
-    return stats
+    def count() -> tuple[int, float]:
+        row = db.read("SELECT COUNT(*), AVG(ntok) FROM chunks")[0]
+        return int(row[0]), float(row[1] or 0.0)
+
+    return db.until_changed("stats", count)
 
 
 def doc_freqs(db: FileStorage, terms: list[str]) -> dict[str, int]:
@@ -192,11 +187,9 @@ def doc_freqs(db: FileStorage, terms: list[str]) -> dict[str, int]:
     reading connection until the database changes: `fts_vocab` walks each term's doclist."""
     if not terms:
         return {}
-    version = db.reader().execute("PRAGMA data_version").fetchone()[0]
-    cache = getattr(db.local, "dfs", None)
-    if cache is None or cache[0] != version or len(cache[1]) > 4096:
-        cache = db.local.dfs = (version, {})
-    known: dict[str, int | None] = cache[1]
+    known: dict[str, int | None] = db.until_changed("dfs", dict)
+    if len(known) > 4096:
+        known.clear()
     missing = [t for t in dict.fromkeys(terms) if t not in known]
     if missing:
         marks = ",".join("?" * len(missing))

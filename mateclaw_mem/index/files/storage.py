@@ -27,10 +27,10 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from mateclaw_mem.db import connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.chunker import CONVERSATION, daily_date, file_kind, scopes_of
@@ -40,6 +40,8 @@ from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
+
+T = TypeVar("T")
 
 _READ_RETRIES = 6
 _SWAP_ERRORS = ("vtable constructor failed", "no such table", "database schema has changed")
@@ -406,18 +408,26 @@ class FileStorage:
         return {r["model"]: r["n"] for r in self.reader().execute(
             "SELECT model, COUNT(*) AS n FROM vectors GROUP BY model")}
 
-    def counts(self) -> dict[str, int]:
-        """Files, file chunks and message chunks: kept per reading connection until the database
-        changes (`data_version` moves on any other connection's commit, and readers never write).
-        Counting by kind reads every chunk row; /health and `status` ask on every call."""
+    def until_changed(self, name: str, compute: Callable[[], T]) -> T:
+        """`compute()`, kept under `name` per reading connection until the database changes:
+        `data_version` moves on any other connection's commit, and readers never write."""
         conn = self.reader()
         version = conn.execute("PRAGMA data_version").fetchone()[0]
-        cached = getattr(self.local, "counts", None)
+        cached = getattr(self.local, name, None)
         if cached is not None and cached[0] is conn and cached[1] == version:
-            return dict(cached[2])
-        files = conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
-        chunks = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind != ?", (CONVERSATION,)).fetchone()[0]
-        messages = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (CONVERSATION,)).fetchone()[0]
-        out = {"files": files, "chunks": chunks, "messages": messages}
-        self.local.counts = (conn, version, out)
-        return dict(out)
+            return cached[2]
+        value = compute()
+        setattr(self.local, name, (conn, version, value))
+        return value
+
+    def counts(self) -> dict[str, int]:
+        """Files, file chunks and message chunks, until the database changes: counting by kind reads
+        every chunk row, and /health and `status` ask on every call."""
+        def count() -> dict[str, int]:
+            conn = self.reader()
+            files = conn.execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            chunks = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind != ?", (CONVERSATION,)).fetchone()[0]
+            messages = conn.execute("SELECT COUNT(*) FROM chunks WHERE kind = ?", (CONVERSATION,)).fetchone()[0]
+            return {"files": files, "chunks": chunks, "messages": messages}
+
+        return dict(self.until_changed("counts", count))
