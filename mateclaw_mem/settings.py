@@ -229,6 +229,8 @@ class ServerSettings(Section):
     max_body_bytes: int = Field(2_000_000, ge=1024)
     # A request body must be complete this long after the request arrived (408 otherwise); 0 = off.
     body_read_timeout_seconds: float = Field(30.0, ge=0)
+    # Host names (port ignored) the daemon answers besides loopback and `host`; api/origin_guard.py says why.
+    allowed_hosts: list[str] = []
 
 
 class SearchSettings(Section):

@@ -121,7 +121,7 @@ def test_a_body_that_never_comes_is_the_same_408(tmp_path: Path, sent: bytes) ->
         try:
             with ApiServer(create_app(services, mcp=False, aml_fast_lane=lane)) as server, \
                     socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
-                sock.sendall(b"POST /v1/aml/add HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                sock.sendall(b"POST /v1/aml/add HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                              b"Content-Length: 100\r\n\r\n" + sent)  # and then nothing
                 reply = b""
                 while b"\r\n\r\n" not in reply or not reply.rstrip().endswith(b"}"):

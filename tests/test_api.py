@@ -313,7 +313,7 @@ def _put(path: str, content: str) -> bytes:
     import json
 
     body = json.dumps({"path": path, "content": content}).encode()
-    return (f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    return (f"PUT {WS}/file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {len(body)}\r\n\r\n").encode() + body
 
 
@@ -337,7 +337,7 @@ def test_an_unexpected_error_is_a_500_with_a_reason_and_the_connection_lives() -
         await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    get = b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n"
+    get = b"GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
     with ApiServer(AnswerErrors(broken)) as server:
         assert _raw_exchange(server.url, [get % b"/boom", get % b"/fine"]) == [
             b"HTTP/1.1 500 Internal Server Error", b"HTTP/1.1 200 OK"]
@@ -357,12 +357,12 @@ def test_a_body_that_trickles_in_is_answered_408(tmp_path: Path) -> None:
             host, port = server.url.removeprefix("http://").split(":")
             with socket.create_connection((host, int(port)), timeout=30) as sock:
                 # Headers promise 1,000 bytes; only a few ever come.
-                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                              "Content-Length: 1000\r\n\r\n{\"path\": ".encode())
                 answer = sock.makefile("rb").read()  # until the server closes the connection
             # The same for a chunked body (read by BodyLimit, not by the route).
             with socket.create_connection((host, int(port)), timeout=30) as sock:
-                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                sock.sendall(f"PUT {WS}/file HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                              "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"pat\r\n".encode())
                 chunked = sock.makefile("rb").read()
             ok = httpx.put(server.url + f"{WS}/file", json={"path": "MEMORY.md", "content": "# M\n"})

@@ -126,12 +126,18 @@ def _replay(first: Message, receive: Receive) -> Receive:
 
 
 class LaneApp(FastAPI):
-    """FastAPI, with the AML fast lane in front of everything (set `lane` to use it)."""
+    """FastAPI, with the AML fast lane in front of everything (set `lane` to use it), and `guard`
+    (api/origin_guard.py, wrapping `routed`) in front of both: nothing reaches the lane unchecked."""
 
     lane: AmlFastLane | None = None
+    guard: ASGIApp | None = None
     deferred: DeferredRoutes | None = None  # the routes the daemon builds once it listens (api/deferred.py)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await (self.routed if self.guard is None else self.guard)(scope, receive, send)
+
+    async def routed(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """The lane for its two paths, the whole app for the rest."""
         if self.lane is not None and scope["type"] == "http" and scope["path"] in self.lane.routes:
             await self.lane(scope, receive, send)
         else:

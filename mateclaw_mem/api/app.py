@@ -19,6 +19,7 @@ from mateclaw_mem.api.errors import ERROR_RESPONSES, install_error_handlers
 from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
 from mateclaw_mem.api.mounting import document_errors, mount, routes_of
+from mateclaw_mem.api.origin_guard import HostPolicy, OriginGuard
 from mateclaw_mem.api.ui_mount import LazyUi
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
@@ -60,11 +61,11 @@ def _later_routers() -> list[APIRouter]:
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
                aml_fast_lane: bool = True, defer_routes: bool = False) -> LaneApp:
     """The HTTP face. `mcp` mounts MCP (streamable HTTP) at `/agents/<agent>/mcp` and `/mcp` (the
-    default agent); `host` is the bind address, which decides whether MCP's DNS-rebinding protection
-    (loopback only) applies. `aml_fast_lane` False sends AML Add/Search through the routes (tests
+    default agent); `host` is the bind address (default `server.host`), one of the names the
+    OriginGuard accepts in `Host`. `aml_fast_lane` False sends AML Add/Search through the routes (tests
     compare the two). `defer_routes` leaves every route after the AML contract's to
     `app.deferred.finish()` (the daemon calls it once it listens)."""
-    mcp_app = McpHttp(services, host or services.settings.server.host) if mcp else None
+    mcp_app = McpHttp(services) if mcp else None
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -119,4 +120,8 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
     app.add_middleware(AnswerErrors)
+    # Outside all of it, the fast lane included: no web page reaches the daemon (api/origin_guard.py).
+    server = services.settings.server
+    app.guard = OriginGuard(app.routed, HostPolicy(host or server.host, server.allowed_hosts,
+                                                   keyed=services.api_key is not None))
     return app

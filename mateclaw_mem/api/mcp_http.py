@@ -43,9 +43,8 @@ def agent_mcp_path(agent: str) -> str:
 class McpHttp:
     """The MCP routes and the per-agent servers behind them, guarded by the REST API key."""
 
-    def __init__(self, services: Services, host: str) -> None:
+    def __init__(self, services: Services) -> None:
         self.services = services
-        self.host = host  # decides whether DNS-rebinding protection (loopback only) applies
         self._managers: dict[str, StreamableHTTPSessionManager] = {}
         self._group: TaskGroup | None = None
         self._lock: anyio.Lock | None = None
@@ -81,11 +80,17 @@ class McpHttp:
         return manager
 
     def _build(self, agent: str) -> StreamableHTTPSessionManager:
+        from mcp.server.transport_security import TransportSecuritySettings
+
         from mateclaw_mem.mcp.server import build_server
 
         server = build_server(self.services, agent)
         # Stateless + JSON: no per-client session state or SSE streams to keep alive in an idle daemon.
-        server.streamable_http_app(stateless_http=True, json_response=True, host=self.host)
+        # The SDK's Host/Origin check is off: the app's OriginGuard (api/origin_guard.py) makes that
+        # check for every face, MCP included, with server.allowed-hosts; the SDK's would be a second
+        # one with other names (loopback only, and only with a port) and another answer.
+        server.streamable_http_app(stateless_http=True, json_response=True,
+                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         return server.session_manager
 
 
