@@ -116,7 +116,7 @@ class MemorySettings(Section):
     provider_prefetch_total_budget_ms: int = Field(2500, ge=0)  # 0 = unlimited
     provider_circuit_failure_threshold: int = Field(3, ge=1)
     provider_circuit_cooldown_seconds: int = Field(30, ge=0)
-    provider_prefetch_max_chars: int = Field(2000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
+    provider_prefetch_max_chars: int = Field(7000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
     # Ours: which providers run, in order — a name, or {name: ..., <that provider's settings>}; names are
     # entry points of group `mateclaw_mem.providers` (providers/plugins.py). Mem0 is off until listed.
     providers: list[str | dict[str, Any]] = Field(default_factory=lambda: ["search_hits", "conversation_hits"])

@@ -278,7 +278,10 @@ def test_real_providers_recall_notes_and_conversations_after_the_structured_bloc
     assert system.index("--- STRUCTURED MEMORY ---") < system.index(RECALLED_TITLE)
     recalled = system[system.index(RECALLED_TITLE):]
     assert "[memory/2026-11-29.md:3]" in recalled and "dentist appointment is on Tuesday" in recalled
-    assert "[conversations/c-old]" in recalled and "Trattoria Roma" in recalled
+    # A recalled message says the day it was said and who said it (the role, whatever its text
+    # starts with: "Done:" is no speaker).
+    assert "- [Sat 29 November 2025] user: Book a table at Trattoria Roma for Friday." in recalled
+    assert "- [Sat 29 November 2025] assistant: Done: Trattoria Roma, Friday at 8." in recalled
     # MEMORY.md is always on: its "Cats" section is a hit, but a duplicate, so not recalled again.
     assert "[MEMORY.md" not in recalled and ctx.recalled is not None and ctx.recalled.duplicates >= 1
     data = ctx.as_dict()

@@ -386,7 +386,7 @@ SEED: list[Key] = [
     Key(M + "provider-circuit-failure-threshold", 3, 1, _circuit_after(1)),
     Key(M + "provider-circuit-cooldown-seconds", 30, 0, _circuit_after(1, advance_s=1),
         extra={M + "provider-circuit-failure-threshold": 1}),
-    Key(M + "provider-prefetch-max-chars", 2000, 0, _recalled),
+    Key(M + "provider-prefetch-max-chars", 7000, 0, _recalled),
     # the context window
     Key(W + "default-max-input-tokens", 128000, 4000, _stage(12, None)),
     Key(W + "compact-trigger-ratio", 0.75, 0.4, _stage(12, 6000)),

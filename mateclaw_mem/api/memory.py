@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import asdict, is_dataclass
+from datetime import date
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -49,6 +50,9 @@ class TurnIn(_Body):
     trigger_source: Literal["chat", "cron", "consolidation"] = "chat"
     finish_reason: str | None = Field(None, max_length=100)
     memoryless: bool = Field(False, description="log the turn but never extract memory from it")
+    timestamp: int | str | None = Field(
+        None, description="when the turn was said: unix milliseconds or ISO-8601 (a naive one is in the "
+                          "daemon's time zone); default now. A history import files each turn under its own date")
 
 
 class TriggerOut(Wire):
@@ -107,6 +111,8 @@ class DreamOut(Wire):
 class EmergenceIn(_Body):
     topic: str | None = Field(None, max_length=500, description="focused dream on this topic; omit for a full one")
     owner: OwnerField = None
+    as_of: date | None = Field(None, strict=False, alias="asOf",
+                               description="consolidate the night of this date (YYYY-MM-DD)")
 
 
 class ConsolidationOut(Wire):
@@ -192,6 +198,7 @@ def record_turn(
         trigger_source=body.trigger_source,
         finish_reason=body.finish_reason,
         memoryless=body.memoryless,
+        timestamp=body.timestamp,
     )
     return TurnOut(
         recorded=True,
@@ -272,7 +279,7 @@ def emergence(
 ) -> Any:
     body = body or EmergenceIn()
     dreaming = services.dreaming
-    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner, trigger="api"))
+    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner, trigger="api", as_of=body.as_of))
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,

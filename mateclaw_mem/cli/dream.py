@@ -8,6 +8,7 @@ rejected by a safety gate (MEMORY.md untouched either way).
 from __future__ import annotations
 
 import argparse
+from datetime import date
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.cli.commands import HELP
@@ -26,14 +27,23 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--topic", help="focused dream: weight candidates about this topic")
     p.add_argument("--preview", action="store_true", help="print the diff it would apply; write nothing")
     p.add_argument("--owner", help="personal memory of this owner (owner isolation)")
+    p.add_argument("--as-of", metavar="DATE", type=_day,
+                   help="consolidate the night of this date (YYYY-MM-DD), e.g. for a history imported with its dates")
     p.set_defaults(func=cmd_dream)
+
+
+def _day(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a date (YYYY-MM-DD)") from None
 
 
 def cmd_dream(ctx: CliContext) -> int:
     from mateclaw_mem.cli.main import EXIT_ERROR, EXIT_MODEL, EXIT_NOTHING, EXIT_OK
 
     a = ctx.args
-    out = ctx.services.dreaming.dream(ctx.agent(), topic=a.topic, preview=a.preview, owner=a.owner)
+    out = ctx.services.dreaming.dream(ctx.agent(), topic=a.topic, preview=a.preview, owner=a.owner, as_of=a.as_of)
     lines = [f"{out.run_id}: {out.status.replace('_', ' ')} — {out.reason}"]
     if out.candidates:
         lines.append(f"candidates: {len(out.candidates)} (best: {out.candidates[0]['score']:.2f} "

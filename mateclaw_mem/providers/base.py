@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.index.messages.index import MessageIndex
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.settings import Settings
 
@@ -49,6 +51,8 @@ class ProviderContext:
     settings: Settings
     clock: Clock
     search: Callable[[], SearchService]
+    messages: Callable[[], MessageIndex] | None = None  # the message index (Add/Search's ranking)
+    log: Callable[[], ConversationLog] | None = None
 
 
 _HIGHLIGHT = re.compile(r"\[\[|\]\]")

@@ -16,7 +16,8 @@ def build_registry(services: Services) -> ProviderRegistry:
     from mateclaw_mem.providers.registry import ProviderRegistry
 
     memory = services.settings.mate.memory
-    context = ProviderContext(services.settings, services.clock, lambda: services.search)
+    context = ProviderContext(services.settings, services.clock, lambda: services.search,
+                              messages=lambda: services.message_index, log=lambda: services.log)
     providers, origins = build_providers(memory.providers, context)
     try:
         registry = ProviderRegistry.from_settings(providers, memory, services.clock, origins=origins)

@@ -19,7 +19,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("runtime",),
     ("cli", "api", "mcp", "ui"),  # faces
 )
-MAX_LINES = 450
+# A module past WARN_LINES is reported (a warning in the test's output): time to look at its design.
+# Past MAX_LINES it fails. Two numbers because one hard limit at 450 was met by trimming docstrings
+# that said *why* and by satellites split off for size, not for cohesion.
+WARN_LINES = 450
+MAX_LINES = 700
 
 
 @dataclass
@@ -27,6 +31,7 @@ class Report:
     upward: list[str] = field(default_factory=list)
     cycles: list[list[str]] = field(default_factory=list)
     too_long: list[str] = field(default_factory=list)
+    long: list[str] = field(default_factory=list)  # over WARN_LINES, within MAX_LINES
     unknown: list[str] = field(default_factory=list)
 
 
@@ -84,6 +89,8 @@ def check(root: Path, package: str) -> Report:
         lines = len(path.read_text(encoding="utf-8").splitlines())
         if lines > MAX_LINES:
             report.too_long.append(f"{path.relative_to(root)}: {lines} lines (limit {MAX_LINES})")
+        elif lines > WARN_LINES:
+            report.long.append(f"{path.relative_to(root)}: {lines} lines (over {WARN_LINES}: look at its design)")
         mine = layer_of(mod, package)
         if mine is None:
             folder = f"{path.relative_to(root).parts[0]}/: a folder in no layer"

@@ -361,7 +361,9 @@ class MessageStorage:
             )
 
     def _add_batch(self, msgs: Sequence[LoggedMessage], s: str = "") -> None:
-        """Index `msgs` into docs{s}/fts{s}; the caller holds the lock and a write transaction."""
+        """Index `msgs` into docs{s}/fts{s}; the caller holds the lock and a write transaction.
+        A memoryless conversation is never indexed: it leaves no memory anywhere, recall included."""
+        msgs = [m for m in msgs if not m.memoryless]
         conn = self._conn
         last: dict[tuple[str, str, str], _Pending | sqlite3.Row | None] = {}
         pending: list[_Pending] = []

@@ -155,7 +155,7 @@ class ContextService:
         log: ConversationLog | None = None,
         relevant_limit: int = 5,
         providers: ProviderRegistry | None = None,
-        recall_max_chars: int = 2000,
+        recall_max_chars: int = 7000,
         facts: FactService | None = None,
         turns: TurnLog | None = None,
         card_pointer: Callable[[str, str | None], str | None] | None = None,

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.providers.base import ProviderItem
 
 RECALLED_TITLE = "--- RECALLED MEMORY ---"
+CONVERSATION_SOURCE = "conversations/"
 ITEM_MAX_CHARS = 500
 _NON_WORD = re.compile(r"[^\w]+")
 _FOOTER_ROOM = 100  # "(N more recalled items not shown: over the N-char budget)" always fits
@@ -39,6 +40,10 @@ class RecalledItem:
 
     @property
     def line(self) -> str:
+        # A recalled message opens with its date and speaker, which say more than its conversation id;
+        # the tag would cost ~30 chars of the budget on every line.
+        if self.source.startswith(CONVERSATION_SOURCE):
+            return f"- {self.text}"
         return f"- [{self.source}] {self.text}"
 
     def as_dict(self) -> dict[str, Any]:
@@ -62,7 +67,7 @@ class RecalledBlock:
 def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequence[str],
                    max_chars: int) -> RecalledBlock:
     """`by_provider`: each provider's items, best first; `seen`: text the prompt already carries."""
-    haystack = "\n".join(_fold(s) for s in seen)
+    haystack = "\n".join(fold(s) for s in seen)
     room = max_chars - len(RECALLED_TITLE) - 1 - _FOOTER_ROOM
     admitted: list[RecalledItem] = []
     folded: list[str] = []
@@ -70,7 +75,7 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
     ranked = zip_longest(*[[(name, i) for i in items] for name, items in by_provider.items()])
     for name, item in (pair for rank in ranked for pair in rank if pair is not None):
         text = _one_line(item.text)
-        key = _fold(text)
+        key = fold(text)
         if not key or key in haystack or any(key in f or f in key for f in folded):
             duplicates += 1
             continue
@@ -98,7 +103,7 @@ def _cut(text: str) -> str:
     return text if len(text) <= ITEM_MAX_CHARS else text[: ITEM_MAX_CHARS - 1].rstrip() + "…"
 
 
-def _fold(text: str) -> str:
+def fold(text: str) -> str:
     """Words only, lower case, one space apart. Compared unpadded, so a word a snippet window cut
     at its `…` edge (or CJK, which has no spaces) still matches as a substring."""
     return " ".join(_NON_WORD.sub(" ", text.lower()).split())

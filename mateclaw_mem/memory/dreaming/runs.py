@@ -134,3 +134,13 @@ def log_line(out: DreamOutcome, ms: float, files: list[str]) -> str:
 def short_reason(text: str, limit: int = 120) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def run_summary(last: dict[str, Any]) -> dict[str, Any]:
+    """A recorded run as `status` shows it."""
+    return {
+        "run_id": last["run_id"], "at": last["started_at"], "finished_at": last["finished_at"],
+        "outcome": last["status"], "reason": last["reason"], "trigger": last["trigger"],
+        "topic": last["topic"], "promoted": last["promoted"],
+        "lines_added": last["lines_added"], "lines_removed": last["lines_removed"],
+    }

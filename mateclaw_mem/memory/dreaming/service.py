@@ -46,6 +46,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
+from datetime import time as dtime
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +71,7 @@ from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.model_plan import plan_model
 from mateclaw_mem.memory.dreaming.report import ContradictionsHook, build_report
 from mateclaw_mem.memory.dreaming.rules import DreamPlan, plan_rules
-from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, short_reason
+from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, run_summary, short_reason
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace.cas import retry_on_conflict
@@ -215,7 +216,9 @@ class DreamingService:
         preview: bool = False,
         owner: str | None = None,
         trigger: str = "manual",
+        as_of: date | None = None,
     ) -> DreamOutcome:
+        """One dream now, or (`as_of`) the night of that date: how an imported history is consolidated."""
         check_agent(agent)
         owner = normalise_owner(owner)
         topic = " ".join(topic.split()) if topic else None
@@ -224,6 +227,10 @@ class DreamingService:
                 "focused dreaming is off (mate.memory.dream.focused-enabled: false); run without --topic"
             )
         now, t0 = self.clock.now(), time.monotonic()
+        if as_of is not None:
+            if as_of > now.astimezone(self.clock.tz).date():
+                raise InvalidInputError(f"as-of {as_of.isoformat()} is in the future (today is {now:%Y-%m-%d})")
+            now = min(now, datetime.combine(as_of, dtime(23, 59), tzinfo=self.clock.tz))
         out = DreamOutcome(
             run_id=self.runs.run_id(agent, owner, now, unique=not preview), agent=agent, owner=owner, topic=topic,
             status="skipped", reason="", mode=self.mode, trigger=trigger,
@@ -405,12 +412,7 @@ class DreamingService:
             "mode": self.mode,
             "cron": self.settings.dreaming.cron,
             "running": running,
-            "last_run": None if last is None else {
-                "run_id": last["run_id"], "at": last["started_at"], "finished_at": last["finished_at"],
-                "outcome": last["status"], "reason": last["reason"], "trigger": last["trigger"],
-                "topic": last["topic"], "promoted": last["promoted"],
-                "lines_added": last["lines_added"], "lines_removed": last["lines_removed"],
-            },
+            "last_run": None if last is None else run_summary(last),
             "next_run": nxt.isoformat(timespec="seconds") if nxt else None,
             "latest_entry": self.diary.latest(agent, owner=owner),
         }

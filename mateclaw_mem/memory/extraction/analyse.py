@@ -10,7 +10,7 @@ from mateclaw_mem.errors import ModelError
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, build_messages
 from mateclaw_mem.memory.extraction import rules, rules_apply
 from mateclaw_mem.memory.extraction.checks import answer_check
-from mateclaw_mem.memory.extraction.input import Batch, daily_tail, shrunk_transcript
+from mateclaw_mem.memory.extraction.input import Batch, daily_tail, said_at, shrunk_transcript
 from mateclaw_mem.redaction import redact
 
 if TYPE_CHECKING:
@@ -23,7 +23,8 @@ def analyse(
 ) -> ExtractionResult:
     """The answer for `batch` against the current PROFILE.md / MEMORY.md bodies and today's note.
     Raises ModelError when the configured model fails (never a fallback to rules)."""
-    today = clock.now().strftime("%Y-%m-%d")
+    when = said_at(batch, clock.now())  # a history imported with its dates is read as of its own day
+    today = when.strftime("%Y-%m-%d")
     if model is None:
         return rules_apply.extract(profile=profile, memory=memory, messages=batch.new_user_texts, today=today)
     tail = daily_tail(daily)
@@ -33,7 +34,7 @@ def analyse(
     for shrink in (False, True):
         messages = build_messages(
             agent=agent,
-            now=clock.now().strftime("%Y-%m-%d %H:%M %Z"),
+            now=when.strftime("%Y-%m-%d %H:%M %Z"),
             profile=redact(profile),
             memory=redact(memory),
             daily=redact(tail),

@@ -38,6 +38,7 @@ class Batch:
     skipped_convs: set[str]  # memoryless: dropped from pending without a run
     explicit: bool
     new_count: int
+    said_ms: int = 0  # when the newest message taken was said (its log time): what the run files under
 
 
 def collect(
@@ -76,6 +77,7 @@ def collect(
                 batch.new_user_texts.append(text)
                 batch.explicit = batch.explicit or rules.is_explicit_remember(text)
         batch.watermarks[conv] = take[-1].id
+        batch.said_ms = max(batch.said_ms, *(m.ts_ms for m in take))
         batch.new_count += len(take)
     return batch
 
@@ -86,6 +88,14 @@ def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo, limit: int = 
         limit = min(limit, SEEN_CHARS)
     content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"
     return TranscriptMessage(m.id, m.conversation_id, m.role, redact(content), when, new)
+
+
+def said_at(batch: Batch, now: datetime) -> datetime:
+    """When the batch was said: its newest message's time, or `now` when that is later (a turn
+    imported with its own date files under that date; a live one, under the moment it was said)."""
+    if not batch.said_ms:
+        return now
+    return min(now, datetime.fromtimestamp(batch.said_ms / 1000, tz=now.tzinfo))
 
 
 def worth_a_model_call(batch: Batch) -> bool:

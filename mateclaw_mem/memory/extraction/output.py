@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import MateclawError
@@ -13,6 +14,7 @@ from mateclaw_mem.llm.prompts.echo import placeholder
 from mateclaw_mem.llm.prompts.edits import edits_for
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.markdown.dates import resolve_relative
 from mateclaw_mem.markdown.edits import apply_edits
 from mateclaw_mem.redaction import find_secrets, redact
 
@@ -91,7 +93,7 @@ def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) ->
 
 def write_answer(
     store: WorkspaceStore, agent: str, owner: str | None, run_id: str, result: ExtractionResult, profile: Any,
-    memory: Any, *, actor: str, remember: Callable[..., Any] | None, guard: Any = None,
+    memory: Any, *, actor: str, remember: Callable[..., Any] | None, guard: Any = None, when: datetime | None = None,
 ) -> list[str]:
     """Write a sanitised answer: PROFILE.md / MEMORY.md by compare-and-swap on the snapshots the
     answer was planned on (ConflictError when a person saved since), structured entries through
@@ -124,7 +126,10 @@ def write_answer(
         if getattr(out, "changed", True) and rel not in changed:
             changed.append(rel)
     if result.daily_entry is not None and (result.daily_entry.body.strip() or changed):
-        res = store.append_daily(agent, result.daily_entry.title, result.daily_entry.body or result.reason,
-                                 actor=actor, owner=owner, batch=run_id)
+        # Filed under the day the turns were said; "yesterday" in them resolved against that day.
+        said = when or store.clock.now()
+        body = resolve_relative(result.daily_entry.body or result.reason, said.astimezone(store.clock.tz).date())
+        res = store.append_daily(agent, result.daily_entry.title, body, actor=actor, owner=owner, when=when,
+                                 batch=run_id)
         changed.append(res.rel)
     return changed

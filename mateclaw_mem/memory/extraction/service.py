@@ -84,6 +84,7 @@ from mateclaw_mem.memory.extraction.input import (
     SEEN_CHARS,
     Batch,
     collect,
+    said_at,
     worth_a_model_call,
 )
 from mateclaw_mem.memory.extraction.output import (
@@ -198,15 +199,24 @@ class ExtractionService:
         trigger_source: str = "chat",
         finish_reason: str | None = None,
         memoryless: bool = False,
+        timestamp: int | str | None = None,
     ) -> TriggerResult:
-        """Log one user/assistant turn and schedule extraction for it (gates permitting)."""
+        """Log one user/assistant turn and schedule extraction for it (gates permitting).
+        `timestamp` (unix ms or ISO-8601; default now) is when it was said: the log keeps it, recall
+        dates it by it and extraction files what it writes under that day."""
         owner = normalise_owner(owner)
         msgs = [NewMessage("user", user)]
         if assistant:
             msgs.append(NewMessage("assistant", assistant))
+        if timestamp is None:
+            at_ms = self._now_ms()
+        else:
+            from mateclaw_mem.conversations.aml import timestamp_ms  # the Add/Search contract's parsing
+
+            at_ms = timestamp_ms(timestamp, self.clock.tz)
         self.log.append(
             agent, conversation_id, msgs, owner=owner, trigger_source=trigger_source,
-            finish_reason=finish_reason, memoryless=memoryless, now_ms=self._now_ms(),
+            finish_reason=finish_reason, memoryless=memoryless, now_ms=at_ms,
         )
         if self._on_turn is not None and not memoryless:  # a memoryless turn leaves no memory anywhere
             self._on_turn(agent, owner, [(m.role, redact(m.content)) for m in msgs])  # as the log keeps it
@@ -322,13 +332,14 @@ class ExtractionService:
             out.attempts = n + 1
             profile = self.store.read(agent, "PROFILE.md", owner=owner)
             memory = self.store.read(agent, "MEMORY.md", owner=owner)
-            daily = self.store.read(agent, self.store.daily_rel(), owner=owner)
+            when = said_at(batch, self.clock.now())
+            daily = self.store.read(agent, self.store.daily_rel(when), owner=owner)
             result = analyse(self.model, self.clock, agent, profile.body, memory.body, daily.body, batch,
                              RETRY_NOTE if n else "", max_tokens=self.mem.summary_max_tokens)
             result, out.redactions = sanitise(result)
             changed = write_answer(self.store, agent, owner, run_id, result, profile, memory,
                                    actor=ACTOR if self.model is not None else RULES_ACTOR, remember=self._remember,
-                                   guard=guard)
+                                   guard=guard, when=when)
             return changed, result
 
         try:
