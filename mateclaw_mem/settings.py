@@ -222,6 +222,31 @@ class ModelSettings(Section):
         return os.environ.get(self.api_key_env, "") or "not-needed"
 
 
+class UpstreamSettings(Section):
+    """The user's own model behind the chat proxy (`POST /v1/chat/completions`): any OpenAI-compatible
+    server. Empty base-url = the proxy is off."""
+
+    base_url: str = ""
+    model: str = ""  # used when a client names no model; listed by /v1/models when the upstream lists none
+    api_key_env: str = "OPENAI_API_KEY"
+    connect_timeout_seconds: float = Field(10, gt=0)
+    # No byte for this long (before the first token or between two) ends the answer with an error.
+    idle_timeout_seconds: float = Field(120, gt=0)
+    timeout_seconds: float = Field(600, gt=0)  # the whole answer, streamed or not
+    max_answer_bytes: int = Field(16_000_000, ge=1024)
+
+    def api_key(self) -> str:
+        return os.environ.get(self.api_key_env, "")
+
+
+class ProxySettings(Section):
+    upstream: UpstreamSettings = UpstreamSettings()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.upstream.base_url)
+
+
 class ServerSettings(Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
@@ -303,6 +328,7 @@ class Settings(BaseSettings):
     server: ServerSettings = ServerSettings()
     search: SearchSettings = SearchSettings()
     history: HistorySettings = HistorySettings()
+    proxy: ProxySettings = ProxySettings()
 
     # Set by load_settings; not a config key.
     config_path: Path | None = Field(default=None, exclude=True)

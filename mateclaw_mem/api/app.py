@@ -30,6 +30,7 @@ def _later_routers() -> list[APIRouter]:
     matches it). Imported here: importing a router module builds its routes."""
     from mateclaw_mem.api import (
         archive,
+        chat_proxy,
         clawdiators,
         contradictions,
         facts,
@@ -54,6 +55,7 @@ def _later_routers() -> list[APIRouter]:
         archive.router,
         forget.router,
         facts.router,  # after any literal /facts/<word> route: /facts/{factId} matches all
+        chat_proxy.router,  # /v1/chat/completions, /v1/models, /agents/<agent>/v1/…
         # Other faces' routers go here, one line each.
     ]
 

@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, EndUserField, OwnerField, OwnerQuery, get_services, known_agent
 from mateclaw_mem.api.errors import error_response
-from mateclaw_mem.errors import NotFoundError
+from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
@@ -111,8 +111,8 @@ class DreamOut(Wire):
 class EmergenceIn(_Body):
     topic: str | None = Field(None, max_length=500, description="focused dream on this topic; omit for a full one")
     owner: OwnerField = None
-    as_of: date | None = Field(None, strict=False, alias="asOf",
-                               description="consolidate the night of this date (YYYY-MM-DD)")
+    as_of: str | None = Field(None, alias="asOf", pattern=r"^\d{4}-\d{2}-\d{2}$",
+                              description="consolidate the night of this date (YYYY-MM-DD) instead of now")
 
 
 class ConsolidationOut(Wire):
@@ -279,7 +279,15 @@ def emergence(
 ) -> Any:
     body = body or EmergenceIn()
     dreaming = services.dreaming
-    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner, trigger="api", as_of=body.as_of))
+    as_of = _day(body.as_of) if body.as_of else None
+    return _run_response(dreaming.dream(agent, topic=body.topic, owner=body.owner, trigger="api", as_of=as_of))
+
+
+def _day(value: str) -> date:
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise InvalidInputError(f"asOf {value!r} is not a calendar date (YYYY-MM-DD)") from None
 
 
 @router.post("/structured-consolidation", response_model=ConsolidationOut, response_model_by_alias=True,

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.memory.extraction.service import ExtractionService
     from mateclaw_mem.memory.learning.lineage import HarnessLineage
     from mateclaw_mem.memory.learning.service import LearningService
+    from mateclaw_mem.memory.proxy.service import ChatProxy
     from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
     from mateclaw_mem.memory.structured.entries import StructuredMemory
     from mateclaw_mem.providers.registry import ProviderRegistry
@@ -59,8 +60,8 @@ BUILD_ORDER = (
     "api_key", "store", "log", "model", "embeddings", "model_probe", "tools", "transfer", "file_commands", "file_index",
     "facts",
     "contradictions", "search", "message_index", "aml", "forget", "lineage", "learning", "structured", "providers",
-    "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "watcher", "scheduler",
-    "backfill", "view_warmup",
+    "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "chat_proxy", "watcher",
+    "scheduler", "backfill", "view_warmup",
 )
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
 START_ORDER = ("WAL checkpoints", "extraction workers", "AML fact worker", "file watcher", "scheduler",
@@ -278,6 +279,19 @@ class Services:
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars,
                               card_pointer=(lambda a, o: self.morning_card.card_pointer(a, o))
                               if self.settings.mate.memory.dream.morning_card_pointer else None)
+
+    @_service
+    def chat_proxy(self) -> ChatProxy | None:
+        """Memory in front of the user's own model (`proxy.upstream`); None while that is not set."""
+        from mateclaw_mem.llm.upstream import Upstream
+        from mateclaw_mem.memory.proxy.service import ChatProxy
+
+        upstream = self.settings.proxy.upstream
+        if not upstream.base_url:
+            return None
+        proxy = ChatProxy(self.context, self.extraction, self.log, default_model=upstream.model)
+        proxy.upstream = Upstream(upstream)
+        return proxy
 
     # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in
     # `mate.memory.providers`; cheap to build: no thread and no index until the first prefetch.

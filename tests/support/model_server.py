@@ -89,6 +89,9 @@ class Answer:
     delay: float = 0.0
     finish_reason: str = "stop"
     forever: float = 0.0  # > 0: stream a token every `forever` seconds until the client disconnects
+    # Tool calls the assistant makes: [{"id", "type": "function", "function": {"name", "arguments"}}];
+    # streamed as one delta each (index, id, name, then the arguments), finish_reason "tool_calls".
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
 
     def text(self) -> str:
         if isinstance(self.content, (dict, list)):
@@ -437,8 +440,9 @@ class _Handler(BaseHTTPRequestHandler):
                 "choices": [
                     {
                         "index": 0,
-                        "message": {"role": "assistant", "content": text},
-                        "finish_reason": answer.finish_reason,
+                        "message": {"role": "assistant", "content": (text or None) if answer.tool_calls else text,
+                                    **({"tool_calls": answer.tool_calls} if answer.tool_calls else {})},
+                        "finish_reason": "tool_calls" if answer.tool_calls else answer.finish_reason,
                         "logprobs": None,
                     }
                 ],
@@ -498,9 +502,14 @@ class _Handler(BaseHTTPRequestHandler):
             size = max(8, math.ceil(len(text) / 20))
             for i in range(0, len(text), size):
                 self._write_chunk(chunk({"content": text[i:i + size]}))
+            for n, call in enumerate(answer.tool_calls):
+                fn = call.get("function") or {}
+                self._write_chunk(chunk({"tool_calls": [{"index": n, "id": call.get("id"), "type": "function",
+                                                          "function": {"name": fn.get("name"), "arguments": ""}}]}))
+                self._write_chunk(chunk({"tool_calls": [{"index": n, "function": {"arguments": fn.get("arguments")}}]}))
             completion = estimate_tokens(text)
             owner._count(prompt, completion)
-            self._write_chunk(chunk({}, answer.finish_reason))
+            self._write_chunk(chunk({}, "tool_calls" if answer.tool_calls else answer.finish_reason))
             if include_usage:
                 self._write_chunk(chunk(None, usage={"prompt_tokens": prompt, "completion_tokens": completion,
                                                      "total_tokens": prompt + completion}))

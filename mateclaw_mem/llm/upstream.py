@@ -1,0 +1,197 @@
+"""The user's own model behind the chat proxy: a request forwarded as it came, an answer passed back
+byte for byte.
+
+Not `llm/client.py`: that client plans our own steps (JSON answers, normalised roles, retries). The
+proxy must leave a client's request as it was - tools, tool calls, `response_format`, sampling
+fields, any vendor field - and hand back the upstream's answer unchanged, streamed as it arrives, so
+it speaks plain HTTP (httpx, async: a stream must not hold a thread per open chat).
+
+Bounded like every model call here: a connect timeout, an idle timeout (no byte for that long, before
+the first token or between two, ends it), a deadline for the whole answer, and a cap on its bytes. An
+upstream that fails answers in OpenAI's error shape: its own body and status when it sent one, else
+502 (unreachable, a broken answer) or 504 (a deadline passed).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+if TYPE_CHECKING:
+    from mateclaw_mem.settings import UpstreamSettings
+
+_ERROR_BODY_BYTES = 64_000  # an upstream's error body is read this far; the rest is not ours to carry
+
+
+def error_body(message: str, kind: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
+    """OpenAI's error shape, which every OpenAI SDK turns into its own exception with this message."""
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class UpstreamError(Exception):
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(str(body.get("error", {}).get("message") or body))
+        self.status = status
+        self.body = body
+
+
+@dataclass
+class Streamed:
+    """An open streamed answer: iterate it for the raw bytes; `text` is the assistant's text so far."""
+
+    _response: httpx.Response
+    _deadline: float
+    _max_bytes: int
+    headers: dict[str, str] = field(default_factory=dict)
+    text: str = ""
+    finished: bool = False  # the upstream said [DONE] or a finish_reason
+    error: str | None = None  # why it stopped early, when it did
+    _pending: bytes = b""
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        sent = 0
+        try:
+            async for chunk in self._response.aiter_raw():
+                sent += len(chunk)
+                if sent > self._max_bytes:
+                    self.error = (f"the upstream's answer passed {self._max_bytes} bytes "
+                                  "(proxy.upstream.max-answer-bytes)")
+                    break
+                self._feed(chunk)
+                yield chunk
+                if time.monotonic() > self._deadline:
+                    self.error = "the upstream's answer passed proxy.upstream.timeout-seconds"
+                    break
+        except httpx.TimeoutException:
+            self.error = "the upstream sent nothing for proxy.upstream.idle-timeout-seconds"
+        except httpx.HTTPError as exc:
+            self.error = f"the upstream connection failed: {type(exc).__name__}"
+        finally:
+            await self._response.aclose()
+        if self.error is not None:  # the client learns why the stream ended, in the stream's own format
+            yield b"data: " + json.dumps(error_body(self.error)).encode() + b"\n\n"
+
+    def _feed(self, chunk: bytes) -> None:
+        """Collect the assistant's text from the SSE lines (`data: {...}`) as they pass."""
+        lines = (self._pending + chunk).split(b"\n")
+        self._pending = lines.pop()
+        for line in lines:
+            line = line.strip()
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                self.finished = True
+                continue
+            try:
+                obj = json.loads(data)
+            except ValueError:
+                continue
+            for choice in obj.get("choices") or [] if isinstance(obj, dict) else []:
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                    self.text += delta["content"]
+                if choice.get("finish_reason"):
+                    self.finished = True
+
+
+class Upstream:
+    """One per daemon; safe to share between requests (httpx's async pool)."""
+
+    def __init__(self, settings: UpstreamSettings) -> None:
+        self.settings = settings
+        self.base_url = settings.base_url.rstrip("/")
+        timeout = httpx.Timeout(connect=settings.connect_timeout_seconds, read=settings.idle_timeout_seconds,
+                                write=settings.idle_timeout_seconds, pool=settings.connect_timeout_seconds)
+        self._client = httpx.AsyncClient(timeout=timeout, follow_redirects=False)
+
+    def _headers(self) -> dict[str, str]:
+        key = self.settings.api_key()
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    async def models(self) -> dict[str, Any]:
+        """The upstream's model list; our configured model alone when it has none to give."""
+        try:
+            r = await self._client.get(f"{self.base_url}/models", headers=self._headers())
+            data = r.json() if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError):
+            data = None
+        if isinstance(data, dict) and isinstance(data.get("data"), list) and data["data"]:
+            return data
+        name = self.settings.model or "default"
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "upstream"}]}
+
+    async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A non-streamed answer, as the upstream sent it."""
+        deadline = self.settings.timeout_seconds
+        try:
+            r = await self._client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers(),
+                                        timeout=httpx.Timeout(deadline, connect=self.settings.connect_timeout_seconds))
+        except httpx.TimeoutException:
+            raise UpstreamError(504, error_body("the upstream did not answer within its timeout "
+                                                "(proxy.upstream.idle-timeout-seconds / timeout-seconds)",
+                                                code="upstream_timeout")) from None
+        except httpx.HTTPError as exc:
+            raise UpstreamError(502, error_body(f"the upstream at {self.base_url} could not be reached "
+                                                f"({type(exc).__name__})", code="upstream_unreachable")) from None
+        if len(r.content) > self.settings.max_answer_bytes:
+            raise UpstreamError(502, error_body("the upstream's answer passed proxy.upstream.max-answer-bytes"))
+        data = _json(r.content)
+        if r.status_code != 200:
+            raise UpstreamError(r.status_code, _as_error(data, r))
+        if not isinstance(data, dict):
+            raise UpstreamError(502, error_body("the upstream's answer is not a JSON object", code="upstream_invalid"))
+        return data
+
+    async def open_stream(self, body: dict[str, Any]) -> Streamed:
+        """Send a streamed request and wait for the upstream's status: an error is raised here (the
+        client gets it with the upstream's status), a 200 is handed back to be relayed."""
+        request = self._client.build_request("POST", f"{self.base_url}/chat/completions", json=body,
+                                             headers=self._headers())
+        try:
+            r = await self._client.send(request, stream=True)
+        except httpx.TimeoutException:
+            raise UpstreamError(504, error_body("the upstream did not start its answer within "
+                                                "proxy.upstream.idle-timeout-seconds",
+                                                code="upstream_timeout")) from None
+        except httpx.HTTPError as exc:
+            raise UpstreamError(502, error_body(f"the upstream at {self.base_url} could not be reached "
+                                                f"({type(exc).__name__})", code="upstream_unreachable")) from None
+        if r.status_code != 200:
+            try:
+                raw = b""
+                async for chunk in r.aiter_raw():
+                    raw += chunk
+                    if len(raw) > _ERROR_BODY_BYTES:
+                        break
+            except httpx.HTTPError:
+                pass
+            finally:
+                await r.aclose()
+            raise UpstreamError(r.status_code, _as_error(_json(raw), r))
+        headers = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "x-request-id")}
+        return Streamed(r, time.monotonic() + self.settings.timeout_seconds, self.settings.max_answer_bytes, headers)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+def _json(raw: bytes) -> Any:
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def _as_error(data: Any, r: httpx.Response) -> dict[str, Any]:
+    if isinstance(data, dict) and isinstance(data.get("error"), dict):
+        return data  # already OpenAI's shape: the client sees exactly what the upstream said
+    text = r.text[:500] if r.content else ""
+    return error_body(f"the upstream answered {r.status_code}{': ' + text if text else ''}")

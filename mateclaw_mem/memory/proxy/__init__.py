@@ -1,0 +1,1 @@
+"""The chat proxy: memory for any OpenAI-compatible chat client, captured without it asking."""
