@@ -26,12 +26,15 @@ def upstream() -> Iterator[ModelServer]:
         yield server
 
 
-def _daemon(tmp_path: Path, upstream: ModelServer, **proxy: Any) -> tuple[Any, ApiServer]:
+def _daemon(tmp_path: Path, upstream: ModelServer, window_tokens: int | None = None,
+            **proxy: Any) -> tuple[Any, ApiServer]:
+    agent = {"conversation": {"window": {"default-max-input-tokens": window_tokens}}} if window_tokens else {}
     services = daemon_services(
         tmp_path / "ws", timezone="UTC",
         proxy={"upstream": {"base-url": upstream.base_url, "model": "llama-local", **proxy}},
         mate={"memory": {"cooldown-minutes": 0, "min-messages-for-summarize": 2,
-                         "provider-prefetch-timeout-ms": 30000, "provider-prefetch-total-budget-ms": 60000}},
+                         "provider-prefetch-timeout-ms": 30000, "provider-prefetch-total-budget-ms": 60000},
+              **({"agent": agent} if agent else {})},
     )
     services.seed_agents()
     services.build()
@@ -159,6 +162,8 @@ def test_an_upstream_that_hangs_or_streams_forever_is_bounded(tmp_path: Path, up
                 pass
         assert "timeout-seconds" in str(ended.value)  # the stream ended, and said why
         assert services.chat_proxy.stats.as_dict()["upstream_failures"] == 2
+        report = dict(services.status_reporters())["chat_proxy"]()
+        assert report["upstream_failures"] == 2 and "timeout-seconds" in report["last_upstream_error"]
     finally:
         server.stop()
         services.close()
@@ -203,3 +208,25 @@ def test_the_models_list_and_a_proxy_that_is_off(tmp_path: Path, daemon, upstrea
     services.close()
     r = httpx.post(server.url + "/v1/chat/completions", json={"messages": "hi"})
     assert r.status_code == 400 and "messages" in r.json()["error"]["message"]
+
+
+def test_a_long_chat_is_fitted_by_the_window_defense_and_keeps_its_recent_turns(tmp_path: Path,
+                                                                               upstream: ModelServer) -> None:
+    services, server = _daemon(tmp_path, upstream, window_tokens=16000)
+    try:
+        messages: list[dict[str, Any]] = []
+        for i in range(150):  # 300 messages of ~600 characters: ~45,000 tokens, over a 16k window
+            messages += [{"role": "user", "content": f"turn {i}: " + "tell me more about the garden. " * 20},
+                         {"role": "assistant", "content": f"answer {i}: " + "the garden is lovely. " * 25}]
+        messages.append({"role": "user", "content": "And the last question: what about the roses?"})
+        client = _client(server, default_headers={"X-Mateclaw-Conversation": "long-chat"})
+        client.chat.completions.create(model="llama-local", messages=messages,  # type: ignore[arg-type]
+                                       extra_body={"max_tokens": 100})
+        sent = _chat_requests(upstream)[-1].messages
+        assert len(sent) < len(messages)  # compacted ...
+        assert sent[-1]["content"] == messages[-1]["content"]  # ... the question itself intact
+        assert sent[-2]["content"] == messages[-2]["content"]  # ... and the recent tail verbatim
+        assert not any(str(m["content"]).startswith("turn 0:") for m in sent)  # the oldest turns summarised
+    finally:
+        server.stop()
+        services.close()

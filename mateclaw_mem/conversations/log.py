@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -368,6 +368,18 @@ class ConversationLog(SharedConnection):
             "trigger_sources": sorted((row["sources"] or "").split(",")) if row["sources"] else [],
             "last_id": row["last_id"] or 0,
         }
+
+    def memoryless_among(self, agent: str, owner: str | None, conversation_ids: Iterable[str]) -> set[str]:
+        """Which of these conversations are memoryless: one query for a prompt's recalled messages."""
+        ids = sorted(set(conversation_ids))
+        if not ids:
+            return set()
+        marks = ",".join("?" * len(ids))
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT DISTINCT conversation_id FROM messages WHERE agent = ? AND owner = ? AND memoryless = 1"
+                f" AND conversation_id IN ({marks})", (agent, owner_column(owner), *ids)).fetchall()
+        return {r["conversation_id"] for r in rows}
 
     def rewrite(self, agent: str, owner: str | None, fn: Callable[[str], str]) -> dict[str, dict[int, str]]:
         """Rewrite one owner's stored text in place where `fn` changes it: a forget (the person asked

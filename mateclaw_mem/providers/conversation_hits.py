@@ -50,16 +50,9 @@ class ConversationHitsProvider:
         index, log = self._messages(), self._log()
         index.sync(log)  # turns logged since the last Add or search (cheap when there are none)
         hits = index.search(agent, owner, query, limit=self.limit)
-        memoryless: dict[str, bool] = {}
-        items = []
-        for h in hits:
-            if h.conversation_id not in memoryless:
-                flags = log.conversation_flags(agent, h.conversation_id, owner)
-                memoryless[h.conversation_id] = bool(flags.get("memoryless"))
-            if memoryless[h.conversation_id]:
-                continue
-            items.append(ProviderItem(render(h, query, self.tz), f"conversations/{h.conversation_id}", h.score))
-        return items
+        memoryless = log.memoryless_among(agent, owner, (h.conversation_id for h in hits))
+        return [ProviderItem(render(h, query, self.tz), f"conversations/{h.conversation_id}", h.score)
+                for h in hits if h.conversation_id not in memoryless]
 
 
 def render(hit: Hit, query: str, tz: tzinfo) -> str:

@@ -291,6 +291,7 @@ class Services:
             return None
         proxy = ChatProxy(self.context, self.extraction, self.log, default_model=upstream.model)
         proxy.upstream = Upstream(upstream)
+        self.add_status("chat_proxy", lambda: {"upstream": upstream.base_url, **proxy.stats.as_dict()})
         return proxy
 
     # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in

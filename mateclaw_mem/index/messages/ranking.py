@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from typing import Any
 
 from mateclaw_mem.index.lexicon import related
@@ -142,15 +143,27 @@ class Query:
     boosts: Boosts
 
 
+# A query names a few people. More "speakers" than this matched means the "Name: text" reading of
+# the turns took line openings for names (a desktop chat's "Day 5: …", "Update: …"): the possessive
+# rule is then skipped - it compiled one pattern per matched speaker, 1,000 of them per search on a
+# history of "Day N:" notes (170 ms a prompt).
+_MAX_NAMED = 8
+
+
+@lru_cache(maxsize=1024)
+def _not_possessive(speaker: str) -> re.Pattern[str]:
+    return re.compile(rf"\b{re.escape(speaker)}\b(?![\'\u2019]s\b)", re.I)
+
+
 def analyse(view: OwnerView, query: str, options: list[str], r: Ranking) -> Query | None:
     """The query's terms (None: no term to search by) and what it asks of a turn."""
     qtoks = tokenize(query)
     named = {s for s, toks in view.speakers.items() if not toks.isdisjoint(qtoks)}
     boosted = named
-    if r.possessive_rule and len(named) > 1:
+    if r.possessive_rule and 1 < len(named) <= _MAX_NAMED:
         # "What does Melanie think of Caroline's plan?" is about what Melanie said: a speaker
         # named only as an owner ("Caroline's") is not the one the question asks about.
-        subjects = {sp for sp in named if re.search(rf"\b{re.escape(sp)}\b(?![\'\u2019]s\b)", query, re.I)}
+        subjects = {sp for sp in named if _not_possessive(sp).search(query)}
         boosted = subjects or named
     # In a chat, a speaker's name in other turns is mostly a vocative ("Thanks, Melanie!"), so
     # as a search term it pulls up the *other* speaker's turns. Names count through the
