@@ -117,6 +117,8 @@ class MemorySettings(Section):
     provider_circuit_failure_threshold: int = Field(3, ge=1)
     provider_circuit_cooldown_seconds: int = Field(30, ge=0)
     provider_prefetch_max_chars: int = Field(7000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
+    # Ours: a memory file longer than this is injected only up to here (its head, cut at a line); 0 = whole.
+    prompt_file_max_chars: int = Field(32000, ge=0)
     # Ours: which providers run, in order — a name, or {name: ..., <that provider's settings>}; names are
     # entry points of group `mateclaw_mem.providers` (providers/plugins.py). Mem0 is off until listed.
     providers: list[str | dict[str, Any]] = Field(default_factory=lambda: ["search_hits", "conversation_hits"])

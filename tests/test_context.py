@@ -193,3 +193,16 @@ def test_cli_remember_recall_forget_context_and_consolidate(tmp_path: Path, monk
     assert run("forget", "default", "user", "language")[0] == 0
     code, out = run("consolidate-structured", "--json")
     assert code == 10 and json.loads(out)["ownersConsolidated"] == 0
+
+
+def test_a_huge_hand_saved_file_is_injected_only_up_to_the_hard_limit(services) -> None:
+    services.store.ensure_agent("default")
+    huge = "# Memory\n\n" + "".join(f"## Heading {i}\n\n- note {i}: {'y' * 40}\n\n" for i in range(20_000))
+    services.store.write("default", "MEMORY.md", huge, expected_sha=None, actor="person")
+    system = _system(services.context.build("default"))
+    limit = services.settings.mate.memory.prompt_file_max_chars
+    assert limit == 32000
+    assert "(mate.memory.prompt-file-max-chars); search finds the rest]" in system
+    assert "## Heading 0\n" in system and "## Heading 19999" not in system  # the head, not the whole
+    assert len(system) < limit + 10_000  # ~1.3 MB saved; the prompt stays near the limit
+    assert services.store.read("default", "MEMORY.md").text == huge  # nothing cut on disk

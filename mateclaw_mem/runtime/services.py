@@ -277,6 +277,7 @@ class Services:
         return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
                               providers=self.providers, facts=self.facts, turns=turns,
                               recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars,
+                              prompt_file_max_chars=self.settings.mate.memory.prompt_file_max_chars,
                               card_pointer=(lambda a, o: self.morning_card.card_pointer(a, o))
                               if self.settings.mate.memory.dream.morning_card_pointer else None)
 

@@ -33,7 +33,10 @@ in the conversation log (`ConversationLog.append(memoryless=True)`, which is als
 gates on), and a conversation once memoryless stays memoryless: `build` looks the flag up.
 
 A file over its size ceiling is injected whole (a person's edit is never cut on disk) with a one-line
-note in its block, so both the model and `status` show the overrun.
+note in its block, so both the model and `status` show the overrun - up to `prompt_file_max_chars`
+(`mate.memory.prompt-file-max-chars`): past that only the file's head is injected, cut at a line, with
+a note saying so. A person who saves a 3 MB MEMORY.md still gets a prompt a model can take (measured:
+3.18 MB before), and the rest stays searchable.
 
 Every build is a turn (`Context.turn`): what it injected -- files by sha, structured entries, facts,
 recalled items, by id and hash -- is recorded in the turn log (`memory/context/turns.py`).
@@ -160,6 +163,7 @@ class ContextService:
         turns: TurnLog | None = None,
         card_pointer: Callable[[str, str | None], str | None] | None = None,
         personal_max_chars: int = 12000,
+        prompt_file_max_chars: int = 32000,
     ) -> None:
         self.store = store
         self.structured = structured
@@ -174,6 +178,7 @@ class ContextService:
         self.card_pointer = card_pointer
         # Owner isolation: the per-turn block's PERSONAL part (files and structured entries); 0 = unbounded.
         self.personal_max_chars = personal_max_chars
+        self.prompt_file_max_chars = prompt_file_max_chars  # 0 = a file is always injected whole
 
     # -- assembly ----------------------------------------------------------------------------------
 
@@ -268,7 +273,12 @@ class ContextService:
                 continue
             name = f"global/{info.rel}" if scope == GLOBAL else info.rel
             block = f"--- {name} ---\n"
-            if info.ceiling and len(snap.body) > info.ceiling:
+            if self.prompt_file_max_chars and len(body) > self.prompt_file_max_chars:
+                cut = body.rfind("\n", 0, self.prompt_file_max_chars)
+                block += (f"[note: {name} is {len(snap.body)} chars; only its first {max(cut, 0)} are shown here "
+                          f"(mate.memory.prompt-file-max-chars); search finds the rest]\n")
+                body = body[:max(cut, 0)].rstrip()
+            elif info.ceiling and len(snap.body) > info.ceiling:
                 block += (f"[note: {name} is {len(snap.body)} chars, over its {info.ceiling}-char budget; "
                           "it was edited by hand and is shown whole]\n")
             if scope == PERSONAL and per_turn is not None:
