@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,12 +25,16 @@ from mateclaw_mem.api.ui_mount import LazyUi
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 
+# The chat import counts its own upload as it streams (api/chat_import.py), as the snapshot uploads do.
+CHAT_IMPORT_PATH = r"/api/v1/memory/[^/]+/import-chats"
+
 
 def _later_routers() -> list[APIRouter]:
     """The routers after the AML contract's, in routing order (a path goes to the first route that
     matches it). Imported here: importing a router module builds its routes."""
     from mateclaw_mem.api import (
         archive,
+        chat_import,
         chat_proxy,
         clawdiators,
         contradictions,
@@ -46,6 +51,7 @@ def _later_routers() -> list[APIRouter]:
     return [
         contradictions.router,  # before any /facts/{id} route: "contradictions" is no fact id
         memory.router,
+        chat_import.router,  # /api/v1/memory/{agentId}/import-chats: a literal word, beside memory's routes
         snapshots.router,  # before workspace.router: its paths are literal words
         workspace.router,
         *clawdiators.routers,  # before learning: /api/v1/agents/me is not an agent 'me'
@@ -112,7 +118,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
                     " (the snapshot import limit)")
     app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
                        per_path={"/v1/aml/search": search_limit, "/ui/snapshot/preview": upload_limit},
-                       streamed=UPLOAD_PATHS)
+                       streamed=re.compile(f"{UPLOAD_PATHS.pattern}|{CHAT_IMPORT_PATH}"))
     app.state.aml_fast_lane = Counter[str]()  # answered / declined, for tests and benchmarks
     if aml_fast_lane:  # in front of all of it (api/aml_fast.py); what it declines goes through all of it
         app.lane = AmlFastLane(app.without_lane, services.aml, services.api_key, counts=app.state.aml_fast_lane,

@@ -37,6 +37,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "export": ("transfer", "write an agent's memory files (as on disk) and a manifest to a zip or folder"),
     "import": ("transfer", "import a snapshot (the seed's files; any .md with mate.memory.snapshot-vault-import) as "
                            "one undoable run"),
+    "import-chats": ("import_chats", "import chat history (ChatGPT, Claude, Open WebUI exports, JSONL) with its dates"),
     "model": ("model", "the configured model: check that it answers"),
     "facts": ("facts", "facts with trust: list, feedback, confirm, edit, rebuild"),
     "contradictions": ("contradictions", "the contradiction inbox: list, or resolve one pair"),
