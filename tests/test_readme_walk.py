@@ -63,7 +63,8 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "soul": ({10}, r"no SOUL\.md proposal for default"),  # soul-update-interval: 0 (off)
     "archive": ({10}, r"no month archives for default yet"),
 }
-NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk"}
+NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk",
+           "import-chats": "needs a chat export: tests/test_import_chats.py runs it on each format"}
 # Optional flags the walk passes too (README syntax `[--flag VALUE]`), to cover what they promise.
 OPTIONAL_USED = {"--prefix", "--query", "--preview", "--out"}
 # `write` and `write-memory` read stdin by default; `edit --old sugar` then finds it once.
