@@ -2,12 +2,12 @@
 
 Evidence, in order of weight:
 
-- **Recurrence**: the same fact seen on several distinct days and in several sessions (sections).
-  Each section is split into facts (list items, else sentences); facts are clustered by similarity
-  of their shingles (memory/dreaming/shingles.py) — Latin words (stemmed, stopwords dropped) plus
-  adjacent-word pairs, and CJK character bigrams, from the shared tokenizer — weighted by rarity
-  (IDF over the window), so
-  "prefers dark mode" and "prefers light mode" stay apart while rephrasings fall together.
+- **Recurrence**: the same claim seen on several distinct days and in several sessions (sections).
+  Each section is split into facts (list items, else sentences); facts are clustered when they state
+  the same claim (memory/dreaming/claims.py): the same profile key and value (`- likes: hiking`, "I
+  really like hiking"), or the same content words — stemmed, stop words and fillers dropped, order
+  folded, weighted by rarity (IDF over the window) — with no value swapped in place, so "prefers dark
+  mode" and "prefers light mode" stay apart while rephrasings fall together.
 - **Explicit "remember"** markers in the note.
 - **Real retrieval hits**: a search that actually returned the section (never passive injection
   into prompts, which would only reward files that are always injected anyway).
@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import normalise_title, split_sections
+from mateclaw_mem.memory.dreaming import claims
 from mateclaw_mem.memory.dreaming.shingles import containment, idf_weights, shingles
 
 if TYPE_CHECKING:
@@ -44,11 +45,8 @@ _REMEMBER = re.compile(
     re.IGNORECASE,
 )
 
-# Clustering: weighted Jaccard of shingles. Chosen on the fixture week and its near-misses
-# (dark vs light mode): rephrasings score 0.6-1.0, different facts that share words stay below 0.45.
-SIMILARITY_THRESHOLD = 0.5
 PRESENT_CONTAINMENT = 0.8  # a fact whose shingles are this much inside a MEMORY.md line is already there
-MIN_FACT_SHINGLES = 2
+MIN_FACT_WORDS = 2  # fewer content words say too little to be the same claim as anything
 MAX_FACTS_PER_SECTION = 20
 FACT_CHARS = 400
 RECENCY_HALF_LIFE_DAYS = 3.0
@@ -183,8 +181,9 @@ def collect(
 class FactCluster:
     """One fact as it recurred across the window."""
 
-    text: str  # the newest phrasing
+    text: str  # the newest phrasing as MEMORY.md would show it (claims.shown: a plain one before a correction)
     shingles: frozenset[str]
+    phrasings: list[str] = field(default_factory=list)  # every wording of it, newest first, unique
     days: set[date] = field(default_factory=set)
     sessions: set[str] = field(default_factory=set)  # candidate keys (one section = one session)
     sources: list[Candidate] = field(default_factory=list)  # newest first, unique
@@ -267,63 +266,30 @@ def score(
     memory_body: str = "",
 ) -> Scored:
     """Cluster the facts of `candidates`, then score clusters and candidates on their evidence."""
-    facts: list[tuple[int, str, frozenset[str]]] = []
+    facts: list[tuple[int, str, claims.Claim]] = []
     for ci, c in enumerate(candidates):
         for text in c.facts:
-            sh = shingles(text)
-            if len(sh) >= MIN_FACT_SHINGLES:
-                facts.append((ci, text, sh))
-    memory_lines = [shingles(line) for line in _memory_lines(memory_body)]
-    weights = idf_weights([f[2] for f in facts] + memory_lines)
-
-    # Union-find over similar pairs. Facts are bounded (candidates x MAX_FACTS_PER_SECTION).
-    parent = list(range(len(facts)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    # Identical shingle sets join without comparing; then each distinct set is compared only with
-    # the sets it shares a shingle with (an inverted index), using precomputed total weights.
-    first_of: dict[frozenset[str], int] = {}
-    for i, f in enumerate(facts):
-        if f[2] in first_of:
-            parent[i] = first_of[f[2]]
-        else:
-            first_of[f[2]] = i
-    distinct = list(first_of.items())
-    total = [sum(weights.get(x, 1.0) for x in sh) for sh, _ in distinct]
-    postings: dict[str, list[int]] = {}
-    for n, (sh, _) in enumerate(distinct):
-        for x in sh:
-            postings.setdefault(x, []).append(n)
-    for n, (sh, i) in enumerate(distinct):
-        shared: dict[int, float] = {}
-        for x in sh:
-            w = weights.get(x, 1.0)
-            for m in postings[x]:
-                if m > n:
-                    shared[m] = shared.get(m, 0.0) + w
-        for m, inter in shared.items():
-            union = total[n] + total[m] - inter
-            if union and inter / union >= SIMILARITY_THRESHOLD:
-                parent[find(distinct[m][1])] = find(i)
-
+            claim = claims.read(text)
+            if len(claim.words) >= MIN_FACT_WORDS or claim.pairs:
+                facts.append((ci, text, claim))
+    memory_claims = [claims.read(line) for line in _memory_lines(memory_body)]
+    weights = idf_weights([f[2].words for f in facts] + [m.words for m in memory_claims])
+    roots = _cluster([f[2] for f in facts], weights)
     topic_sh = shingles(topic) if topic else frozenset()
     hit_counts = [_hits_for(c, hits) for c in candidates]
     groups: dict[int, list[int]] = {}
     for i in range(len(facts)):
-        groups.setdefault(find(i), []).append(i)
+        groups.setdefault(roots[i], []).append(i)
 
     clusters: list[FactCluster] = []
     cand_clusters: dict[int, list[int]] = {}
+    present = _Present(memory_claims, weights)
     for members in groups.values():
         # Candidates are newest first, so the lowest candidate index holds the newest phrasing.
         members.sort(key=lambda i: facts[i][0])
-        first = facts[members[0]]
-        cl = FactCluster(text=first[1], shingles=first[2])
+        phrasings = list(dict.fromkeys(facts[i][1] for i in members))
+        text = claims.shown(phrasings)
+        cl = FactCluster(text=text, shingles=shingles(text), phrasings=phrasings)
         seen_sources: set[str] = set()
         for i in members:
             c = candidates[facts[i][0]]
@@ -334,12 +300,12 @@ def score(
                 seen_sources.add(c.key)
                 cl.sources.append(c)
                 cl.hits += hit_counts[facts[i][0]]
-        cl.topic_match = max((_topic_match(topic_sh, facts[i][2]) for i in members), default=0.0)
+        cl.topic_match = max((_topic_match(topic_sh, shingles(facts[i][1])) for i in members), default=0.0)
         newest = max(cl.days)
         base = (len(cl.days) - 1) + 0.25 * (len(cl.sessions) - len(cl.days)) + 0.5 * _recency(today, newest)
         base += (1.0 if cl.explicit else 0.0) + 0.75 * math.log2(1 + cl.hits)
         cl.score = _focus(base, cl.topic_match, topic)
-        cl.present = any(containment(cl.shingles, line) >= PRESENT_CONTAINMENT for line in memory_lines)
+        cl.present = present.holds([facts[i][2] for i in members])
         clusters.append(cl)
     clusters.sort(key=lambda k: (-k.score, -len(k.days), k.text))
     index_of = {id(k): n for n, k in enumerate(clusters)}
@@ -386,6 +352,77 @@ def promotable(scored: Scored, *, topic: str | None = None, limit: int = MAX_PRO
         if len(out) >= limit:
             break
     return out
+
+
+def _cluster(found: list[claims.Claim], weights: dict[str, float]) -> list[int]:
+    """The cluster (a root index) of each of `found`: facts that state the same claim share one.
+    Union-find; facts are bounded (candidates x MAX_FACTS_PER_SECTION)."""
+    parent = list(range(len(found)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    # The same words (and negation, and key/value), or the same key/value in any words, join without
+    # comparing; then each distinct reading is compared only with those it shares a word with (an
+    # inverted index), the cheap weighted overlap first.
+    first_of: dict[tuple[frozenset[str], bool, frozenset[claims.Pair]], int] = {}
+    by_pairs: dict[frozenset[claims.Pair], int] = {}
+    for i, c in enumerate(found):
+        at = first_of.setdefault((c.words, c.negated, c.pairs), i)
+        if at != i:
+            parent[find(i)] = find(at)
+        elif c.pairs:
+            parent[find(i)] = find(by_pairs.setdefault(c.pairs, i))
+    distinct = list(first_of.values())
+    total = [sum(weights.get(x, 1.0) for x in found[i].words) for i in distinct]
+    postings: dict[str, list[int]] = {}
+    for n, i in enumerate(distinct):
+        for x in found[i].words:
+            postings.setdefault(x, []).append(n)
+    for n, i in enumerate(distinct):
+        shared: dict[int, float] = {}
+        for x in found[i].words:
+            w = weights.get(x, 1.0)
+            for m in postings[x]:
+                if m > n:
+                    shared[m] = shared.get(m, 0.0) + w
+        for m, inter in shared.items():
+            union = total[n] + total[m] - inter
+            j = distinct[m]
+            if union and inter / union >= claims.SAME_CLAIM and find(i) != find(j) \
+                    and claims.same(found[i], found[j], weights):
+                parent[find(j)] = find(i)
+    return [find(i) for i in range(len(found))]
+
+
+class _Present:
+    """Is a cluster already in MEMORY.md: one of its wordings mostly inside a line there, or the same
+    claim as a line there (a rephrasing promoted on an earlier night must not be promoted again)."""
+
+    def __init__(self, lines: list[claims.Claim], weights: dict[str, float]) -> None:
+        self.lines = lines
+        self.weights = weights
+        self.shingles = [shingles(c.text) for c in lines]
+        self.postings: dict[str, list[int]] = {}
+        for n, c in enumerate(lines):
+            for x in c.words:
+                self.postings.setdefault(x, []).append(n)
+            for pair in c.pairs:
+                self.postings.setdefault(f"\0{pair}", []).append(n)
+
+    def holds(self, members: list[claims.Claim]) -> bool:
+        for c in members:
+            sh = shingles(c.text)
+            if any(containment(sh, line) >= PRESENT_CONTAINMENT for line in self.shingles):
+                return True
+            near = {n for x in c.words for n in self.postings.get(x, ())}
+            near |= {n for pair in c.pairs for n in self.postings.get(f"\0{pair}", ())}
+            if any(claims.same(c, self.lines[n], self.weights) for n in near):
+                return True
+        return False
 
 
 def _recency(today: date, day: date) -> float:

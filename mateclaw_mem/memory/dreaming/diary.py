@@ -1,5 +1,8 @@
 """DREAMS.md: the dreaming diary. One `## YYYY-MM-DD HH:MM Dreaming` entry per run, skipped and
-failed runs included, oldest first (it is a journal: new entries go at the end).
+failed runs included, oldest first (it is a journal: new entries go at the end) — except quiet
+nights: a run that had no daily note to look at writes a two-line entry at most once a week
+(`QUIET_DAYS`). Replaying 272 chat days of LoCoMo wrote 208 entries that said only "no daily notes",
+burying the nights that did something; the run log (runs.py) still records every run.
 
 Growth cap (`dreaming.diary-max-chars`): past it, the oldest entries move to monthly archives
 `memory/dreams/YYYY-MM.md` — archive first, then remove from DREAMS.md, so a crash in between
@@ -16,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.markdown import frontmatter
@@ -43,6 +46,10 @@ _ARCHIVE_RE = re.compile(rf"^{re.escape(ARCHIVE_DIR)}/(\d{{4}}-\d{{2}})\.md$")
 _OUTCOME_RE = re.compile(r"^- Outcome: \*\*(.+?)\*\*", re.MULTILINE)
 _MORE_RE = re.compile(r"^- … and (\d+) more")
 LIST_LIMIT = 20  # candidates / promoted / kept shown per entry; the rest is counted
+QUIET_DAYS = 7  # a quiet night is written when no other quiet entry is this close to its date
+QUIET_LINE = "- Looked at: no daily notes"
+_QUIET_RE = re.compile(rf"^{re.escape(QUIET_LINE)}\b", re.MULTILINE)
+_DAY_RE = re.compile(r"^## (\d{4}-\d{2}-\d{2}) \d{2}:\d{2} Dreaming\b", re.MULTILINE)
 
 OUTCOME_LABELS = {
     "done": "done",
@@ -75,12 +82,22 @@ class DiaryEntry:
     report: dict[str, Any] | None = None  # report.py: facts, rejections, contradictions, diff
 
     @property
+    def quiet(self) -> bool:
+        """Nothing to look at: no daily-note section, no note that could not be read."""
+        return (self.outcome == "nothing_to_do" and not self.sections and not self.topic
+                and not any("(skipped" in r for r in self.looked_at))
+
+    @property
     def heading(self) -> str:
         focus = f" [FOCUSED: {' '.join(self.topic.split())}]" if self.topic else ""
         return f"{self.when:%Y-%m-%d %H:%M} Dreaming{focus}"
 
     def render(self) -> str:
         label = OUTCOME_LABELS.get(self.outcome, self.outcome)
+        if self.quiet:
+            return (f"## {self.heading}\n\n- Outcome: **{label}** (`{self.run_id}`, {self.mode} mode, {self.trigger})\n"
+                    f"{QUIET_LINE} ({_one_line(self.reason)}); quiet nights are noted here at most once every "
+                    f"{QUIET_DAYS} days, the run log keeps each run\n")
         lines = [f"## {self.heading}", ""]
         lines.append(f"- Outcome: **{label}**")
         who = f", owner {self.owner}" if self.owner else ""
@@ -222,6 +239,19 @@ def _stats_line(st: MonthStats) -> str:
     return "; ".join(parts)
 
 
+def _quiet_near(text: str, day: date) -> bool:
+    """Does the diary hold a quiet-night entry (new or older wording) within QUIET_DAYS of `day`?"""
+    for section in split_sections(frontmatter.body(text))[1] if text else []:
+        m = _DAY_RE.match(section.text)
+        if m is None or not _QUIET_RE.search(section.text):
+            continue
+        outcome = _OUTCOME_RE.search(section.text)
+        if outcome and outcome.group(1) == OUTCOME_LABELS["nothing_to_do"] \
+                and abs((date.fromisoformat(m.group(1)) - day).days) < QUIET_DAYS:
+            return True
+    return False
+
+
 def _is_summary(section: Section) -> bool:
     return section.key == SUMMARY_TITLE.casefold()
 
@@ -231,18 +261,22 @@ class Diary:
         self.store = store
         self.max_chars = max_chars
 
-    def append(self, agent: str, entry: DiaryEntry, *, owner: str | None = None) -> WriteResult:
+    def append(self, agent: str, entry: DiaryEntry, *, owner: str | None = None) -> WriteResult | None:
+        """Add `entry` at the end; None when it is a quiet night within `QUIET_DAYS` of another quiet
+        entry (either side: a replay may dream past nights in any order), which is not written."""
         # Redacted whole: the reason is the model's words, topics and promoted lines come from people.
         text = redact(entry.render())
 
-        def add(current: str) -> str:
+        def add(current: str) -> str | None:
+            if entry.quiet and _quiet_near(current, entry.when.date()):
+                return None
             if not current:
                 current = DIARY_HEAD
             return current.rstrip("\n") + "\n\n" + text
 
         result = self.store.update(agent, DIARY_REL, add, actor=ACTOR, owner=owner, reason=f"diary: {entry.run_id}")
-        assert result is not None
-        self.enforce_cap(agent, owner=owner)
+        if result is not None:
+            self.enforce_cap(agent, owner=owner)
         return result
 
     def entries(self, agent: str, *, owner: str | None = None) -> list[Section]:

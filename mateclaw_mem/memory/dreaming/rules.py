@@ -1,5 +1,8 @@
-"""Rules-mode dreaming (no model configured): promote the facts that recur on 2+ distinct days into a
-`## Recurring` section of MEMORY.md, each with a `Source:`; one-offs stay in the daily notes.
+"""Rules-mode dreaming (no model configured): promote the claims that recur on 2+ distinct days — in
+any wording (memory/dreaming/claims.py) — into a `## Recurring` section of MEMORY.md, each with a
+`Source:`; one-offs stay in the daily notes. A claim a later note supersedes (a correction, a removed
+value, a one-value key given another value) is never promoted; the superseding claim is, once the
+subject has come up on 2+ days (the old claim's days count: the person came back to it to correct it).
 
 Also the plan both modes produce (memory/dreaming/service.py plans with the model when one is configured).
 """
@@ -13,8 +16,8 @@ from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import Section, join, normalise_title, split_sections
-from mateclaw_mem.memory.contradictions.detect import corrected_by, correction
 from mateclaw_mem.memory.dreaming import candidates as cand
+from mateclaw_mem.memory.dreaming import claims
 
 RECURRING_TITLES = ("Recurring", "反复出现")
 
@@ -47,22 +50,44 @@ def _newest(k: cand.FactCluster) -> tuple[Any, str]:
 
 
 def corrected_later(scored: cand.Scored) -> dict[int, cand.FactCluster]:
-    """Clusters a later note corrects ("light mode, not dark mode", "actually I switched to light
-    mode"), by id, with the correcting cluster. A claim said again after its correction stands."""
-    fixes = [(k, fix) for k in scored.clusters if (fix := correction(k.text)) is not None]
+    """Clusters a later note supersedes ("light mode, not dark mode", "actually I switched to light
+    mode", `likes − coffee`, `location: Berlin → Lisbon`), by id, with the superseding cluster. A
+    claim said again after it was superseded stands."""
+    read = {id(k): [claims.read(p) for p in k.phrasings or [k.text]] for k in scored.clusters}
+    # Only a cluster that can supersede anything is tried against the others.
+    later = [k for k in scored.clusters
+             if any(c.fix is not None or c.removes or c.keys & claims.SINGLE_KEYS for c in read[id(k)])]
     out: dict[int, cand.FactCluster] = {}
     for k in scored.clusters:
-        for later, fix in fixes:
-            if later is not k and _newest(later) > _newest(k) and corrected_by(k.text, fix):
-                out[id(k)] = later
+        for fix in later:
+            if fix is not k and _newest(fix) > _newest(k) and any(
+                    claims.supersedes(new, old) for new in read[id(fix)] for old in read[id(k)]):
+                out[id(k)] = fix
                 break
     return out
 
 
+def _promote(scored: cand.Scored, topic: str | None,
+             corrected: dict[int, cand.FactCluster]) -> tuple[list[cand.FactCluster], int]:
+    """What rules mode promotes, best first, and how many of those supersede an older claim."""
+    recurring = [k for k in cand.promotable(scored, topic=topic) if id(k) not in corrected]
+    days: dict[int, set[Any]] = {}
+    for old in scored.clusters:
+        fix = corrected.get(id(old))
+        if fix is not None:
+            days.setdefault(id(fix), set(fix.days)).update(old.days)
+    superseding = [k for k in scored.clusters
+                   if not k.recurring and len(days.get(id(k), ())) >= 2 and not k.present
+                   and id(k) not in corrected and not (topic and k.topic_match <= 0)]
+    out = sorted(recurring + superseding, key=lambda k: -k.score)[:cand.MAX_PROMOTIONS]
+    return out, sum(k in superseding for k in out)
+
+
 def plan_rules(snap: Any, scored: cand.Scored, now: datetime, topic: str | None, protected: set[str]) -> DreamPlan:
-    # Never promote what a later note corrects; the correction itself is promoted if it recurs.
+    # Never promote what a later note supersedes; the superseding claim is promoted once its subject
+    # came up on 2 or more days.
     corrected = corrected_later(scored)
-    promote = [k for k in cand.promotable(scored, topic=topic) if id(k) not in corrected]
+    promote, fixes = _promote(scored, topic, corrected)
     kept = kept_facts(scored, promote, corrected)
     if not promote:
         recurring = [k for k in scored.clusters if k.recurring]
@@ -79,7 +104,8 @@ def plan_rules(snap: Any, scored: cand.Scored, now: datetime, topic: str | None,
     new_body, lines = _add_recurring(body, promote, now, protected)
     lines = [line.removeprefix("- ") for line in lines]
     reason = (f"promoted {len(promote)} fact{'s' if len(promote) != 1 else ''} that recurred on 2 or more "
-              f"days" + (f" about {topic!r}" if topic else ""))
+              f"days" + (f" about {topic!r}" if topic else "")
+              + (f" ({fixes} correcting an earlier note)" if fixes else ""))
     return DreamPlan(block + new_body, reason, lines, kept)
 
 

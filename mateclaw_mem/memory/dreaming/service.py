@@ -14,7 +14,7 @@ A run: candidates (daily-note sections of the last `emergence-day-range` days, n
 `dream.max-candidates-per-dream`) scored on evidence (memory/dreaming/candidates.py) → model
 (`{should_update, reason, memory_content}`) or rules (promote facts that recur on 2+ distinct days
 into a `## Recurring` section, each with a `Source:`) → guarded rewrite of MEMORY.md → one
-DREAMS.md entry for every outcome.
+DREAMS.md entry for every outcome (a night with nothing to look at: at most one a week, diary.py).
 
 Safety gates on the rewrite:
 - every write of a run carries the batch id `dream-<agent>-<YYYYmmddTHHMMSS>`: `store.undo_batch(id)`
@@ -388,7 +388,8 @@ class DreamingService:
         )
         files = [MEMORY_REL] * (out.status == "done") + out.archived
         try:
-            files += [self.diary.append(out.agent, entry, owner=out.owner).rel]
+            written = self.diary.append(out.agent, entry, owner=out.owner)  # None: a quiet night left out
+            files += [written.rel] if written is not None else []
         except MateclawError as exc:  # the run itself is done; say the diary failed instead of hiding it
             log.error("could not write the DREAMS.md entry for %s: %s", out.run_id, exc.message)
             out.reason += f" (diary entry not written: {exc.message})"
