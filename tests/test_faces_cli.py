@@ -347,6 +347,20 @@ def contradictions(sh: Shell) -> None:
     sh("contradictions", AGENT, *flags, expect=10)  # none open
 
 
+@case("import-chats")
+def import_chats(sh: Shell) -> None:
+    export = sh.ws.parent / "chats.jsonl"
+    export.write_text(
+        '{"role": "user", "content": "I moved to Porto last spring.", "timestamp": "2024-03-02T10:00:00Z",'
+        ' "conversation": "c-porto"}\n'
+        '{"role": "assistant", "content": "Porto is lovely!", "timestamp": "2024-03-02T10:00:05Z",'
+        ' "conversation": "c-porto"}\n', encoding="utf-8")
+    out, _ = sh("import-chats", str(export), "--agent", AGENT, "--dry-run")
+    assert "1 conversation" in out and "2 messages" in out, out
+    sh("import-chats", str(export), "--agent", AGENT)
+    sh("import-chats", str(export), "--agent", AGENT, expect=10)  # a second run adds nothing
+
+
 @case("dream")
 def dream(sh: Shell) -> None:
     before = sh.text("MEMORY.md")

@@ -22,6 +22,8 @@ scored:
 In the same run, the references: the last 20 turns alone; `/v1/aml/search` (the same messages added to
 the same daemon) filled in rank order to the daemon's prompt length for that question; the full history.
 `--half a|b` keeps the even / odd questions of each conversation: tune on one half, check the other.
+`--via import` gives the daemon the same history as one JSONL `import-chats` instead (then each
+day's extraction and dream, in date order): an imported history should score as the replayed one.
 Also printed: lines written by extraction and dreaming, diary or archive text found in recall, the
 prompt's size and its assembly time.
 """
@@ -176,6 +178,38 @@ def replay(conv: dict, base: str, client: httpx.Client) -> dict:
     return stats
 
 
+def import_jsonl(conv: dict, base: str, client: httpx.Client) -> dict:
+    """The same history as `replay`, imported in one go as JSONL (`import-chats`), then each chat
+    day's extraction and night, in date order: what a new user with an exported history gets."""
+    api = f"{base}/api/v1/memory/default"
+    lines, days = [], defaultdict(list)
+    for n, when, msgs in sessions(conv):
+        days[when.date().isoformat()].append(f"session-{n}")
+        for i, t in enumerate(msgs):
+            ts = when + timedelta(seconds=30 * i)
+            lines.append(json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": turn_text(t),
+                                     "timestamp": ts.isoformat() + "Z", "conversation": f"session-{n}"}))
+    r = client.post(f"{api}/import-chats", params={"format": "jsonl"}, content="\n".join(lines).encode(),
+                    timeout=300)
+    r.raise_for_status()
+    stats = {"turns": len(lines), "extractions_changed": 0, "dreams_done": 0, "promoted": 0}
+    for day in sorted(days):
+        for cid in days[day]:
+            r = client.post(f"{api}/summarize/jsonl:{cid}", timeout=120)
+            if r.status_code == 200 and (r.json().get("files_changed") or []):
+                stats["extractions_changed"] += 1
+        r = client.post(f"{api}/emergence", json={"asOf": day}, timeout=120)
+        if r.status_code == 200:
+            stats["dreams_done"] += r.json().get("status") == "done"
+            stats["promoted"] += len(r.json().get("promoted") or [])
+    for n, when, msgs in sessions(conv):  # the Add/Search reference, as in `replay`
+        aml = [{"role": "user", "content": turn_text(t),
+                "timestamp": int((when + timedelta(seconds=30 * i)).timestamp() * 1000)} for i, t in enumerate(msgs)]
+        client.post(f"{base}/v1/aml/add", json={"request_id": f"r-{n}", "user_id": "bench",
+                                                "session_id": f"session-{n}", "messages": aml}).raise_for_status()
+    return stats
+
+
 def prompt_text(ctx: dict, question: str) -> str:
     """The prompt without the question: every message but the last (the question itself)."""
     msgs = ctx["messages"]
@@ -190,7 +224,8 @@ RECALL_LEAKS = re.compile(r"Reason: no fact recurred|Kept for next time|Looked a
                           r"## \d{4}-\d{2}-\d{2} \d{2}:\d{2} Dream")
 
 
-def run_conversation(conv: dict, half: str | None, root: Path, recall_chars: int | None) -> list[dict]:
+def run_conversation(conv: dict, half: str | None, root: Path, recall_chars: int | None,
+                     via: str = "turns") -> list[dict]:
     turns: dict[str, dict] = {}
     said: dict[str, datetime] = {}
     for _, when, msgs in sessions(conv):
@@ -209,7 +244,7 @@ def run_conversation(conv: dict, half: str | None, root: Path, recall_chars: int
     try:
         with httpx.Client(timeout=60) as client:
             t0 = time.monotonic()
-            stats = replay(conv, url, client)
+            stats = replay(conv, url, client) if via == "turns" else import_jsonl(conv, url, client)
             replay_s = time.monotonic() - t0
             order = sorted(turns, key=lambda d: said[d])
             history = [f"[{said[d].day} {said[d]:%B %Y}] {turn_text(turns[d])}" for d in order]
@@ -292,6 +327,8 @@ def main() -> None:
     ap.add_argument("--conversations", help="comma-separated indexes (default: all)")
     ap.add_argument("--half", choices=["a", "b"], help="even (a) or odd (b) questions of each conversation")
     ap.add_argument("--json", type=Path, help="write every row here")
+    ap.add_argument("--via", choices=["turns", "import"], default="turns",
+                    help="turns: replayed turn by turn (default); import: one JSONL import-chats, then each day")
     ap.add_argument("--recall-chars", type=int,
                     help="mate.memory.provider-prefetch-max-chars (default: the shipped one)")
     args = ap.parse_args()
@@ -301,7 +338,7 @@ def main() -> None:
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="prompt-quality-") as tmp:
         for conv in data:
-            rows += run_conversation(conv, args.half, Path(tmp), args.recall_chars)
+            rows += run_conversation(conv, args.half, Path(tmp), args.recall_chars, args.via)
             print(f"{conv['sample_id']}: {len(rows)} questions so far", file=sys.stderr)
     report(rows)
     if args.json:
