@@ -4,14 +4,20 @@ List, read, write, edit, `write_memory` merges, enable/disable, keyword search, 
 `services.tools` / `services.store` / `services.search`, render. Writes are machine writes
 (`actor="api"`) unless the caller says a person typed the text (`by_person: true`, e.g. an editor
 in a desktop UI) — then ceilings never cut it, exactly as for a hand edit.
+
+Bodies and queries take the seed's argument names beside ours (`filename` or `path`, `oldText` or
+`old`, ...: workspace/tool_args.py) and refuse any other name, query parameters included: a filter
+the route did not know would otherwise be answered as if it had been applied.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
-from pydantic import ConfigDict, Field
+from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
@@ -19,6 +25,7 @@ from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import tools
+from mateclaw_mem.workspace.tool_args import SPELLINGS, also, check_names, spelled
 
 router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
@@ -28,12 +35,52 @@ router = APIRouter(
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 MD = r"\.md$"  # only Markdown files are memory files (the store's rule, documented for clients)
-FilePath = Query(min_length=1, max_length=255, pattern=MD, description="file path inside the agent, e.g. MEMORY.md")
+_FILE = "file path inside the agent, e.g. MEMORY.md"
+FilePath = Query(None, min_length=1, max_length=255, pattern=MD, description=_FILE)
+FileName = Query(None, min_length=1, max_length=255, pattern=MD, description=f"{_FILE} (the seed's name for `path`)")
 
 
 class _Body(Wire):
     # Strict: 0 is not a bool and "5" is not a number - the wrong type is a 422, not a guess.
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_names(cls, data: Any) -> Any:
+        return check_names(cls, data, "this request")
+
+
+def _path_field() -> Any:
+    return Field(min_length=1, max_length=255, pattern=MD, validation_alias=spelled("path"),
+                 description=_FILE + also("path"))
+
+
+def _query_names(*names: str) -> Callable[[Request], None]:
+    """A route's dependency: a query parameter the route does not take is a 422 naming what it takes."""
+    def check(request: Request) -> None:
+        for key in request.query_params:
+            if key not in names:
+                raise RequestValidationError([{
+                    "loc": ("query", key), "type": "extra_forbidden",
+                    "msg": f"unknown query parameter; this route takes {', '.join(names)}"}])
+    return check
+
+
+def _one(query: str, *given: str | None) -> str | None:
+    """One value of an argument the query may spell two ways (`SPELLINGS[query]`), or None."""
+    named = [(n, v) for n, v in zip(SPELLINGS[query], given, strict=True) if v is not None]
+    if len(named) > 1:
+        raise RequestValidationError([{"loc": ("query", named[1][0]), "type": "extra_forbidden",
+                                       "msg": f"{named[0][0]!r} and {named[1][0]!r} are the same argument: give one"}])
+    return named[0][1] if named else None
+
+
+def _file(filename: str | None, path: str | None) -> str:
+    found = _one("path", filename, path)
+    if found is None:
+        raise RequestValidationError([{"loc": ("query", "path"), "type": "missing",
+                                       "msg": "Field required (the file as `path` or `filename`)"}])
+    return found
 
 
 _SAME = "the same as `{}` (kept for clients written before the seed's names)"
@@ -92,7 +139,7 @@ class WriteMemoryOut(WriteOut):
 
 
 class WriteIn(_Body):
-    path: str = Field(min_length=1, max_length=255, pattern=MD)
+    path: str = _path_field()
     content: str
     expected_sha: str | None = Field(None, description="refuse (409) unless the file still has this hash")
     owner: OwnerField = None
@@ -100,16 +147,18 @@ class WriteIn(_Body):
 
 
 class EditIn(_Body):
-    path: str = Field(min_length=1, max_length=255, pattern=MD)
-    old: str = Field(min_length=1, description="exact text to find")
-    new: str
-    replace_all: bool = False
+    path: str = _path_field()
+    old: str = Field(min_length=1, validation_alias=spelled("old_text"), description="exact text to find"
+                     + also("old_text"))
+    new: str = Field(validation_alias=spelled("new_text"), description="replacement" + also("new_text"))
+    replace_all: bool = Field(False, validation_alias=spelled("replace_all"),
+                              description="replace every occurrence" + also("replace_all"))
     owner: OwnerField = None
     by_person: bool = False
 
 
 class WriteMemoryIn(_Body):
-    path: str = Field(min_length=1, max_length=255, pattern=MD)
+    path: str = _path_field()
     strategy: Literal["append", "replace_section", "upsert_kv", "overwrite"] = Field(
         description="append: add at the end (of `section` if given); replace_section: replace the `## section`"
         " (or add it); upsert_kv: set `key: value` lines in place (in `section` if given); overwrite: replace"
@@ -123,7 +172,7 @@ class WriteMemoryIn(_Body):
 
 
 class PathIn(_Body):
-    path: str = Field(min_length=1, max_length=255, pattern=MD)
+    path: str = _path_field()
     owner: OwnerField = None
 
 
@@ -176,21 +225,30 @@ def _actor(by_person: bool) -> str:
     return "person" if by_person else "api"
 
 
-@router.get("", response_model=FileList, summary="list memory files")
+_PREFIX = "only paths starting with this, e.g. memory/"
+
+
+@router.get("", response_model=FileList, summary="list memory files",
+            dependencies=[Depends(_query_names("filenamePrefix", "prefix", "owner"))])
 def list_files(
     agent: str = AgentId,
-    prefix: str = Query("", max_length=255, description="only paths starting with this, e.g. memory/"),
+    filename_prefix: str | None = Query(None, alias="filenamePrefix", max_length=255,
+                                        description=f"{_PREFIX} (the seed's name for `prefix`)"),
+    prefix: str | None = Query(None, max_length=255, description=_PREFIX),
     owner: OwnerQuery = None,
     services: Services = Depends(get_services),
 ) -> dict[str, Any]:
-    return {**tools.listing(agent, services.tools.list(agent, prefix=prefix, owner=owner)), "agent": agent}
+    start = _one("prefix", filename_prefix, prefix) or ""
+    return {**tools.listing(agent, services.tools.list(agent, prefix=start, owner=owner)), "agent": agent}
 
 
-@router.get("/file", response_model=FileContent, summary="read a memory file")
+@router.get("/file", response_model=FileContent, summary="read a memory file",
+            dependencies=[Depends(_query_names("filename", "path", "owner"))])
 def read_file(
-    agent: str = AgentId, path: str = FilePath, owner: OwnerQuery = None, services: Services = Depends(get_services)
+    agent: str = AgentId, filename: str | None = FileName, path: str | None = FilePath, owner: OwnerQuery = None,
+    services: Services = Depends(get_services),
 ) -> dict[str, Any]:
-    snap = services.tools.read(agent, path, owner=owner)
+    snap = services.tools.read(agent, _file(filename, path), owner=owner)
     return tools.file_read(agent, snap, services.tools.describe(agent, snap.rel, owner=owner))
 
 
@@ -227,10 +285,13 @@ def disable_file(body: PathIn, agent: str = AgentId, services: Services = Depend
     return tools.write_answer(agent, services.tools.set_enabled(agent, body.path, False, actor="api", owner=body.owner))
 
 
-@router.get("/history", response_model=HistoryOut, summary="kept versions of a file")
+@router.get("/history", response_model=HistoryOut, summary="kept versions of a file",
+            dependencies=[Depends(_query_names("filename", "path", "owner"))])
 def history(
-    agent: str = AgentId, path: str = FilePath, owner: OwnerQuery = None, services: Services = Depends(get_services)
+    agent: str = AgentId, filename: str | None = FileName, path: str | None = FilePath, owner: OwnerQuery = None,
+    services: Services = Depends(get_services),
 ) -> HistoryOut:
+    path = _file(filename, path)
     versions = services.store.history(agent, path, owner=owner)
     return HistoryOut(
         path=path,
@@ -247,7 +308,8 @@ def undo(body: UndoIn, agent: str = AgentId, services: Services = Depends(get_se
     return tools.write_answer(agent, services.store.undo(agent, body.path, owner=body.owner, version=body.version))
 
 
-@router.get("/search", response_model=SearchOut, summary="keyword search over the agent's memory")
+@router.get("/search", response_model=SearchOut, summary="keyword search over the agent's memory",
+            dependencies=[Depends(_query_names("q", "limit", "scope", "owner"))])
 def search(
     agent: str = AgentId,
     q: str = Query(min_length=1, max_length=MAX_QUERY_CHARS, description="keywords (Latin or CJK)"),

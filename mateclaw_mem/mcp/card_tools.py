@@ -14,6 +14,7 @@ from mateclaw_mem.workspace.walk import normalise_owner
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from mateclaw_mem.mcp.arguments import ToolSet
     from mateclaw_mem.runtime.services import Services
 
 # Checked like every other tool's owner (workspace.owners.wire_owner): a bad key is a tool error naming it.
@@ -22,7 +23,7 @@ Owner = Annotated[str | None, Field(description="owner key (personal memory); om
 FactId = Annotated[str, Field(min_length=1, max_length=64, description="a fact id from the morning card")]
 
 
-def register(server: Any, services: Services, agent: Callable[[], str]) -> None:
+def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> None:
     def morning_card(owner: Owner = None) -> dict[str, Any]:
         """Last night's dream report (if not seen yet) with its facts, and the pending SOUL.md proposal."""
         card = call(lambda: services.morning_card.card(agent(), normalise_owner(owner)))

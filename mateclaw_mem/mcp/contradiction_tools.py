@@ -18,8 +18,7 @@ from mateclaw_mem.workspace.owners import wire_owner
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mcp.server.mcpserver import MCPServer
-
+    from mateclaw_mem.mcp.arguments import ToolSet
     from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
@@ -30,7 +29,7 @@ Action = Annotated[Literal["KEEP_A", "KEEP_B", "MERGE", "IGNORE"],
                          "both; IGNORE remembers the pair as no contradiction")]
 
 
-def register(server: MCPServer, services: Services, agent: Callable[[], str]) -> None:
+def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> None:
     def memory_contradictions(owner: Owner = None) -> dict[str, Any]:
         """Open contradictions between the agent's facts: each pair's two claims with file, section and
         scope, why they disagree, and the model's verdict when one judged them."""

@@ -18,8 +18,7 @@ from mateclaw_mem.workspace.owners import wire_owner
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mcp.server.mcpserver import MCPServer
-
+    from mateclaw_mem.mcp.arguments import ToolSet
     from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.runtime.services import Services
 
@@ -29,7 +28,7 @@ Owner = Annotated[str | None, Field(description="owner key for personal memory (
 FactId = Annotated[str, Field(description="a fact id from memory_facts", min_length=1, max_length=64)]
 
 
-def register(server: MCPServer, services: Services, agent: Callable[[], str]) -> None:
+def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> None:
     def facts() -> FactService:
         found = services.facts
         found.require_enabled()

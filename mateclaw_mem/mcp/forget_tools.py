@@ -17,8 +17,7 @@ from mateclaw_mem.workspace.owners import wire_owner
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mcp.server.mcpserver import MCPServer
-
+    from mateclaw_mem.mcp.arguments import ToolSet
     from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
@@ -26,7 +25,7 @@ Owner = Annotated[str | None, Field(description="owner key for personal memory (
                   AfterValidator(wire_owner)]
 
 
-def register(server: MCPServer, services: Services, agent: Callable[[], str]) -> None:
+def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> None:
     def memory_forget(
         text: Annotated[str, Field(description="the claim to forget, e.g. 'I take my tea without sugar'",
                                    min_length=1, max_length=2000)],

@@ -18,6 +18,7 @@ from mateclaw_mem.memory.learning.checks import MAX_SCORE, MIN_SCORE
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from mateclaw_mem.mcp.arguments import ToolSet
     from mateclaw_mem.runtime.services import Services
 
 ACTOR = "mcp"
@@ -132,7 +133,7 @@ Strategies = Annotated[list[str] | None, Field(description="replace the whole li
 Remove = Annotated[int | str | None, Field(description="strategy to remove: 1-based number or exact text")]
 
 
-def register(server: Any, services: Services, agent: Callable[[], str]) -> None:
+def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> None:
     """Add the learning tools to `server`; `agent()` names the agent a call is for."""
     def run(name: str, **args: Any) -> dict[str, Any]:
         return call(lambda: TOOLS[name][0](services, {"agent": agent(), **args}))

@@ -21,10 +21,12 @@ from pydantic import AfterValidator, Field
 
 from mateclaw_mem import __version__
 from mateclaw_mem.mcp import card_tools, contradiction_tools, fact_tools, forget_tools, learning_tools
+from mateclaw_mem.mcp.arguments import ToolSet
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace import tools as workspace_tools
 from mateclaw_mem.workspace.owners import wire_owner
+from mateclaw_mem.workspace.tool_args import also, spelled
 
 ACTOR = "mcp"
 
@@ -35,7 +37,10 @@ memory/YYYY-MM-DD.md; structured entries (remember/recall/forget) in structured/
 File commands (view, create, str_replace, insert, delete, rename) take paths under /memories.
 Every change is kept in history and can be undone by the person."""
 
-Path_ = Annotated[str, Field(description="file path inside the agent, e.g. MEMORY.md or memory/2026-01-31.md")]
+# The workspace tools take the seed's argument names and ours (workspace/tool_args.py); every tool
+# refuses a name it does not know (mcp/arguments.py).
+Path_ = Annotated[str, Field(validation_alias=spelled("path"), description="file path inside the agent, e.g."
+                             " MEMORY.md or memory/2026-01-31.md" + also("path"))]
 MemPath = Annotated[str, Field(description="a path under /memories, e.g. /memories/notes.md")]
 # "" is no owner, which the services spell None: converted here, as the arguments are validated.
 Owner = Annotated[str | None, Field(description="owner key for personal memory (owner isolation)"),
@@ -51,7 +56,7 @@ def server_name(agent: str) -> str:
 def build_server(services: Services, agent: str | None = None) -> MCPServer:
     """An MCP server bound to one agent (default: the configured default agent), named after it."""
     bound = agent or services.settings.default_agent
-    server = MCPServer(server_name(bound), version=__version__, instructions=INSTRUCTIONS.format(agent=bound))
+    toolset = ToolSet()
     tools = services.tools
 
     def current() -> str:
@@ -60,7 +65,8 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     # -- the seed's workspace memory tools ----------------------------------------------------------
 
     def list_workspace_memory_files(
-        prefix: Annotated[str, Field(description="only paths starting with this, e.g. memory/")] = "",
+        prefix: Annotated[str, Field(validation_alias=spelled("prefix"),
+                                     description="only paths starting with this, e.g. memory/" + also("prefix"))] = "",
         owner: Owner = None,
     ) -> dict[str, Any]:
         """List the agent's memory files (filename, fileSize, enabled, sort order) and their count."""
@@ -86,9 +92,12 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
 
     def edit_workspace_memory_file(
         path: Path_,
-        old_text: Annotated[str, Field(description="exact text to find")],
-        new_text: Annotated[str, Field(description="replacement")],
-        replace_all: bool = False,
+        old_text: Annotated[str, Field(validation_alias=spelled("old_text"),
+                                       description="exact text to find" + also("old_text"))],
+        new_text: Annotated[str, Field(validation_alias=spelled("new_text"),
+                                       description="replacement" + also("new_text"))],
+        replace_all: Annotated[bool, Field(validation_alias=spelled("replace_all"),
+                                           description="replace every occurrence" + also("replace_all"))] = False,
         owner: Owner = None,
     ) -> dict[str, Any]:
         """Find and replace text in a memory file (the text must be unique unless replace_all)."""
@@ -116,12 +125,12 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
                                             actor=ACTOR, owner=owner))
         return workspace_tools.write_answer(agent, r, strategy=strategy)
 
-    server.add_tool(list_workspace_memory_files, annotations=READ)
-    server.add_tool(read_workspace_memory_file, annotations=READ)
-    server.add_tool(write_workspace_memory_file, annotations=REPLACE)
-    server.add_tool(edit_workspace_memory_file, annotations=CHANGE)
+    toolset.add_tool(list_workspace_memory_files, annotations=READ)
+    toolset.add_tool(read_workspace_memory_file, annotations=READ)
+    toolset.add_tool(write_workspace_memory_file, annotations=REPLACE)
+    toolset.add_tool(edit_workspace_memory_file, annotations=CHANGE)
     # overwrite and replace_section replace text; append adds again on every repeat: not idempotent.
-    server.add_tool(write_memory, annotations=CHANGE)
+    toolset.add_tool(write_memory, annotations=CHANGE)
 
     # -- keyword search ------------------------------------------------------------------------------
 
@@ -138,7 +147,7 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         result = call(lambda: services.search.search(query, agent=current(), owner=owner, scope=scope, limit=limit))
         return result.to_dict()
 
-    server.add_tool(search_memory, annotations=READ)
+    toolset.add_tool(search_memory, annotations=READ)
 
     # -- structured entries --------------------------------------------------------------------------
 
@@ -168,9 +177,9 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         """Remove a structured entry (the previous file version stays in history)."""
         return call(lambda: services.structured.forget(current(), type, key, actor=ACTOR, owner=owner)).as_dict()
 
-    server.add_tool(remember, annotations=REPLACE)
-    server.add_tool(recall, annotations=READ)
-    server.add_tool(forget, annotations=REPLACE)
+    toolset.add_tool(remember, annotations=REPLACE)
+    toolset.add_tool(recall, annotations=READ)
+    toolset.add_tool(forget, annotations=REPLACE)
 
     # -- the standard file-memory command set ----------------------------------------------------------
 
@@ -215,22 +224,23 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
         """Rename or move a file or folder; the target must not exist."""
         return call(lambda: commands.rename(current(), old_path, new_path, actor=ACTOR)).text
 
-    server.add_tool(view, annotations=READ)
-    server.add_tool(create, annotations=REPLACE)
-    server.add_tool(str_replace, annotations=CHANGE)
-    server.add_tool(insert, annotations=ADD)
-    server.add_tool(delete, annotations=REPLACE)  # repeating it changes nothing more: idempotent
-    server.add_tool(rename, annotations=REPLACE)
+    toolset.add_tool(view, annotations=READ)
+    toolset.add_tool(create, annotations=REPLACE)
+    toolset.add_tool(str_replace, annotations=CHANGE)
+    toolset.add_tool(insert, annotations=ADD)
+    toolset.add_tool(delete, annotations=REPLACE)  # repeating it changes nothing more: idempotent
+    toolset.add_tool(rename, annotations=REPLACE)
 
     # -- learning memory (issue 8) -------------------------------------------------------------------------
 
-    learning_tools.register(server, services, current)
-    fact_tools.register(server, services, current)  # facts: list/search, feedback, confirm (issue 17)
-    forget_tools.register(server, services, current)  # memory_forget (issue 17)
-    card_tools.register(server, services, current)  # the morning card, SOUL.md proposals (issue 17)
-    contradiction_tools.register(server, services, current)  # the contradiction inbox (issue 17)
+    learning_tools.register(toolset, services, current)
+    fact_tools.register(toolset, services, current)  # facts: list/search, feedback, confirm (issue 17)
+    forget_tools.register(toolset, services, current)  # memory_forget (issue 17)
+    card_tools.register(toolset, services, current)  # the morning card, SOUL.md proposals (issue 17)
+    contradiction_tools.register(toolset, services, current)  # the contradiction inbox (issue 17)
 
-    return server
+    return MCPServer(server_name(bound), version=__version__, instructions=INSTRUCTIONS.format(agent=bound),
+                     tools=toolset.tools)
 
 
 def run_stdio(services: Services, agent: str | None = None) -> None:
