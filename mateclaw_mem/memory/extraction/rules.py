@@ -12,22 +12,41 @@ and holds `extract()`, which returns the same `ExtractionResult` the model retur
   the old one, it is never kept twice;
 - decisions: "we decided …", "let's go with …", "我们决定…".
 
-Questions and hypotheticals ("if …", "what if …", "如果…", "…吗？") are never read as facts. Time phrases
-are not part of a value ("moved to Berlin last year" → Berlin; memory/extraction/time_phrases.py).
+Questions, hypotheticals and wishes ("if …", "what if …", "I hope …", "如果…", "…吗？") are never read as
+facts, and only first-person statements become profile facts. Values are whole phrases
+(memory/extraction/rules_values.py says which); a remember request is only the person's own
+(memory/extraction/rules_requests.py). Time phrases are not part of a value ("moved to Berlin last
+year" → Berlin; memory/extraction/time_phrases.py). Measured on tests/data/rules_extraction_labelled.jsonl
+by scripts/bench/extraction_precision.py.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cache
 
+from mateclaw_mem.memory.extraction import rules_values as values
+from mateclaw_mem.memory.extraction.rules_requests import (
+    LEAD_PUNCT,
+    is_explicit_remember,
+    looks_like_request,
+    remember_payload,
+    request,
+)
+from mateclaw_mem.memory.extraction.rules_text import cjk, is_question, is_zh, sentences, strip_lead
+from mateclaw_mem.memory.extraction.rules_text import rx as _re
+from mateclaw_mem.memory.extraction.rules_text import src as _src
 from mateclaw_mem.memory.extraction.time_phrases import drop_zh_time, strip_time
+
+# The text helpers and the request readers are used through this module by the rest of extraction.
+__all__ = ["LIST_KEYS", "SINGLE_KEYS", "Fact", "cjk", "facts_from_sentence", "facts_from_text",
+           "is_explicit_remember", "is_question", "is_zh", "remember_payload", "sentences", "strip_lead"]
 
 # -- facts ---------------------------------------------------------------------------------------
 
 SINGLE_KEYS = ("name", "role", "employer", "location", "hometown", "timezone")
 LIST_KEYS = ("likes", "prefers", "dislikes", "tools", "languages")
+
 
 @dataclass(frozen=True)
 class Fact:
@@ -43,62 +62,14 @@ class Fact:
 
 # -- text helpers --------------------------------------------------------------------------------
 
-# Patterns are compiled on first use, not at import: the ~65 here cost ~20 ms, which every `serve`
-# paid before its first request though only an extraction or a forget request reads them.
-def _src(pattern: str, flags: int = 0) -> tuple[str, int]:
-    return pattern, flags
-
-
-@cache
-def _re(pattern: str, flags: int = 0) -> re.Pattern[str]:
-    return re.compile(pattern, flags)
-
-
-def cjk() -> re.Pattern[str]:  # one CJK ideograph
-    return _re(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-_SENTENCE_SPLIT = _src(r"(?<=[.!?])\s+|(?<=[。！？；;])|\n+")
-
-
-def is_zh(text: str) -> bool:
-    ideographs = len(cjk().findall(text))
-    if not ideographs:
-        return False
-    first = re.search(r"[A-Za-z\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]", text)
-    latin = len(re.findall(r"[A-Za-z]", text))
-    # "我的时区是Asia/Shanghai" is Chinese even though most letters are Latin.
-    return ideographs * 2 >= latin or bool(first and cjk().match(first.group(0)))
-
-
-def sentences(text: str) -> list[str]:
-    return [s.strip() for s in _re(*_SENTENCE_SPLIT).split(text or "") if s and s.strip()]
-
-
-_QUESTION_START = _src(
-    r"^(?:do|does|did|can|could|would|will|should|shall|may|might|is|are|am|was|were|have|has|what|why|how|"
-    r"when|where|who|whom|whose|which|isn't|aren't|don't|doesn't|didn't|won't|wouldn't|couldn't)\b",
-    re.IGNORECASE,
-)
-_ZH_QUESTION = _src(
-    r"(?:吗|么|呢|吧)[。.！!]?$|什么|怎么|为什么|是否|能不能|是不是|有没有|哪(?:里|儿|个|些)|多少|几"
-)
 _HYPOTHETICAL = _src(
     r"\b(?:if|suppose|supposing|imagine|imagining|assuming|hypothetically|pretend|in case|unless|"
-    r"would|wish|maybe|perhaps|might)\b|如果|假如|假设|要是|万一|想象|假若|倘若|或许|也许|可能",
+    r"would|wish|maybe|perhaps|might|hope|hoping|wanna|gonna|someday|one day|should|i'd|i’d|we'd)\b|"
+    r"如果|假如|假设|要是|万一|想象|假若|倘若|或许|也许|可能|希望",
     re.IGNORECASE,
 )
 _REPORTED = _src(r"\b(?:he|she|they|my (?:friend|wife|husband|boss|colleague|mom|dad|brother|sister)) "
                  r"(?:said|says|thinks|told)\b|他说|她说|他们说", re.IGNORECASE)
-
-
-def is_question(s: str) -> bool:
-    t = s.strip()
-    if t.endswith(("?", "？")):
-        return True
-    if _re(*_QUESTION_START).match(t):
-        return True
-    return bool(is_zh(t) and _re(*_ZH_QUESTION).search(t))
 
 
 def _clean_value(value: str, *, zh: bool) -> str:
@@ -120,16 +91,6 @@ def _clean_value(value: str, *, zh: bool) -> str:
     return strip_time(v, zh=zh).strip(" \t\"'“”‘’`.,。、")
 
 
-_PRONOUN_OBJECT = _src(
-    r"^(?:it|this|that|these|those|them|you|your|the idea|what|how|when|to|him|her|us|doing that)\b",
-    re.IGNORECASE,
-)
-
-
-def _ok_value(value: str, *, limit: int = 60) -> bool:
-    return bool(value) and len(value) <= limit and not _re(*_PRONOUN_OBJECT).match(value)
-
-
 def _split_items(value: str, *, zh: bool) -> list[str]:
     parts = re.split(r"、|，|,|/|\s+and\s+|\s+&\s+|和|以及|与|跟", value) if zh else re.split(
         r",\s*(?:and\s+)?|\s+and\s+|\s*/\s*|\s+&\s+", value, flags=re.IGNORECASE
@@ -138,17 +99,6 @@ def _split_items(value: str, *, zh: bool) -> list[str]:
 
 
 # -- patterns ------------------------------------------------------------------------------------
-
-_EN_EXPLICIT = _src(
-    r"^(?:(?:hey|ok(?:ay)?|also|and|oh|so|btw)[,\s]+)*(?:(?:can|could|would|will) you\s+)?(?:please\s+|pls\s+)?"
-    r"(?:remember|note|make a note|keep in mind|don't forget|do not forget|never forget|for the record)"
-    r"(?:\s+(?:that|this))?\s*[:,]?\s+(?P<v>.+?)(?:,?\s*please)?[.!?]*$",
-    re.IGNORECASE,
-)
-_ZH_EXPLICIT = _src(
-    r"^(?:请|麻烦你?|帮我|你)?(?:记住|记下|记一下|记得|别忘了|不要忘了|不要忘记|备注一下|备忘)(?:一下)?"
-    r"(?:这件事|这个)?[：:，,]?\s*(?P<v>.+?)[。！!]*$"
-)
 
 _EN_DECISION = _src(
     r"^(?:(?:so|ok(?:ay)?|alright|right|good|great)[,\s]+)*(?:we(?:'ve| have)? (?:finally )?decided|"
@@ -173,15 +123,14 @@ _Y_NOT_X_EN = _src(r"^(?P<stmt>.+?\b(?P<new>[\w .+#/-]+?)),\s*not\s+(?P<old>[^,.
 _NOT_BUT_ZH = _src(r"不是(?P<old>[^，,。而]+?)[，,]?\s*(?:而)?是(?P<new>[^，,。！!]+)")
 _Y_NOT_X_ZH = _src(r"^(?P<stmt>.+?)[，,]\s*(?:而)?不是(?P<old>[^，,。！!；;]+)[。！!]*$")
 
-_I = r"(?:i|i'm|i am|i've|i have)"
 
 # English profile patterns: (key, op, regex). First match per key wins; order matters.
 _EN_PROFILE: list[tuple[str, str, tuple[str, int]]] = [
     ("name", "set", _src(r"\bmy name(?:'s| is)\s+(?P<v>[\w'.-]+(?:\s+[A-Z][\w'.-]*){0,2})", re.IGNORECASE)),
     ("name", "set", _src(r"^(?:please\s+)?call me\s+(?P<v>[\w'.-]+)", re.IGNORECASE)),
     ("name", "set", _src(r"^(?:i'm|i am) called\s+(?P<v>[\w'.-]+(?:\s+[A-Z][\w'.-]*)?)", re.IGNORECASE)),
-    ("role", "set", _src(r"\b(?:i work|i'm working|i am working) as (?:an? |the )?(?P<v>[^,.;]+?)"
-                         r"(?=\s+(?:at|for|in)\s|[,.;]|$)", re.IGNORECASE)),
+    ("role", "set", _src(r"\b(?:i work|i'm working|i am working)(?: remotely| full[- ]time| part[- ]time| now)? as "
+                         r"(?:an? |the )?(?P<v>[^,.;]+?)(?=\s+(?:at|for|in)\s|[,.;]|$)", re.IGNORECASE)),
     ("role", "set", _src(r"\bmy (?:job|role|position|job title|title|occupation|profession) is "
                          r"(?:an? |the )?(?P<v>[^,.;]+?)(?=\s+(?:at|for|in)\s|[,.;]|$)", re.IGNORECASE)),
     ("role", "set", _src(
@@ -196,13 +145,13 @@ _EN_PROFILE: list[tuple[str, str, tuple[str, int]]] = [
     ("employer", "set", _src(r"^(?i:i'm|i am) (?i:an? |the )[\w\s-]{2,40}? at (?P<v>[A-Z][^,.;]*)")),
     ("role", "set", _src(r"\bi work (?:at|for) [^,.;]+? as (?:an? |the )?(?P<v>[^,.;]+)", re.IGNORECASE)),
     ("employer", "set", _src(r"\bmy (?:company|employer) is (?P<v>[^,.;]+)", re.IGNORECASE)),
-    ("location", "set", _src(rf"\b{_I} (?:live|lived|living|based|located|reside|residing|moved)\s+(?:in|to) "
-                             r"(?P<v>[^,.;]+)", re.IGNORECASE)),
-    ("location", "set", _src(r"\b(?:i|i've|i have) (?:live|lived|moved) (?:in|to) (?P<v>[^,.;]+)",
-                             re.IGNORECASE)),
+    # Where the person lives now: "I lived in Rome" is the past, "I've lived in Berlin since 2019" is not.
+    ("location", "set", _src(r"\b(?:i (?:live|reside|moved|relocated)|(?:i'm|i am) (?:living|based|located|"
+                             r"residing|now based|now living)|i(?:'ve| have) (?:lived|been living|been based|moved))"
+                             r"\s+(?:in|to) (?P<v>[^,.;]+)", re.IGNORECASE)),
     ("hometown", "set", _src(r"^(?:i'm|i am|i come) (?:originally )?from (?P<v>[^,.;]+)", re.IGNORECASE)),
     ("timezone", "set", _src(r"\bmy time ?zone is (?P<v>[\w/+:-]+(?:\s+time)?)", re.IGNORECASE)),
-    ("timezone", "set", _src(r"\b(?:i'm|i am) (?:in|on) (?:the )?(?P<v>(?:UTC|GMT)\s?[+-]\s?\d{1,2}(?::\d\d)?|"
+    ("timezone", "set", _src(r"\b(?i:i'm|i am) (?i:in|on) (?:the )?(?P<v>(?:UTC|GMT)\s?[+-]\s?\d{1,2}(?::\d\d)?|"
                              r"[A-Z][A-Za-z/_]+/[A-Za-z_]+|[A-Z]{2,4}T)(?: time ?zone| time)?\b")),
     ("timezone", "set", _src(r"\b(?:i'm|i am) in (?:the )?(?P<v>[\w/+:-]+) time ?zone", re.IGNORECASE)),
     ("languages", "add", _src(r"\bmy (?:native|first|mother) (?:language|tongue) is (?P<v>[^,.;]+)",
@@ -217,7 +166,8 @@ _EN_PROFILE: list[tuple[str, str, tuple[str, int]]] = [
     ("prefers", "add", _src(r"\bmy preference is (?P<v>[^.;]+)", re.IGNORECASE)),
     ("likes", "add", _src(r"^i (?:really |truly |also |absolutely |just )?(?:like|love|enjoy|adore) "
                           r"(?P<v>[^.;]+)", re.IGNORECASE)),
-    ("likes", "add", _src(r"^(?:i'm|i am) (?:a (?:big |huge )?fan of|into) (?P<v>[^.;]+)", re.IGNORECASE)),
+    ("likes", "add", _src(r"^(?:i'm|i am) (?:a (?:big |huge )?fan of|(?:really |totally |so |very )?into) "
+                          r"(?P<v>[^.;]+)", re.IGNORECASE)),
     ("tools", "add", _src(r"^(?:i|we) (?:mostly |mainly |usually |primarily |always |now |also )?"
                           r"(?:use|code in|program in|develop in|work with|build with|write code in) "
                           r"(?P<v>[^.;]+)", re.IGNORECASE)),
@@ -265,30 +215,6 @@ _ZH_CITY = _src(
 )
 
 
-def is_explicit_remember(text: str) -> bool:
-    """True when a message explicitly asks to remember something (bypasses extraction gates)."""
-    for s in sentences(text):
-        s2 = strip_lead(s)
-        if _re(*_EN_EXPLICIT).match(s2) or _re(*_ZH_EXPLICIT).match(s2):
-            return True
-    return False
-
-
-def remember_payload(text: str) -> str:
-    """What an explicit remember request asks to keep ("remember that I take tea" -> "I take tea"),
-    its sentences joined; "" when the text is no such request."""
-    found = []
-    for s in sentences(text):
-        m = _re(*_EN_EXPLICIT).match(strip_lead(s)) or _re(*_ZH_EXPLICIT).match(strip_lead(s))
-        if m:
-            found.append(m.group("v").strip())
-    return " ".join(found)
-
-
-def strip_lead(s: str) -> str:
-    return re.sub(r"^(?:[-*•>]\s*)+", "", s).strip()
-
-
 def facts_from_text(text: str) -> list[Fact]:
     """All facts in one message from the person, in order."""
     facts: list[Fact] = []
@@ -301,33 +227,31 @@ def facts_from_sentence(s: str) -> list[Fact]:
     if not s:
         return []
     zh = is_zh(s)
-    # Explicit requests first: "can you remember that …?" is a request, not a question.
-    m = _re(*(_ZH_EXPLICIT if zh else _EN_EXPLICIT)).match(s) or _re(*(_EN_EXPLICIT if zh else _ZH_EXPLICIT)).match(s)
-    if m:
-        content = m.group("v").strip().rstrip("?？")
-        if _re(*_RECALL_QUESTION).match(content):
-            return []  # "can you remember what I said?" asks to recall; nothing to store
-        facts: list[Fact] = []
-        # Each clause of the request counts: "remember that I take tea without sugar, and my name
-        # is Lena" is a note *and* a profile fact; neither may swallow the other.
-        for clause in _re(*_CLAUSE_SPLIT).split(content):
-            clause = clause.strip(" ,，;；")
-            if not clause:
-                continue
-            inner = _statement_facts(_first_person(clause), zh=is_zh(clause), explicit=True)
-            if inner:
-                facts.extend(inner)
-                continue
-            note = _clean_note(clause)
-            if note:
-                facts.append(Fact("remember", value=note, zh=is_zh(note), source=s))
-        return facts
-    if is_question(s) or _re(*_REPORTED).search(s):
-        return []
-    return _statement_facts(s, zh=zh, explicit=False)
+    # Requests first: "can you remember that …?" is a request, not a question. Said in a request's
+    # words but no request of the person's ("don't forget to take care of yourself", "remember when
+    # we …?"), a sentence says nothing to keep.
+    req = request(s)
+    if req is None:
+        if looks_like_request(s) or is_question(s) or _re(*_REPORTED).search(s):
+            return []
+        return _statement_facts(s, zh=zh, explicit=False)
+    facts: list[Fact] = []
+    # Each clause of the request counts: "remember that I take tea without sugar, and my name
+    # is Lena" is a note *and* a profile fact; neither may swallow the other.
+    for clause in _re(*_CLAUSE_SPLIT).split(req.content):
+        clause = _re(*LEAD_PUNCT).sub("", clause).strip(" ,，;；")
+        if not clause:
+            continue
+        inner = _statement_facts(_first_person(clause), zh=is_zh(clause), explicit=True)
+        if inner:
+            facts.extend(inner)
+            continue
+        note = _clean_note(clause)
+        if note:
+            facts.append(Fact("remember", value=note, zh=is_zh(note), source=s))
+    return facts
 
 
-_RECALL_QUESTION = _src(r"^(?:what|where|who|whom|whose|when|which|how|why|if|whether)\b", re.IGNORECASE)
 _CLAUSE_SPLIT = _src(r"\s*(?:,\s*and\s+(?:also\s+)?|;\s*|,\s*also\s+|；|，还有|，并且)\s*")
 
 
@@ -337,10 +261,14 @@ def _first_person(content: str) -> str:
 
 
 def _clean_note(content: str) -> str:
-    note = re.sub(r"^(?:that|this)\s*[:,]?\s+", "", content.strip(), flags=re.IGNORECASE).strip(" .。")
+    note = re.sub(r"^(?:that|this)\s*[:,]?\s+", "", content.strip(), flags=re.IGNORECASE)
+    note = _re(*LEAD_PUNCT).sub("", note).strip(" .。")
     if not note:
         return ""
     return note[0].upper() + note[1:] if not is_zh(note) else note
+
+
+_DECISION_END = _src(r",\s*(?:which|since|because|but|so|as|and|though|although)\b.*$", re.IGNORECASE)
 
 
 def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
@@ -362,17 +290,17 @@ def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
         stripped = _re(*_CORRECTION_PREFIX_EN).sub("", s)
         corrected = stripped != s
         s = stripped
+        # "not only …, but also …", "not just a hobby": no correction (rules_values.correction_ok).
         m = _re(*_NOT_BUT_EN).search(s)
-        if m:
+        m2 = None if m else _re(*_Y_NOT_X_EN).match(s)
+        if m and values.correction_ok(m.group("old"), m.group("new")):
             old, new_value = _clean_value(m.group("old"), zh=False), _clean_value(m.group("new"), zh=False)
             corrected = True
             s = s[: m.start()] + m.group("new") + s[m.end():]
-        else:
-            m2 = _re(*_Y_NOT_X_EN).match(s)
-            if m2:
-                old, corrected = _clean_value(m2.group("old"), zh=False), True
-                new_value = _clean_value(m2.group("new"), zh=False)
-                s = m2.group("stmt")
+        elif m2 and values.correction_ok(m2.group("old")):
+            old, corrected = _clean_value(m2.group("old"), zh=False), True
+            new_value = _clean_value(m2.group("new"), zh=False)
+            s = m2.group("stmt")
     if not explicit and _re(*_HYPOTHETICAL).search(s):
         return []
     facts: list[Fact] = []
@@ -380,26 +308,35 @@ def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
     dm = _re(*_ZH_DECISION).search(s) if zh else _re(*_EN_DECISION).match(s)
     if dm:
         value = next(g for g in (dm.groupdict().get(k) for k in ("v", "v2", "v3")) if g)
-        value = _clean_note(value)
+        # "we decided to do doggy playdates, which is awesome …": the decision, not the comment on it
+        value = _clean_note(value if zh else _re(*_DECISION_END).sub("", value))
         if value:
             facts.append(Fact("decision", value=value, zh=zh, source=s))
             return facts
     seen_keys: set[str] = set()
     clauses = [drop_zh_time(c) for c in _zh_clauses(s)] if zh else _en_clauses(s)
-    for key, _op, rx in _ZH_PROFILE if zh else _EN_PROFILE:
+    for key, _op, pattern in _ZH_PROFILE if zh else _EN_PROFILE:
         for clause in clauses:
             if key in seen_keys and key not in LIST_KEYS:
                 break
-            facts.extend(_profile_match(key, rx, clause, zh=zh, old=old, corrects=corrected, seen_keys=seen_keys))
+            facts.extend(_profile_match(key, pattern, clause, zh=zh, old=old, corrects=corrected,
+                                        seen_keys=seen_keys))
     if not facts and corrected and old and new_value:
         # "it's not Tuesday but Wednesday": replace the old text wherever memory has it.
         facts.append(Fact("replace", old=old, value=new_value, zh=zh, source=s))
     return facts
 
 
+_EN_FILLER = _src(r"^(?:(?:oh|well|yeah|yes|yep|wow|honestly|also|and|so|but|plus|anyway|you know|by the way|btw)"
+                 r"[,!]?\s+)+(?=(?:i|i'm|my)\b)", re.IGNORECASE)
+
+
 def _en_clauses(s: str) -> list[str]:
     """"I live in Berlin and I like Python" -> two statements, each starting with its subject."""
-    parts = re.split(r",?\s+(?:and|but|also|plus)\s+(?=(?:i|i'm|i've|my|we|our)\b)|;\s*", s, flags=re.IGNORECASE)
+    s = _re(*_EN_FILLER).sub("", s)  # "You know I love live music": the statement is the person's
+    # "Wow, I love jazz" and "I'm not a developer, I'm a designer" too: the statement after the comma.
+    parts = re.split(r",?\s+(?:and|but|also|plus)\s+(?=(?:i|i'm|i've|my|we|our)\b)|;\s*|,\s+(?=(?:i|i'm|my)\b)",
+                     s, flags=re.IGNORECASE)
     return [p.strip() for p in parts if p and p.strip()] or [s]
 
 
@@ -409,7 +346,7 @@ def _zh_clauses(s: str) -> list[str]:
     out: list[str] = []
     for i, part in enumerate(parts):
         if i and not part.startswith(("我", "你", "他", "她", "它", "我们")) and re.match(
-            r"(?:不|也|还|更|最|很|非常|特别|比较)?(?:喜欢|讨厌|爱|偏好|用|使用|住在|在)", part
+            r"(?:不|也|还|更|最|很|非常|特别|比较)?(?:喜欢|讨厌|爱|偏好|用|使用|住在|在|是(?:一名|一位|一个|名))", part
         ):
             part = "我" + part
         out.append(part)
@@ -417,34 +354,53 @@ def _zh_clauses(s: str) -> list[str]:
 
 
 def _profile_match(
-    key: str, rx: tuple[str, int], s: str, *, zh: bool, old: str, corrects: bool, seen_keys: set[str]
+    key: str, pattern: tuple[str, int], s: str, *, zh: bool, old: str, corrects: bool, seen_keys: set[str]
 ) -> list[Fact]:
     facts: list[Fact] = []
-    pm = _re(*rx).search(s)
+    pm = _re(*pattern).search(s)
     if not pm:
         return facts
     value = _clean_value(pm.group("v"), zh=zh)
     if key == "employer" and zh and _re(*_ZH_CITY).search(value):
         key = "location"
-    if (key in seen_keys and key not in LIST_KEYS) or not _ok_value(value):
+    if key in seen_keys and key not in LIST_KEYS:
         return facts
-    if key == "name" and not zh and value.lower() in {"not", "a", "an", "the", "just"}:
+    items = _values(key, value, zh=zh, sentence=s)
+    if not items:
         return facts
     seen_keys.add(key)
     if key in LIST_KEYS:
-        for item in _split_items(value, zh=zh):
-            if _ok_value(item):
-                facts.append(Fact("profile", key=key, value=item, op="add", zh=zh, source=s))
+        facts.extend(Fact("profile", key=key, value=item, op="add", zh=zh, source=s) for item in items)
         if old:
             for item in _split_items(old, zh=zh):
                 facts.append(Fact("profile", key=key, value=item, op="remove", zh=zh, source=s))
         if key == "dislikes":  # no longer liked
-            for item in _split_items(value, zh=zh):
+            for item in items:
                 facts.append(Fact("profile", key="likes", value=item, op="remove", zh=zh, source=s))
                 facts.append(Fact("profile", key="prefers", value=item, op="remove", zh=zh, source=s))
         elif key in ("likes", "prefers"):
-            for item in _split_items(value, zh=zh):
+            for item in items:
                 facts.append(Fact("profile", key="dislikes", value=item, op="remove", zh=zh, source=s))
     else:
-        facts.append(Fact("profile", key=key, value=value, op="set", old=old, zh=zh, source=s, corrects=corrects))
+        facts.append(Fact("profile", key=key, value=items[0], op="set", old=old, zh=zh, source=s, corrects=corrects))
     return facts
+
+
+def _values(key: str, value: str, *, zh: bool, sentence: str) -> list[str]:
+    """The value(s) of `key` in `value`, each a whole phrase (rules_values.py); [] when there is none."""
+    if zh:
+        items = _split_items(value, zh=True) if key in LIST_KEYS else [value]
+        items = [v for v in items if values.zh_value_ok(key, v)]
+    elif key in ("likes", "dislikes", "prefers"):
+        items = values.liking_items(value)
+    elif key == "tools":
+        items = values.tool_items(value)
+    elif key == "languages":
+        items = values.language_items(value)
+    else:
+        one = {
+            "location": values.place, "hometown": values.place, "employer": values.employer, "role": values.role,
+            "name": lambda v: values.name(v, sentence=sentence), "timezone": lambda v: v,
+        }[key](value)
+        items = [one]
+    return [v for v in items if v and len(v) <= 60]

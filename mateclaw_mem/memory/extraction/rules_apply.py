@@ -17,7 +17,7 @@ import re
 
 from mateclaw_mem.llm.prompts.extraction import TITLE_MAX, DailyEntry, ExtractionResult, shorten_title
 from mateclaw_mem.markdown.merge import parse_kv
-from mateclaw_mem.markdown.sections import Section, find, join, split_sections
+from mateclaw_mem.markdown.sections import Section, find, join, normalise_title, split_sections
 from mateclaw_mem.memory.extraction.rules import Fact, facts_from_text, is_zh
 from mateclaw_mem.redaction import find_secrets
 
@@ -61,6 +61,19 @@ _SECTION_ALIASES = {
     "remembered": ("remembered", "记住的事", "notes", "facts", "备忘", "记住"),
     "decisions": ("decisions", "决定", "决策"),
 }
+
+
+def canonical_key(label: str) -> str | None:
+    """The profile key a PROFILE.md label stands for ("Name", "姓名", "city" -> "name", "name",
+    "location"); None for a label rules mode does not keep."""
+    return _ALIASES.get(label.strip().casefold())
+
+
+def section_kind(title: str) -> str | None:
+    """"profile", "remembered" or "decisions" for a heading rules mode writes under (either language)."""
+    key = normalise_title(title)
+    return next((canon for canon, aliases in _SECTION_ALIASES.items()
+                 if any(normalise_title(a) == key for a in aliases)), None)
 
 
 # -- applying facts to files ---------------------------------------------------------------------
@@ -297,7 +310,12 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
         return ExtractionResult(should_update=False, reason="rules: everything said is already recorded")
     zh = sum(f.zh for f in facts) * 2 > len(facts)
     kinds = {f.kind for f in facts}
-    if "remember" in kinds:
+    # A run takes the new messages of every chat of the bucket: two chats' requests share this one
+    # entry, and a heading naming only the first would hide the second.
+    remembered = len({f.value for f in facts if f.kind == "remember" and f.value in m_changes})
+    if remembered > 1:
+        title = f"记住 {remembered} 件事" if zh else f"Remembered {remembered} notes"
+    elif "remember" in kinds:
         title = "记住" if zh else "Remembered"
     elif "decision" in kinds:
         title = "决定" if zh else "Decision"
@@ -305,8 +323,9 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
         title = "更正" if zh else "Correction"
     else:
         title = "个人资料更新" if zh else "Profile update"
-    first = (m_changes or p_changes)[0]
-    title = shorten_title(f"{title}: {first}" if not zh else f"{title}：{first}", TITLE_MAX)
+    if remembered <= 1:
+        first = (m_changes or p_changes)[0]
+        title = shorten_title(f"{title}: {first}" if not zh else f"{title}：{first}", TITLE_MAX)
     body = "\n".join(f"- {c}" for c in [*p_changes, *m_changes])
     reason = f"rules: {len(p_changes)} profile change(s), {len(m_changes)} memory change(s)"
     return ExtractionResult(
