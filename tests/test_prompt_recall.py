@@ -6,6 +6,7 @@ the dream diary's archives never recalled; `dream` runs the night of a given dat
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -148,3 +149,26 @@ def test_relative_dates_are_resolved_beside_the_words(text: str, said: date, exp
 def test_date_labels_are_what_people_write() -> None:
     assert day_label(date(2023, 5, 7)) == "7 May 2023"
     assert dated_label(date(2023, 5, 8)) == "Mon 8 May 2023"
+
+
+def test_a_backdated_history_is_extracted_day_by_day_without_waiting_out_live_cooldowns(tmp_path: Path) -> None:
+    # The shipped 5-minute cooldown: a live chat's turns are spaced by it; turns said weeks ago are not.
+    services = daemon_services(tmp_path / "ws", timezone="UTC",
+                               mate={"memory": {"min-messages-for-summarize": 2}})
+    services.seed_agents()
+    services.build()
+    services.extraction.start()
+    try:
+        said = [("2023-03-01", "My name is Priya."), ("2023-03-02", "I work at Initech."),
+                ("2023-03-03", "I live in Lyon.")]
+        for day, text in said:
+            services.extraction.record_turn("default", f"day-{day}", text, "Noted.", timestamp=f"{day}T09:00:00Z")
+        notes = tmp_path / "ws" / "default" / "memory"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not all((notes / f"{d}.md").exists() for d, _ in said):
+            time.sleep(0.05)
+        assert sorted(p.name for p in notes.glob("2023-*.md")) == ["2023-03-01.md", "2023-03-02.md", "2023-03-03.md"]
+        profile = services.store.read("default", "PROFILE.md").body
+        assert "Priya" in profile and "Initech" in profile and "Lyon" in profile
+    finally:
+        services.close()

@@ -11,8 +11,9 @@ from crowding the transcript out of the prompt.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
 from mateclaw_mem.llm.prompts.extraction import TranscriptMessage
@@ -46,10 +47,13 @@ def collect(
     with_context: bool, tz: tzinfo, message_chars: int = MESSAGE_CHARS,
 ) -> Batch:
     """New messages of `convs` (in that order) up to `cap`, each cut at `message_chars`;
-    `with_context` adds already-seen ones."""
+    `with_context` adds already-seen ones. One run reads one day: messages said on a later day than
+    the first one taken wait for the next run (the backlog), so what a run writes is filed under the
+    day it was said - a history imported or replayed with its dates spans many."""
     agent, owner = bucket
     batch = Batch([], [], {}, set(), set(), False, 0)
     remaining = cap
+    day: date | None = None
     for conv in convs:
         flags = log.conversation_flags(agent, conv, owner)
         if flags.get("memoryless"):
@@ -63,7 +67,11 @@ def collect(
         if remaining <= 0:
             batch.backlog.add(conv)
             continue
-        take = new[:remaining]
+        day = day or _day(new[0].ts_ms, tz)
+        take = _on_day(new[:remaining], day, tz)
+        if not take:
+            batch.backlog.add(conv)
+            continue
         if len(take) < len(new):
             batch.backlog.add(conv)
         remaining -= len(take)
@@ -88,6 +96,15 @@ def transcript_message(m: StoredMessage, *, new: bool, tz: tzinfo, limit: int = 
         limit = min(limit, SEEN_CHARS)
     content = m.content if len(m.content) <= limit else m.content[:limit] + " …[cut]"
     return TranscriptMessage(m.id, m.conversation_id, m.role, redact(content), when, new)
+
+
+def _day(ts_ms: int, tz: tzinfo) -> date:
+    return datetime.fromtimestamp(ts_ms / 1000, tz=tz).date()
+
+
+def _on_day(msgs: list[StoredMessage], day: date, tz: tzinfo) -> list[StoredMessage]:
+    """The leading messages said on `day`."""
+    return list(itertools.takewhile(lambda m: _day(m.ts_ms, tz) == day, msgs))
 
 
 def said_at(batch: Batch, now: datetime) -> datetime:

@@ -187,7 +187,10 @@ class ExtractionQueue:
                     if seq <= snapshot_seq and conv not in backlog:
                         self._state.drop_pending(bucket, conv)
             if completed:
-                self._state.set_bucket(bucket, cooldown_until_ms=now + self._cooldown_ms())
+                # The cooldown runs in turn time: it spaces runs over a live chat, and a history posted
+                # with its own (older) dates is not a live chat - its next day runs at once.
+                said = outcome.said_ms if outcome is not None and outcome.said_ms else now
+                self._state.set_bucket(bucket, cooldown_until_ms=min(now, said) + self._cooldown_ms())
             row = self._state.bucket(bucket)
             if ok:
                 follow = self._state.count_pending(bucket) > 0

@@ -58,6 +58,7 @@ class RunOutcome:
     finished_ms: int = 0
     backlog: list[str] = field(default_factory=list)  # conversations left with unexamined messages
     retry_in_ms: int | None = None  # a failed run that must be retried without a new trigger
+    said_ms: int = 0  # when the newest message it read was said: its cooldown runs from there (queue.py)
 
     @property
     def ok(self) -> bool:

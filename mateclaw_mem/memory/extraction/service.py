@@ -315,6 +315,7 @@ class ExtractionService:
             self._state.drop_pending(bucket, conv)
         out.new_messages = batch.new_count
         out.backlog = sorted(batch.backlog)
+        out.said_ms = batch.said_ms
         if batch.new_count == 0:
             out.reason = "nothing new since the last run"
             out.finished_ms = self._now_ms()
