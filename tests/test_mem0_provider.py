@@ -250,10 +250,10 @@ def test_status_and_health_show_each_providers_latency_failures_and_breaker(make
 
 
 @pytest.mark.parametrize(("entry", "message"), [
-    ({"apiKey": "sk-in-clear"}, "apiKeyEnv"),
-    ({"baseUrl": None}, "base_url"),
-    ({"maxResult": 3}, "max_result"),
-    ({"timeoutMs": 0}, "timeout_ms"),
+    ({"apiKey": "sk-in-clear"}, "apiKey and apiKeyEnv both name the key"),  # _services writes apiKeyEnv
+    ({"baseUrl": None}, "baseUrl"),
+    ({"maxResult": 3}, "maxResult"),
+    ({"timeoutMs": 0}, "timeoutMs"),
 ])
 def test_bad_mem0_settings_stop_the_start_with_a_named_key(tmp_path: Path, clock: ManualClock,
                                                             entry: dict[str, Any], message: str) -> None:

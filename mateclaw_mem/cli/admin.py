@@ -61,6 +61,9 @@ def cmd_status(ctx: CliContext) -> int:
 
         if agent:
             ctx.services.store.require_agent(agent)
+        # Built as `serve` builds them: an entry `serve` would refuse is exit 6 here too, not a line in
+        # a report that otherwise says all is well.
+        ctx.services.providers  # noqa: B018
         data = collect(ctx.services, [agent] if agent else None)
     lines = [f"mode: {data['mode']}" + (f" ({data['model']})" if data["model"] else ""),
              f"workspace: {data['workspace']}  (from {data['workspace_source']})",

@@ -7,8 +7,11 @@
 - sync_turn: the turn's user and assistant messages go to `POST {baseUrl}/memories/` as
   `{messages: [{role, content}], user_id, agent_id}` from one background thread fed by a bounded
   queue (`syncQueueCapacity` 256); a full queue drops the turn with a warning and counts it.
+- `searchEnabled` / `syncEnabled` (both true) switch each half off, as in the seed: recall-only (no
+  turn is sent) or sync-only (no prefetch request; the provider answers no items).
 - `timeoutMs` (3000) bounds both requests (a prefetch also stops at the registry's deadline);
-  `apiKeyEnv` names the environment variable holding the key, sent as `Authorization: Bearer …`.
+  the key is `apiKey` (the seed's) or, to keep it out of the config file, `apiKeyEnv` naming the
+  environment variable holding it; either is sent as `Authorization: Bearer …`.
 - No owner: neither call is made (Mem0 memory is per person; there is no "shared" user).
 - Sync failures are logged and counted only; recall failures raise, so the registry's breaker
   isolates them.
@@ -32,11 +35,11 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, StrictBool, ValidationError
 
 from mateclaw_mem.errors import ConfigError
 from mateclaw_mem.providers.base import ProviderContext, ProviderItem
-from mateclaw_mem.providers.plugins import option_keys
+from mateclaw_mem.providers.plugins import as_written, option_keys
 from mateclaw_mem.wire import Wire
 
 log = logging.getLogger(__name__)
@@ -50,7 +53,10 @@ class Mem0Options(Wire):
     model_config = ConfigDict(extra="forbid")
 
     base_url: str = Field(min_length=1)
-    api_key_env: str | None = None  # the variable's name; the key itself never sits in a config file
+    api_key: str | None = Field(None, min_length=1)  # the seed's: the key itself, in the config
+    api_key_env: str | None = Field(None, min_length=1)  # ours: the variable's name, the key out of the file
+    search_enabled: StrictBool = True
+    sync_enabled: StrictBool = True
     timeout_ms: int = Field(3000, ge=1)
     max_results: int = Field(5, ge=1)
     sync_queue_capacity: int = Field(256, ge=1)
@@ -68,7 +74,7 @@ class Mem0Provider:
     def __init__(self, options: Mem0Options) -> None:
         self.options = options
         self._base = options.base_url.rstrip("/")
-        self._key = os.environ.get(options.api_key_env, "") if options.api_key_env else ""
+        self._key = options.api_key or (os.environ.get(options.api_key_env, "") if options.api_key_env else "")
         # No proxy: a Mem0 next to the daemon must not be routed through a shell's http_proxy.
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=options.sync_queue_capacity)
@@ -84,6 +90,8 @@ class Mem0Provider:
     # -- recall ----------------------------------------------------------------------------------
 
     def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
+        if not self.options.search_enabled:
+            return []  # sync-only: Mem0 learns from the turns but is never asked
         if owner is None:
             self.skipped_no_owner += 1
             return []
@@ -106,6 +114,8 @@ class Mem0Provider:
     # -- sync ------------------------------------------------------------------------------------
 
     def sync_turn(self, agent: str, owner: str | None, messages: list[tuple[str, str]]) -> None:
+        if not self.options.sync_enabled:
+            return  # recall-only: nothing said here leaves for Mem0
         if owner is None:
             self.skipped_no_owner += 1
             return
@@ -180,7 +190,8 @@ class Mem0Provider:
         return {"sync_queue": self._queue.qsize(), "sync_queue_capacity": self.options.sync_queue_capacity,
                 "synced": self.synced, "sync_failed": self.sync_failed, "dropped": self.dropped,
                 "skipped_no_owner": self.skipped_no_owner, "last_sync_error": self.last_sync_error,
-                "api_key": bool(self._key), "timeout_ms": self.options.timeout_ms}
+                "api_key": bool(self._key), "timeout_ms": self.options.timeout_ms,
+                "search_enabled": self.options.search_enabled, "sync_enabled": self.options.sync_enabled}
 
     def close(self) -> None:
         """Stop taking turns; the worker leaves after what it is sending (queued turns are not waited for)."""
@@ -202,12 +213,16 @@ class Mem0Provider:
 
 def build(context: ProviderContext, options: dict[str, Any]) -> Mem0Provider:
     """The `mem0` entry point."""
-    opts = option_keys(options)
-    if "api_key" in opts:
-        raise ConfigError("mate.memory.providers: mem0.apiKey must not be written in a config file; put the key "
-                          "in an environment variable and name it with apiKeyEnv (as model.api-key-env does)")
+    opts = option_keys(options, "mem0")
+    if opts.get("api_key") is not None and opts.get("api_key_env") is not None:
+        # One of them silently winning would send a key the person did not mean.
+        raise ConfigError(f"mate.memory.providers: mem0: {as_written(options, 'api_key')} and "
+                          f"{as_written(options, 'api_key_env')} both name the key; keep one")
     try:
         return Mem0Provider(Mem0Options(**opts))
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'mem0'}: {e['msg']}" for e in exc.errors())
+        # Named as the person wrote them (`baseUrl`, `search-enabled`), not as our model spells them.
+        problems = "; ".join(
+            f"{'.'.join(as_written(options, p) if isinstance(p, str) else str(p) for p in e['loc']) or 'mem0'}: "
+            f"{e['msg']}" for e in exc.errors())
         raise ConfigError(f"mate.memory.providers: mem0: {problems}") from None

@@ -115,16 +115,37 @@ def build_providers(config: Sequence[str | dict[str, Any]],
 _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 
 
-def option_keys(options: dict[str, Any]) -> dict[str, Any]:
+def snake_key(key: str) -> str:
+    return _CAMEL.sub(r"_\1", key).lower().replace("-", "_")
+
+
+def option_keys(options: dict[str, Any], provider: str = "a provider") -> dict[str, Any]:
     """A provider's options as snake_case: the seed's camelCase (`baseUrl`), kebab-case (`base-url`)
-    and snake_case all name the same key."""
-    return {_CAMEL.sub(r"_\1", k).lower().replace("-", "_"): v for k, v in options.items()}
+    and snake_case all name the same key. Two spellings of one key are refused: one silently winning
+    would ignore the other."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        snake = snake_key(key)
+        if snake in out:
+            first = next(k for k in options if snake_key(k) == snake)
+            raise ConfigError(f"mate.memory.providers: {provider}: {first} and {key} are the same setting; keep one")
+        out[snake] = value
+    return out
+
+
+def as_written(options: dict[str, Any], snake: str, seed_spelling: str | None = None) -> str:
+    """A key as the person wrote it (`baseUrl`, `base-url`), for messages; one they did not write is
+    named as the seed spells it (camelCase)."""
+    for key in options:
+        if snake_key(key) == snake:
+            return key
+    return seed_spelling or re.sub(r"_([a-z0-9])", lambda m: m.group(1).upper(), snake)
 
 
 def limit_option(name: str, options: dict[str, Any], default: int) -> int:
     """The built-ins' one option: `limit` (hits per prompt)."""
-    opts = option_keys(options)
-    unknown = sorted(set(opts) - {"limit"})
+    opts = option_keys(options, name)
+    unknown = sorted(as_written(options, k) for k in set(opts) - {"limit"})
     if unknown:
         raise ConfigError(f"mate.memory.providers: {name} has no setting {', '.join(unknown)} (it takes: limit)")
     limit = opts.get("limit", default)
