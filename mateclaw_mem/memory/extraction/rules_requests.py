@@ -9,7 +9,9 @@ So a sentence is a request only when
 - it is not a question: "can you remember that I take my coffee black?" asks; "remember any good
   hikes near Innsbruck?" does not;
 - what it asks to keep is not addressed to the listener: no "you" / "yourself" / 你, and no "to …"
-  ("don't forget to smile" is advice to do something, not a fact to keep);
+  ("don't forget to smile" is advice to do something, not a fact to keep) - except an instruction
+  about how to answer ("remember to always cite sources", "please remember to reply in German"):
+  said to an assistant, that is the person's standing request, kept without its "to";
 - what it asks to keep is about the person or about something specific: a first-person word (I, my,
   we, our, 我), a number or a date, a name; or, after "remember that" / "note" / "make a note" / "keep
   in mind" / "for the record" / 记住 / 记下, a statement about a definite thing ("the deploy key
@@ -42,6 +44,13 @@ _NOTE_VERBS = ("note", "make a note", "keep in mind", "for the record")
 _ZH_NOTE_VERBS = ("记住", "记下", "记一下", "备注一下", "备忘")
 
 LEAD_PUNCT = src(r"^[\s\-–—:;,.…\"'“”‘’*•>~]+")
+# "to (always|never) <a verb of answering>": how the person wants to be answered, not advice.
+_INSTRUCTION = src(
+    r"^to\s+(?:(?:always|never|not|also)\s+)?(?:reply|respond|answer|write|use|cite|call me|speak|format|include|"
+    r"add|ask|mention|sign|address|greet|show|give|list|send|summari[sz]e|explain|translate|quote|link|"
+    r"keep (?:answers|replies|it) |double-check|check)\b",
+    re.IGNORECASE,
+)
 _RECALL = src(r"^(?:what|where|who|whom|whose|when|which|how|why|if|whether)\b", re.IGNORECASE)
 _YOU = src(r"\b(?:you|your|yours|yourself|yourselves|you're|you've|you'll|ya|y'all)\b", re.IGNORECASE)
 _FIRST_PERSON = src(r"\b(?:i|i'm|i’m|i've|i'll|i'd|me|my|mine|myself|we|we're|we've|we'll|our|ours|us)\b",
@@ -85,6 +94,9 @@ def request(s: str) -> Request | None:
         if not m.group("that"):  # "Remember Jon, just do it": a name called, not a thing to keep
             content = re.sub(r"^[A-Z][a-z]+,\s+", "", content)
         ok = _en_request_ok(s, content, m)
+        if not ok and _instruction(s, content):
+            content, ok = content[3:].strip(), True
+            content = content[:1].upper() + content[1:]
     return Request(content, zh) if ok and content else None
 
 
@@ -106,6 +118,11 @@ def _en_request_ok(s: str, content: str, m: re.Match[str]) -> bool:
     # a definite thing, said as one to keep; a bare "remember, the …" is as often a saying.
     definite = words[0].casefold() == "the" and len(words) >= 3
     return definite and (m.group("verb").casefold() in _NOTE_VERBS or bool(m.group("that")))
+
+
+def _instruction(s: str, content: str) -> bool:
+    return (not s.rstrip().endswith("?") and bool(rx(*_INSTRUCTION).match(content))
+            and not rx(*_YOU).search(content))
 
 
 def _zh_request_ok(s: str, content: str, verb: str) -> bool:
