@@ -28,10 +28,11 @@ MEMORY = ("# MEMORY.md\n\n## Preferences\n- Prefers dark mode in the editor\n- L
           "## Work\n- timezone: Asia/Shanghai\n- Works on Project Atlas\n")
 
 
-def _config(tmp_path: Path, extra: str = "", model: ModelServer | None = None) -> Path:
+def _config(tmp_path: Path, extra: str = "", model: ModelServer | None = None, *, check: bool = True) -> Path:
     cfg = tmp_path / "mateclaw.yaml"
     text = ("timezone: Europe/Berlin\nowner-isolation: true\nmate:\n  memory:\n    lifecycle-mediator-enabled: true\n"
-            "    fact:\n      projection-enabled: true\n" + extra)
+            f"    fact:\n      projection-enabled: true\n      contradiction-check-enabled: {str(check).lower()}\n"
+            + extra)
     if model is not None:
         text += (f"model:\n  base-url: {model.base_url}\n  model: test-model\n  timeout-seconds: 5\n"
                  "  max-retries: 0\n")
@@ -39,8 +40,9 @@ def _config(tmp_path: Path, extra: str = "", model: ModelServer | None = None) -
     return cfg
 
 
-def _services(tmp_path: Path, clock: Any, extra: str = "", model: ModelServer | None = None) -> Services:
-    svc = Services(load_settings(_config(tmp_path, extra, model), tmp_path / "workspace"), clock)
+def _services(tmp_path: Path, clock: Any, extra: str = "", model: ModelServer | None = None, *,
+              check: bool = True) -> Services:
+    svc = Services(load_settings(_config(tmp_path, extra, model, check=check), tmp_path / "workspace"), clock)
     svc.store.ensure_agent(AGENT)
     _ = svc.file_index  # as in the daemon: writes are ingested, and so projected and re-detected
     _ = svc.contradictions
@@ -202,7 +204,7 @@ def test_owner_isolation(svc: Services) -> None:
 
 def test_judge_batches_at_most_five_and_stores_its_verdict(tmp_path: Path, clock: Any) -> None:
     with ModelServer() as model:
-        svc = _services(tmp_path, clock, "      contradiction-check-enabled: true\n", model)
+        svc = _services(tmp_path, clock, "", model)
         try:
             lines = "".join(f"- project{i} deadline: May {i}\n" for i in range(7))
             other = "".join(f"- project{i} deadline: June {i}\n" for i in range(7))
@@ -230,14 +232,20 @@ def test_judge_batches_at_most_five_and_stores_its_verdict(tmp_path: Path, clock
             svc.close()
 
 
-def test_without_the_key_the_model_is_not_asked(tmp_path: Path, clock: Any) -> None:
+def test_with_the_key_off_nothing_is_detected_and_the_model_is_not_asked(tmp_path: Path, clock: Any) -> None:
+    # The seed's meaning of contradiction-check-enabled: false (issue 38.3): no checking at all, not
+    # the rules without the model.
     with ModelServer() as model:
-        svc = _services(tmp_path, clock, "", model)
+        svc = _services(tmp_path, clock, "", model, check=False)
         try:
             write(svc, "PROFILE.md", PROFILE)
             write(svc, "MEMORY.md", MEMORY)
-            assert len(svc.contradictions.list(AGENT, None)) == 1
+            assert svc.facts.list(AGENT, None, query="timezone")  # projected: the facts are there
+            assert svc.contradictions.list(AGENT, None, status=None) == []
+            assert svc.contradictions.db.list(AGENT, None, None) == []  # none stored either
             assert model.chat_requests == []
+            with pytest.raises(ConflictError, match="contradiction-check-enabled"):
+                svc.contradictions.resolve(AGENT, None, "0" * 20, "IGNORE")
         finally:
             svc.close()
 
@@ -342,7 +350,7 @@ def test_keep_uses_forget_when_it_is_on(tmp_path: Path, clock: Any) -> None:
 
 def test_a_failing_judge_leaves_the_pair_open_for_the_next_look(tmp_path: Path, clock: Any) -> None:
     with ModelServer() as model:
-        svc = _services(tmp_path, clock, "      contradiction-check-enabled: true\n", model)
+        svc = _services(tmp_path, clock, "", model)
         try:
             write(svc, "PROFILE.md", PROFILE)
             write(svc, "MEMORY.md", MEMORY)
@@ -359,8 +367,8 @@ def test_a_failing_judge_leaves_the_pair_open_for_the_next_look(tmp_path: Path, 
 
 def test_without_owner_isolation_every_owner_shares_the_inbox(tmp_path: Path, clock: Any) -> None:
     cfg = tmp_path / "plain.yaml"
-    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    fact:\n      projection-enabled: true\n",
-                   encoding="utf-8")
+    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    fact:\n      projection-enabled: true\n"
+                   "      contradiction-check-enabled: true\n", encoding="utf-8")
     svc = Services(load_settings(cfg, tmp_path / "ws"), clock)
     try:
         svc.store.ensure_agent(AGENT)

@@ -330,7 +330,8 @@ def extract(sh: Shell) -> None:
 @case("contradictions")
 def contradictions(sh: Shell) -> None:
     cfg = sh.root / "facts.yaml"
-    cfg.write_text("mate:\n  memory:\n    fact:\n      projection-enabled: true\n", encoding="utf-8")
+    cfg.write_text("mate:\n  memory:\n    fact:\n      projection-enabled: true\n      contradiction-check-enabled: true\n",
+                   encoding="utf-8")
     flags = ("--config", str(cfg))
     (sh.ws / AGENT / "PROFILE.md").write_text(sh.text("PROFILE.md") + "\n## Where\n- timezone: Europe/Berlin\n",
                                               encoding="utf-8")

@@ -196,8 +196,9 @@ def _fact_trust_after_60_days(svc: Services) -> float:
     return svc.facts.get(AGENT, None, fact.id).trust
 
 
-def _contradictions_open(svc: Services) -> int:
-    """Open pairs after the model judged them (it says "no contradiction"); unjudged with the key off."""
+def _contradictions_found(svc: Services) -> int:
+    """Pairs found, whatever their status (the model judges this one "no contradiction"); the key off
+    checks nothing at all, as in the seed."""
     _ = svc.file_index, svc.contradictions
     for rel, line in (("PROFILE.md", "- timezone: Europe/Berlin"), ("MEMORY.md", "- timezone: Asia/Shanghai")):
         snap = svc.store.read(AGENT, rel)
@@ -206,7 +207,7 @@ def _contradictions_open(svc: Services) -> int:
     server.clear()
     server.reply_json({"verdicts": [{"pair": 1, "contradiction": False, "reason": "travel"}]})
     try:
-        return len(svc.contradictions.list(AGENT, None))
+        return len(svc.contradictions.list(AGENT, None, status=None))
     finally:
         server.clear()
 
@@ -368,8 +369,8 @@ SEED: list[Key] = [
     # ours, in the seed's style: how long a forget stays undoable before its history copies go
     Key(M + "fact.forget-undo-hours", 24, 1, _history_after_2_hours, extra={M + "fact.forget-enabled": True},
         expect=(1, 0)),
-    Key(M + "fact.contradiction-check-enabled", False, True, _contradictions_open, model=True,
-        extra={M + "fact.projection-enabled": True}, expect=(1, 0)),
+    Key(M + "fact.contradiction-check-enabled", False, True, _contradictions_found, model=True,
+        extra={M + "fact.projection-enabled": True}, expect=(0, 1)),
     # always-on size bounds
     Key(M + "system-block-max-chars", 4000, 500, _block_entries, extra={M + "system-block-max-entries-per-type": 0}),
     Key(M + "system-block-max-entries-per-type", 40, 2, _block_entries),

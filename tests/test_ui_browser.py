@@ -42,7 +42,7 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Any]
     from mateclaw_mem.api.app import create_app
 
     services = daemon_services(tmp_path_factory.mktemp("ui") / "ws", owner_isolation=True,
-                               mate={"memory": {"fact": {"projection_enabled": True}}})
+                               mate={"memory": {"fact": {"projection_enabled": True, "contradiction_check_enabled": True}}})
     services.seed_agents()
     services.build()
     _ = services.file_index, services.contradictions  # writes are projected and checked, as in the daemon

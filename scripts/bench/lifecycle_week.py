@@ -95,7 +95,7 @@ def build(tmp: Path, mode: str, server: ModelServer | None) -> tuple[Services, M
     cfg = tmp / "mateclaw.yaml"
     lines = ["timezone: Europe/Berlin", "aml-agent: default", "mate:", "  memory:", "    min-messages-for-summarize: 0",
              "    cooldown-minutes: 0", "    fact:", "      projection-enabled: true", "      forget-enabled: true",
-             "      trust-half-life-days: 60"]
+             "      trust-half-life-days: 60", "      contradiction-check-enabled: true"]
     if mode == "model" and server is not None:
         lines += ["model:", f"  base-url: {server.base_url}", "  model: bench", "  max-retries: 0"]
     cfg.write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -54,8 +54,8 @@ PAGES = {
 
 def build(root: Path, sections: int, facts: int) -> Services:
     cfg = root / "bench.yaml"
-    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    fact:\n      projection-enabled: true\n",
-                   encoding="utf-8")
+    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    fact:\n      projection-enabled: true\n"
+                   "      contradiction-check-enabled: true\n", encoding="utf-8")
     services = Services(load_settings(cfg, root / "ws"))
     services.seed_agents()
     services.build()

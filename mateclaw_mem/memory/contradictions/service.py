@@ -7,11 +7,16 @@ that change the files.
     inbox.list(agent, owner)                      # open pairs side by side (judged first, with a model)
     inbox.resolve(agent, owner, id, "KEEP_A" | "KEEP_B" | "MERGE" | "IGNORE", text=None)
 
+`fact.contradiction-check-enabled` (off by default, as in the seed) switches the whole check: off,
+nothing is detected and the inbox lists nothing — the seed's key means "no contradiction checking",
+and detecting anyway filled an inbox the person had turned off. On, the rules detect; with a model
+too, open pairs are judged in batches of at most 5 (llm/prompts/contradiction.py) before they are
+listed; the judge's "no" dismisses a pair (remembered by fingerprint like IGNORE), its reason is
+stored and shown.
+
 An owner sees the pairs among their own facts and the shared (team) facts; pairs are stored per
 (agent, owner) and every read names both. A shared file changing re-detects for every owner of the
-agent. With `fact.contradiction-check-enabled` and a model, open pairs are judged in batches of at
-most 5 (llm/prompts/contradiction.py) before they are listed; the judge's "no" dismisses a pair
-(remembered by fingerprint like IGNORE), its reason is stored and shown.
+agent.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ACTIONS = ("KEEP_A", "KEEP_B", "MERGE", "IGNORE")
+KEY = "mate.memory.fact.contradiction-check-enabled"
 
 
 @dataclass
@@ -66,7 +72,7 @@ class ContradictionService:
         self._resolving: set[str] = set()  # pair ids whose files are being changed (re-detection skips them)
 
     @property
-    def judge_enabled(self) -> bool:
+    def enabled(self) -> bool:
         return self.settings.mate.memory.fact.contradiction_check_enabled
 
     def close(self) -> None:
@@ -80,6 +86,8 @@ class ContradictionService:
     def on_projection(self, agent: str, owner: str | None) -> None:
         """FactService listener: a file of (agent, owner) was reprojected. A shared file is seen by
         every owner, so it re-detects for each of them."""
+        if not self.enabled:
+            return
         owners: list[str | None] = [owner]
         if owner is None:
             owners += sorted({o for a, o, _ in self.facts.db.files(agent) if a == agent and o is not None})
@@ -91,7 +99,9 @@ class ContradictionService:
         return rows + self.facts.db.list(agent, None) if owner is not None else rows
 
     def detect(self, agent: str, owner: str | None) -> int:
-        """Re-detect the pairs (agent, owner) sees; returns how many are new."""
+        """Re-detect the pairs (agent, owner) sees; returns how many are new (none with the check off)."""
+        if not self.enabled:
+            return 0
         found = detect(self._visible(agent, owner))
         records = [(fingerprint(agent, owner, f.a.text, f.b.text), f.kind, f.reason, _side(f.a), _side(f.b))
                    for f in found]
@@ -102,7 +112,7 @@ class ContradictionService:
     def judge(self, agent: str, owner: str | None) -> int:
         """Judge the open, unjudged pairs with the model (batches of <= 5). Returns how many calls
         were made. A failed call leaves its pairs unjudged (open) for the next look; never raises."""
-        model = self._model() if self.judge_enabled else None
+        model = self._model() if self.enabled else None
         if model is None:
             return 0
         pending, calls = self.db.unjudged(agent, owner), 0
@@ -128,6 +138,8 @@ class ContradictionService:
         return owner if self.store.owner_isolation else None
 
     def list(self, agent: str, owner: str | None, *, status: str | None = "open") -> list[PairRow]:
+        if not self.enabled:
+            return []  # pairs stored while it was on are no longer kept up to date: not shown
         owner = self._owner(owner)
         self.judge(agent, owner)
         return self.db.list(agent, owner, status)
@@ -152,6 +164,9 @@ class ContradictionService:
         merged = " ".join((text or "").split())
         if action == "MERGE" and not merged:
             raise InvalidInputError("MERGE needs the merged text (--text / \"text\")")
+        if not self.enabled:
+            raise ConflictError(f"contradiction checking is off: set {KEY}: true in the settings and restart "
+                                "to use the contradiction inbox")
         owner = self._owner(owner)
         pair = self.get(agent, owner, pid)
         if pair.status != "open":
@@ -238,6 +253,6 @@ def attach(services: Any) -> ContradictionService:
     inbox = ContradictionService(services.settings, services.facts, services.store, services.clock,
                                  model=lambda: services.model, forget=lambda: getattr(services, "forget", None))
     services.on_close(inbox)
-    if services.facts.enabled:
+    if services.facts.enabled and inbox.enabled:
         services.facts.add_listener(inbox.on_projection)
     return inbox
