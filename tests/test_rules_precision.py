@@ -221,3 +221,28 @@ def test_precision_on_the_labelled_set() -> None:
     s = score(load(DATA))
     wrong = "\n".join(f"  {item}  <-  {text[:90]}" for item, text in s.false_positives)
     assert s.precision >= 0.90, f"precision {s.precision:.3f}; written but not expected:\n{wrong}"
+
+
+def test_what_the_person_tells_about_themselves_goes_to_the_days_ledger_as_said() -> None:
+    from mateclaw_mem.memory.extraction.rules_apply import extract
+
+    told = ["I went to a LGBTQ support group yesterday and it was so powerful.", "I'm so glad!",
+            "I'm proud of you.", "Do you like camping?", "We adopted a second cat last week."]
+    out = extract(profile="", memory="", messages=told, today="2023-05-08")
+    assert out.should_update and out.daily_entry is not None
+    assert out.daily_entry.body.splitlines() == [
+        "- I went to a LGBTQ support group yesterday and it was so powerful.",
+        "- We adopted a second cat last week.",
+    ]  # as said; feelings, replies to the listener and questions are no news
+    assert not out.profile_update and not out.memory_update  # no profile fact, no request
+    assert not extract(profile="", memory="", messages=["I'm so glad!", "Thanks!"], today="2023-05-08").should_update
+
+
+def test_a_recalled_message_replaces_the_note_line_copied_from_it() -> None:
+    from mateclaw_mem.memory.context.recall import recalled_block
+    from mateclaw_mem.providers.base import ProviderItem
+
+    note = ProviderItem("We adopted a second cat last week.", "memory/2023-05-08.md:5", 3.0)
+    message = ProviderItem("[Mon 8 May 2023] user: We adopted a second cat last week.", "conversations/c1", 9.0)
+    block = recalled_block({"search_hits": [note], "conversation_hits": [message]}, [], 2000)
+    assert [i.text for i in block.items] == [message.text] and block.duplicates == 1

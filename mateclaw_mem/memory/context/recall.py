@@ -1,7 +1,8 @@
 """The `--- RECALLED MEMORY ---` block: what the memory providers prefetched for this turn.
 
 - Deduplicated: an item whose text the prompt already carries (the always-on files, the structured
-  block, the conversation itself) or that repeats an item already admitted is dropped. Compared as
+  block, the conversation itself) or that repeats an item already admitted is dropped; an item that
+  holds an admitted one whole (a dated message a daily-note line was taken from) replaces it. Compared as
   word sequences (case, punctuation and Markdown markers folded away), so a search snippet of
   MEMORY.md matches the MEMORY.md block it came from.
   Word *sequences*, not word sets: a new fact made of words the files use elsewhere still gets in.
@@ -76,10 +77,20 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
     for name, item in (pair for rank in ranked for pair in rank if pair is not None):
         text = _one_line(item.text)
         key = fold(text)
-        if not key or key in haystack or any(key in f or f in key for f in folded):
+        if not key or key in haystack or any(key in f for f in folded):
             duplicates += 1
             continue
         entry = RecalledItem(name, _cut(text), item.source, item.score)
+        # An item holding one already admitted (the dated message a note line was copied from) takes
+        # its place: the same words, with the day and the speaker.
+        held = next((j for j, f in enumerate(folded) if f in key), None)
+        if held is not None:
+            duplicates += 1
+            grow = len(entry.line) - len(admitted[held].line)
+            if grow <= room:
+                room -= grow
+                admitted[held], folded[held] = entry, key
+            continue
         if len(entry.line) + 1 > room:
             omitted += 1
             continue

@@ -19,6 +19,7 @@ from mateclaw_mem.llm.prompts.extraction import TITLE_MAX, DailyEntry, Extractio
 from mateclaw_mem.markdown.merge import parse_kv
 from mateclaw_mem.markdown.sections import Section, find, join, normalise_title, split_sections
 from mateclaw_mem.memory.extraction.rules import Fact, facts_from_text, is_zh
+from mateclaw_mem.memory.extraction.rules_notes import statements
 from mateclaw_mem.redaction import find_secrets
 
 # What mateclaw_mem/redaction.py leaves where a secret was: `[REDACTED:api_key]` (and a bare `[REDACTED]`).
@@ -295,7 +296,13 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
     for text in messages:
         facts.extend(facts_from_text(text))
     kept = [f for f in facts if not _holds_secret(f)]
+    # What they told about themselves beyond the facts: the day's ledger (rules_notes.py says why).
+    used = {f.source for f in kept}
+    said = list(dict.fromkeys(st for text in messages for st in statements(text)
+                              if not any(st in u or u in st for u in used)))
     if not kept:
+        if said:
+            return _ledger_only(said)
         reason = ("rules: nothing kept - secrets are never written to memory" if facts else
                   "rules: no facts, requests or decisions in the new messages")
         return ExtractionResult(should_update=False, reason=reason)
@@ -307,6 +314,8 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
         p_changes += extra
     new_memory, m_changes = apply_memory_facts(memory, [f for f in facts if f.kind != "profile"], today)
     if not p_changes and not m_changes:
+        if said:
+            return _ledger_only(said)
         return ExtractionResult(should_update=False, reason="rules: everything said is already recorded")
     zh = sum(f.zh for f in facts) * 2 > len(facts)
     kinds = {f.kind for f in facts}
@@ -326,7 +335,7 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
     if remembered <= 1:
         first = (m_changes or p_changes)[0]
         title = shorten_title(f"{title}: {first}" if not zh else f"{title}：{first}", TITLE_MAX)
-    body = "\n".join(f"- {c}" for c in [*p_changes, *m_changes])
+    body = "\n".join(f"- {c}" for c in [*p_changes, *m_changes, *said])
     reason = f"rules: {len(p_changes)} profile change(s), {len(m_changes)} memory change(s)"
     return ExtractionResult(
         should_update=True,
@@ -335,3 +344,11 @@ def extract(*, profile: str, memory: str, messages: list[str], today: str) -> Ex
         profile_update=new_profile if p_changes and new_profile != profile else "",
         memory_update=new_memory if m_changes and new_memory != memory else "",
     )
+
+
+def _ledger_only(said: list[str]) -> ExtractionResult:
+    """A run whose only news is what the person told about themselves: the daily note alone."""
+    zh = is_zh(said[0])
+    title = shorten_title(("说起：" if zh else "Said: ") + said[0], TITLE_MAX)
+    return ExtractionResult(should_update=True, reason=f"rules: {len(said)} statement(s) for the daily note",
+                            daily_entry=DailyEntry(title=title, body="\n".join(f"- {st}" for st in said)))
