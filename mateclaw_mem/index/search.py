@@ -13,8 +13,13 @@ Ranking, per chunk (FTS5 picks the candidates by its bm25, then we score them in
 - Phrase bonus: the query text appearing verbatim (case-insensitive): `× PHRASE_BONUS`.
 - File weight (`search.file-weights`): looked up by exact path (`MEMORY.md`, `structured/user.md`),
   then by kind (`daily`, `structured`, `archive`, `conversations`), then the built-in default.
-- Recency for daily notes (and conversation messages): `× (1 + 0.5 × 2^(-age_days / half_life))`,
-  age from the note's file date (`search.daily-recency-half-life-days`): today's note ×1.5.
+- Recency for daily notes (and conversation messages): the weight is lifted by up to half of itself,
+  `w + (top - w) × 2^(-age_days / half_life)` with `top = 1.5 w`, age from the note's file date
+  (`search.daily-recency-half-life-days`) - but never to the weight of a core file (MEMORY.md,
+  PROFILE.md, AGENTS.md, SOUL.md, structured/: `top` is at most the lowest of theirs), so the same
+  match ranks in a core file above the daily ledger, as the seed promises, and recency orders the
+  notes among themselves. (Today's note ×1.5 put it above MEMORY.md, and every note of the last
+  three weeks above AGENTS.md.)
 
 Scopes (which chunks a search may return):
 
@@ -83,6 +88,10 @@ CANDIDATE_BUDGET = 1200
 _KIND_KEYS = {"memory": "MEMORY.md", "profile": "PROFILE.md", "agents": "AGENTS.md", "soul": "SOUL.md",
               "dreams": "DREAMS.md", CONVERSATION: "conversations"}
 DEFAULT_WEIGHTS = {"DREAMS.md": 0.4, "conversations": 0.5, "other": 0.6}
+# The always-on files and the structured entries: what the seed ranks above the daily ledger.
+CORE_FILES = (("MEMORY.md", "memory"), ("PROFILE.md", "profile"), ("AGENTS.md", "agents"), ("SOUL.md", "soul"),
+              ("structured", "structured"))
+RECENCY_LIFT = 1.5  # today's note (or message) weighs up to 1.5 times its file weight
 
 
 @dataclass(frozen=True)
@@ -199,8 +208,9 @@ class SearchService:
                                  pool=pool)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
         today = self.clock.now().date()
+        core = min(self._weight_of(rel, kind) for rel, kind in CORE_FILES)
         for s in scored:  # before fusion: the keyword side fused is the keyword ranking as shown
-            s.score *= self._weight(s.cand) * self._recency(s.cand, today)
+            s.score *= self._factor(s.cand, today, core)
         mode, dense_state = "keyword", None
         if self.dense is not None and self.settings.dense_weight > 0:
             try:
@@ -277,6 +287,7 @@ class SearchService:
         # found, without normalising every candidate's text.
         phrase = re.compile(r"\s+".join(map(re.escape, words))) if len(" ".join(words)) >= 2 else None
         keys = [(t, f" {t} ", idf[t]) for t in terms]
+        multiword = len(terms) > 1
         out = []
         for c in cands:
             # The indexed body and title tokens (re-tokenizing every candidate's title cost more than
@@ -286,16 +297,23 @@ class SearchService:
             body, title = c.tokens, c.title_tokens.split()
             spaced = "  " + body.replace(" ", "  ") + "  "
             dl = ((body.count(" ") + 1 if body else 0) + TITLE_TF * len(title)) or 1
+            verbatim = phrase is not None and phrase.search(c.text.lower()) is not None
+            # Length normalisation discounts a word in a long chunk because it is likelier there by
+            # chance; a phrase of several query words found verbatim is not, and discounting it sank
+            # the long sections of core files below a one-line daily note saying the same. Such a
+            # chunk is normalised as the shortest would be: equal in every file, and never below a
+            # chunk holding the same words apart.
+            norm = K1 * (1 - B) if verbatim and multiword else K1 * (1 - B + B * dl / avgdl)
             rel = 0.0
             covered = set()
             for t, key, weight in keys:
                 tf = spaced.count(key) + (TITLE_TF * title.count(t) if title else 0)
                 if tf:
                     covered.add(t)
-                    rel += weight * tf * (K1 + 1) / (tf + K1 * (1 - B + B * dl / avgdl))
+                    rel += weight * tf * (K1 + 1) / (tf + norm)
             coverage = sum(idf[t] for t in covered) / idf_total
             score = rel * (1 + COVERAGE_BONUS * coverage)
-            if phrase is not None and phrase.search(c.text.lower()):
+            if verbatim:
                 score *= PHRASE_BONUS
             out.append(_Scored(c, keyword=score, score=score, covered=covered))
         out.sort(key=lambda s: -s.keyword)
@@ -321,28 +339,43 @@ class SearchService:
                 out.append(s)
         return out
 
-    def _weight(self, c: Candidate) -> float:
+    def _weight_of(self, rel: str, kind: str) -> float:
         weights = self.settings.file_weights
-        if c.rel in weights:
-            return weights[c.rel]
-        key = _KIND_KEYS.get(c.kind, c.kind)
+        if rel in weights:
+            return weights[rel]
+        key = _KIND_KEYS.get(kind, kind)
         if key in weights:
             return weights[key]
-        if c.kind in weights:
-            return weights[c.kind]
+        if kind in weights:
+            return weights[kind]
         return DEFAULT_WEIGHTS.get(key, DEFAULT_WEIGHTS["other"])
 
-    def _recency(self, c: Candidate, today: date) -> float:
+    def _factor(self, c: Candidate, today: date, core: float) -> float:
+        """The file weight, lifted by recency for a dated hit (see the module's docstring)."""
+        weight = self._weight_of(c.rel, c.kind)
+        fresh = self._freshness(c, today)
+        if not fresh:
+            return weight
+        top = RECENCY_LIFT * weight
+        if weight < core:  # a person who weighs notes at or above a core file keeps the full lift
+            top = min(top, core)
+            # Today's note reaches `top` exactly: just below it, so an equal match still ranks the
+            # core file first and the float product cannot land a hair above.
+            return min(weight + (top - weight) * fresh, math.nextafter(core, 0.0))
+        return weight + (top - weight) * fresh
+
+    def _freshness(self, c: Candidate, today: date) -> float:
+        """1 for today, halving every `daily-recency-half-life-days`; 0 for an undated hit."""
         if c.kind == "daily":
             day = daily_date(c.rel)
         elif c.kind == CONVERSATION and c.ts_ms:
             day = datetime.fromtimestamp(c.ts_ms / 1000, self.clock.tz).date()
         else:
-            return 1.0
+            return 0.0
         if day is None:
-            return 1.0
+            return 0.0
         age = max(0, (today - day).days)
-        return 1.0 + 0.5 * 2 ** (-age / self.settings.daily_recency_half_life_days)
+        return 2 ** (-age / self.settings.daily_recency_half_life_days)
 
     def _hit(self, s: _Scored, terms: set[str]) -> SearchHit:
         c = s.cand
