@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Set up (first time) and run the whole test suite plus the linter. Extra args go to pytest.
+# Set up (first time) and run the whole test suite plus the linter and the type checker. Extra args go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
 .venv/bin/ruff check mateclaw_mem tests scripts
+.venv/bin/python scripts/typecheck.py  # mypy, against a baseline that may only shrink
 set +e
 .venv/bin/python -m pytest "$@"
 rc=$?

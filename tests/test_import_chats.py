@@ -322,7 +322,9 @@ def test_extract_and_dream_file_each_day_under_its_own_date(cli, tmp_path: Path)
     assert code == 0, err
     summary = json.loads(out)
     assert summary["extraction"]["how"] == "now" and summary["extraction"]["scheduled"] == 1
-    assert (tmp_path / "workspace/default/memory/2023-03-02.md").exists()  # the day it was said, not today
+    # What it learned (Acme, Samuel) was said on 03-01: filed under that day, not today nor the chat's last day.
+    assert (tmp_path / "workspace/default/memory/2023-03-01.md").exists()
+    assert not (tmp_path / "workspace/default/memory/2023-03-02.md").exists()  # that day said only a secret
     assert [d["day"] for d in summary["dreams"]] == ["2023-03-01", "2023-03-02"]
     assert all(d["status"] in ("done", "nothing_to_do", "skipped") for d in summary["dreams"]), summary["dreams"]
     assert "writing: 4/4 messages (100%)" in err and "dreaming: 2/2 days" in err  # progress, on stderr
@@ -380,7 +382,7 @@ def test_http_import_takes_a_multipart_file_or_the_raw_body_and_queues_extractio
                                                      ms("2023-03-02T10:00:00"), ms("2023-03-02T10:00:07")]
     # The daemon's workers run the queued extraction: it files under the day the chat was held.
     assert client.services.extraction.wait_idle(timeout=30)  # type: ignore[attr-defined]
-    assert (tmp_path / "workspace/default/memory/2023-03-02.md").exists()
+    assert (tmp_path / "workspace/default/memory/2023-03-01.md").exists()
 
     again = client.post(url, content=body, headers={"Content-Type": "application/json"})  # the raw body
     assert again.status_code == 200 and again.json()["new_messages"] == 0 and len(rows(tmp_path)) == 4

@@ -120,8 +120,9 @@ def _message(msg: Any, at: str, where: Where, last_ms: int | None, parsed: Parse
     role = author.get("role") if isinstance(author, dict) else None
     if not isinstance(role, str) or not role:
         raise where.error(f"{at} has no author.role")
-    content = msg.get("content")
-    kind = content.get("content_type") if isinstance(content, dict) else None
+    raw_content = msg.get("content")
+    content: dict[str, Any] = raw_content if isinstance(raw_content, dict) else {}
+    kind = content.get("content_type")
     if not isinstance(kind, str):
         raise where.error(f"{at} has no content.content_type")
     created = msg.get("create_time")
@@ -130,7 +131,8 @@ def _message(msg: Any, at: str, where: Where, last_ms: int | None, parsed: Parse
     ts = epoch_ms(created) if created is not None else last_ms
     if ts is None:
         raise where.error(f"{at} has no create_time, and neither has the conversation or a message before it")
-    metadata = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
+    raw_meta = msg.get("metadata")
+    metadata: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
     if role not in ("user", "assistant"):
         parsed.skipped[role] += 1
     elif metadata.get("is_visually_hidden_from_conversation"):

@@ -113,6 +113,7 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+MAX_DAYS_PER_EXTRACT = 10_000  # a manual run's bound on the days of one conversation it reads
 
 ACTOR = "extraction"
 # Rules mode edits single lines, so it writes as a targeted writer: "Samuel, not Sam" may fix a person's line.
@@ -274,7 +275,17 @@ class ExtractionService:
                 new_run_id(), agent, owner, "manual", self.mode, "skipped", "memoryless conversation: never extracted",
                 [conversation_id], started_ms=self._now_ms(), finished_ms=self._now_ms(),
             ))
-        return self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
+        # A run reads one day (input.collect): a conversation that spans days takes a run each, all now.
+        out = self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
+        changed, read = list(out.files_changed), out.new_messages
+        for _ in range(MAX_DAYS_PER_EXTRACT):
+            if not (out.ok and conversation_id in out.backlog):
+                break
+            out = self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
+            changed += [f for f in out.files_changed if f not in changed]
+            read += out.new_messages
+        out.files_changed, out.new_messages = changed, read
+        return out
 
     def _attempt_run(self, bucket: Bucket, trigger: str, only: str | None) -> RunOutcome:
         """One run for the queue; a bug becomes an "internal" error outcome, never a dead worker."""
