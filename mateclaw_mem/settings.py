@@ -51,23 +51,6 @@ class DreamSettings(Section):
     morning_card_pointer: bool = False  # ours: the day's first context says when a morning card waits
 
 
-# Seed keys this version cannot honour yet (the full-lifecycle issue makes them real). A value whose
-# documented meaning is true of this daemon -- the feature off -- is accepted; any other explicit value
-# stops the start, because a key accepted and then ignored would let a person believe it works.
-NOT_SUPPORTED_YET = "not supported yet"
-
-
-def _refuse_unsupported(model: BaseModel, off_values: dict[str, Any], why: str,
-                        supported: frozenset[str] = frozenset()) -> None:
-    refused = [name for name in sorted(model.model_fields_set - supported)
-               if name not in off_values or getattr(model, name) != off_values[name]]
-    if refused:
-        keys = ", ".join(name.replace("_", "-") for name in refused)
-        allowed = ", ".join(f"{k.replace('_', '-')}: {str(v).lower()}" for k, v in off_values.items())
-        raise ValueError(f"{keys}: {NOT_SUPPORTED_YET} ({why}); remove the key"
-                         + (f" (accepted: {allowed})" if allowed else ""))
-
-
 class FactSettings(Section):
     """`mate.memory.fact.*`: fact projection and trust (memory/facts/), forget (memory/forget/), the
     contradiction check (memory/contradictions/: the model judges the detected pairs). Defaults: the seed's."""

@@ -5,8 +5,7 @@ value that changes behaviour, and a probe that runs real services (real files, r
 scripted model server) and returns what a person would observe. For every key the test proves: the
 seed's spelling is accepted, the default is the documented one (with no file and with the shipped
 config/mateclaw.yaml), and the probe observes something different with the other value — so a key
-that were accepted and ignored would fail here. Keys this version cannot honour yet are in
-`NOT_YET`: only their "off" value is accepted; anything else stops the start with a message.
+that were accepted and ignored would fail here.
 """
 
 from __future__ import annotations
@@ -396,11 +395,6 @@ SEED: list[Key] = [
     Key(W + "protect-last-min-messages", 10, 20, _tail(30, 6000), expect=(10, 20)),
 ]
 
-# Not supported yet (the full-lifecycle issue makes them real): the "off" value is accepted, because
-# it is true of this daemon; the seed's other values -- its defaults included -- stop the start.
-NOT_YET: list[tuple[str, Any, Any]] = [  # key, accepted value, refused value
-]
-
 
 # -- fixtures --------------------------------------------------------------------------------------------
 
@@ -471,27 +465,8 @@ def test_the_shipped_config_lists_every_seed_key_it_supports() -> None:
     for row in SEED:
         leaf = row.key.rsplit(".", 1)[-1]
         assert f"{leaf}:" in text, f"{row.key} is not documented in config/mateclaw.yaml"
-    # Refused keys are not in the shipped file as values (only named in a comment).
     data = yaml.safe_load(text)
-    for key, accepted, _ in NOT_YET:  # a refused key appears only with the value that is accepted
-        value = data
-        for part in key.split("."):
-            value = value.get(part, {}) if isinstance(value, dict) else {}
-        assert value in ({}, accepted), f"{key}: the shipped config says {value!r}"
     assert "lifecycle-mediator-enabled" not in data["mate"]["memory"] and data["owner-isolation"] is False
-
-
-@pytest.mark.parametrize(("key", "accepted", "refused"), NOT_YET, ids=[k for k, _, _ in NOT_YET])
-def test_keys_not_supported_yet_are_refused_at_start_up(tmp_path: Path, key: str, accepted: Any, refused: Any) -> None:
-    cfg = tmp_path / "cfg.yaml"
-    if accepted is not None:
-        cfg.write_text(yaml.safe_dump(_nest(key, accepted)), encoding="utf-8")
-        assert _get(load_settings(cfg, tmp_path / "ws"), key) == accepted
-    cfg.write_text(yaml.safe_dump(_nest(key, refused)), encoding="utf-8")
-    with pytest.raises(ConfigError) as err:
-        load_settings(cfg, tmp_path / "ws")
-    leaf = key.rsplit(".", 1)[-1]
-    assert "not supported yet" in err.value.message and leaf in err.value.message and "remove the key" in err.value.message
 
 
 def test_the_fact_cron_default_is_the_seeds(tmp_path: Path) -> None:

@@ -199,12 +199,14 @@ def _promoted(text: str) -> int:
     return count
 
 
-def render_summary(months: dict[str, MonthStats]) -> str:
-    """The `## Archived dreams` section for these months ("" when nothing is archived)."""
+def render_summary(months: dict[str, MonthStats], own_lines: int = SUMMARY_MONTHS) -> str:
+    """The `## Archived dreams` section for these months ("" when nothing is archived); the newest
+    `own_lines` months get a line each, the older ones share the first."""
     if not months:
         return ""
     order = sorted(months)
-    folded, own = order[:-SUMMARY_MONTHS], order[-SUMMARY_MONTHS:]
+    cut = max(0, len(order) - own_lines)
+    folded, own = order[:cut], order[cut:]
     lines = [f"## {SUMMARY_TITLE}", "",
              "Older entries, moved out to keep this diary short. Every one is kept whole in its month's "
              "file, where search finds it.", ""]
@@ -314,7 +316,14 @@ class Diary:
 
     def enforce_cap(self, agent: str, *, owner: str | None = None) -> list[str]:
         """Move the oldest entries to monthly archives until DREAMS.md fits, leaving the summary of
-        all archived ones in their place. Returns archive files written."""
+        all archived ones in their place. Returns archive files written.
+
+        The cap holds for what machines write: the summary gives fewer months a line of their own
+        when that is what fits, and the newest entry stays unless even with every older one moved
+        and the summary at its shortest it does not fit (then it is archived whole too, and the
+        summary names its file). Only a person's text - pinned entries, a pinned summary - or a cap
+        below the heading and the shortest summary leaves the file over it. (Keeping the newest entry
+        and a summary of a dozen months whatever their size let a 1,500-char cap hold 1,967.)"""
         if self.max_chars <= 0:
             return []
         snap = self.store.read(agent, DIARY_REL, owner=owner)
@@ -328,16 +337,23 @@ class Diary:
         size = len(snap.text) - (len(old_summary.text) if old_summary and not frozen else 0)
         pending: dict[str, MonthStats] = {}
 
+        def summary_within(stats: dict[str, MonthStats], room: int) -> str:
+            for own_lines in range(SUMMARY_MONTHS, 0, -1):
+                text = render_summary(stats, own_lines)
+                if len(text) <= room:
+                    return text
+            return render_summary(stats, 0)
+
         def fits() -> bool:
             if frozen:
                 return size <= self.max_chars
             merged = {m: months.get(m, MonthStats()).merged(pending.get(m, MonthStats()))
                       for m in set(months) | set(pending)}
-            return size + len(render_summary(merged)) <= self.max_chars
+            return size + len(summary_within(merged, self.max_chars - size)) <= self.max_chars
 
         by_month: dict[str, list[Section]] = {}
-        # Always keep the newest entry, and never move a pinned one.
-        for s in sections[:-1]:
+        # Oldest first; the newest only when nothing else makes it fit. Never a pinned one.
+        for s in sections:
             if fits():
                 break
             if s.pinned or _is_summary(s):
@@ -347,8 +363,12 @@ class Diary:
             by_month.setdefault(month, []).append(s)
             pending.setdefault(month, MonthStats()).add(s)
             size -= len(s.text)
-        if not by_month:
-            return []
+        if not by_month:  # nothing to move: at most the summary shortens
+            if frozen or old_summary is None:
+                return []
+            summary = summary_within(self.archived(agent, owner=owner), self.max_chars - size)
+            if summary == old_summary.text:
+                return []
         written = []
         for month, entries in sorted(by_month.items()):
             rel = f"{ARCHIVE_DIR}/{month}.md"
@@ -364,14 +384,15 @@ class Diary:
             self.store.update(agent, rel, add, actor=ACTOR, owner=owner, reason="diary archive")
             written.append(rel)
         moved = {s.text for entries in by_month.values() for s in entries}
-        # From the archives as written, not from what we meant to write: the summary tells what is there.
-        summary = "" if frozen else render_summary(self.archived(agent, owner=owner))
+        if by_month:
+            # From the archives as written, not from what we meant to write: the summary tells what is there.
+            summary = "" if frozen else summary_within(self.archived(agent, owner=owner), self.max_chars - size)
 
         def drop(current: str) -> str | None:
             block, body = frontmatter.split(current)
             preamble, secs = split_sections(body)
             kept = [s for s in secs if s.text not in moved]
-            if len(kept) == len(secs):
+            if len(kept) == len(secs) and not any(_is_summary(s) and s.text != summary for s in secs):
                 return None
             if summary:
                 at = next((i for i, s in enumerate(kept) if _is_summary(s)), 0)
