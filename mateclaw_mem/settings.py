@@ -226,6 +226,9 @@ class UpstreamSettings(Section):
 
 class ProxySettings(Section):
     upstream: UpstreamSettings = UpstreamSettings()
+    # The model may call remember / search_memory / memory_forget, run by the daemon (memory/proxy/tools.py).
+    tools: bool = False
+    max_tool_rounds: int = Field(3, ge=1, le=10)
 
     @property
     def enabled(self) -> bool:

@@ -230,3 +230,38 @@ def test_a_long_chat_is_fitted_by_the_window_defense_and_keeps_its_recent_turns(
     finally:
         server.stop()
         services.close()
+
+
+def test_memory_tools_the_model_calls_are_run_by_the_daemon_and_the_client_sees_the_final_answer(
+        tmp_path: Path, upstream: ModelServer) -> None:
+    services = daemon_services(
+        tmp_path / "ws", timezone="UTC",
+        proxy={"tools": True, "upstream": {"base-url": upstream.base_url, "model": "llama-local"}})
+    services.seed_agents()
+    services.build()
+    server = ApiServer(create_app(services, mcp=False)).start()
+    try:
+        call = {"id": "call_m1", "type": "function",
+                "function": {"name": "remember", "arguments": '{"type": "user", "key": "tea", "text": "Drinks oolong."}'}}
+        upstream.push(Answer(content="", tool_calls=[call]), "Got it - oolong it is.")
+        client_tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}]
+        out = _client(server).chat.completions.create(model="llama-local", tools=client_tools,  # type: ignore[arg-type]
+                                                      messages=[{"role": "user", "content": "I drink oolong."}])
+        assert out.choices[0].message.content == "Got it - oolong it is."  # the final answer, no tool call left
+        assert not out.choices[0].message.tool_calls
+        first, second = _chat_requests(upstream)[-2:]
+        offered = [t["function"]["name"] for t in first.body["tools"]]
+        assert offered[0] == "get_weather" and {"remember", "search_memory", "memory_forget"} <= set(offered)
+        assert second.messages[-1] == {"role": "tool", "tool_call_id": "call_m1", "content": second.messages[-1]["content"]}
+        assert "tea" in second.messages[-1]["content"]
+        assert "Drinks oolong." in services.store.read("default", "structured/user.md").body  # run by the daemon
+        # A stream is answered whole after the rounds, then streamed back; bad arguments are the tool's error.
+        bad = {"id": "call_m2", "type": "function", "function": {"name": "remember", "arguments": "not json"}}
+        upstream.push(Answer(content="", tool_calls=[bad]), "Sorry, I could not save that.")
+        chunks = list(_client(server).chat.completions.create(
+            model="llama-local", stream=True, messages=[{"role": "user", "content": "Remember my cat."}]))
+        assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Sorry, I could not save that."
+        assert "must be a JSON object" in _chat_requests(upstream)[-1].messages[-1]["content"]
+    finally:
+        server.stop()
+        services.close()

@@ -25,6 +25,7 @@ from mateclaw_mem.api.deps import end_user_owner, get_services
 from mateclaw_mem.errors import MateclawError
 from mateclaw_mem.llm.upstream import UpstreamError, error_body
 from mateclaw_mem.memory.proxy.service import OWNER_HEADER
+from mateclaw_mem.memory.proxy.tools import as_stream
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.owners import wire_owner
 
@@ -80,12 +81,17 @@ async def chat_completions(request: Request, agent: str | None = None,
         return _error(400, str(exc))
     headers = {TURN_HEADER: prepared.turn} if prepared.turn else {}
     try:
+        if body.get("stream") and prepared.tools:  # answered whole (tool rounds), streamed back as chunks
+            answer = await proxy.complete(prepared)
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(iter(as_stream(answer, include_usage)), media_type="text/event-stream",
+                                     headers=headers, background=BackgroundTask(_learn, proxy, prepared, answer))
         if body.get("stream"):
             streamed = await proxy.upstream.open_stream(prepared.body)
             learn = BackgroundTask(_learn_stream, proxy, prepared, streamed)
             return StreamingResponse(streamed, media_type=streamed.headers.get("content-type", "text/event-stream"),
                                      headers=headers, background=learn)
-        answer = await proxy.upstream.complete(prepared.body)
+        answer = await proxy.complete(prepared)
     except UpstreamError as exc:
         proxy.upstream_failed(f"{exc.status}: {exc}")
         return JSONResponse(exc.body, status_code=exc.status)

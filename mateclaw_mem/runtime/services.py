@@ -105,6 +105,9 @@ class Services:
         # asks, so waiting here cannot invert an order. The daemon never takes it after build().
         self._build_lock = threading.RLock()
         self._running: list[tuple[str, Any]] = []  # background parts started by start(), in order
+        # runtime/heal.py: whether this process checked its databases before opening one; what it set aside.
+        self.heal_checked = False
+        self.set_aside_now: list[Any] = []
         self.add_status("index", lambda: _index_wiring().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
@@ -290,7 +293,13 @@ class Services:
         upstream = self.settings.proxy.upstream
         if not upstream.base_url:
             return None
-        proxy = ChatProxy(self.context, self.extraction, self.log, default_model=upstream.model)
+        tools = None
+        if self.settings.proxy.tools:
+            from mateclaw_mem.memory.proxy.tools import ToolRunner
+
+            tools = ToolRunner(self.structured.remember, self.search.search, self.forget.forget)
+        proxy = ChatProxy(self.context, self.extraction, self.log, default_model=upstream.model, tools=tools,
+                          max_tool_rounds=self.settings.proxy.max_tool_rounds)
         proxy.upstream = Upstream(upstream)
         self.add_status("chat_proxy", lambda: {"upstream": upstream.base_url, **proxy.stats.as_dict()})
         return proxy
@@ -364,6 +373,8 @@ class Services:
         if self._sealed:
             raise RuntimeError(f"services.{name} was not built by build(): add it to BUILD_ORDER")
         with self._build_lock:
+            if not self.heal_checked and name not in _NO_DATABASE:  # a damaged file set aside before any opens it
+                _heal().before_first_open(self)
             if name not in self._built:  # a waiting prefetch worker finds it built
                 self._built[name] = build(self)
             return self._built[name]  # type: ignore[no-any-return]
@@ -440,6 +451,16 @@ class Services:
                 if callable(fn):
                     fn()
                     break
+
+
+# Services that never open SQLite: a command using only these (`cat`, `ls`) checks no database.
+_NO_DATABASE = frozenset({"store", "api_key", "tools", "file_commands"})
+
+
+def _heal() -> Any:
+    from mateclaw_mem.runtime import heal
+
+    return heal
 
 
 def _index_wiring() -> Any:

@@ -22,6 +22,7 @@ A memory failure never blocks a chat: the request goes on without memory and `st
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import threading
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.context.personal import with_turn_block
+from mateclaw_mem.memory.proxy.tools import DEFINITIONS, ToolRunner, ours
 from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
@@ -60,6 +62,8 @@ class Prepared:
     memoryless: bool
     turn: str | None = None  # the turn record of the memory it carried
     memory_error: str | None = None
+    tools: bool = False  # our memory tools were offered (memory/proxy/tools.py)
+    stream: bool = False  # the client asked for a stream
 
 
 @dataclass
@@ -81,13 +85,15 @@ class ProxyStats:
 
 class ChatProxy:
     def __init__(self, context: ContextService, extraction: ExtractionService, log_: ConversationLog, *,
-                 default_model: str = "") -> None:
+                 default_model: str = "", tools: ToolRunner | None = None, max_tool_rounds: int = 3) -> None:
         self.context = context
         self.extraction = extraction
         self.log = log_
         self.default_model = default_model
         self.stats = ProxyStats()
         self.upstream: Upstream | None = None  # set by the composition root
+        self.tools = tools  # None: the model gets no memory tools (proxy.tools: false)
+        self.max_tool_rounds = max_tool_rounds
 
     def prepare(self, agent: str, body: Mapping[str, Any], headers: Mapping[str, str], *,
                 owner: str | None = None) -> Prepared:
@@ -108,7 +114,15 @@ class ChatProxy:
         out = dict(body)
         if not out.get("model") and self.default_model:
             out["model"] = self.default_model
-        prepared = Prepared(out, agent, owner, conversation, user_text, memoryless)
+        prepared = Prepared(out, agent, owner, conversation, user_text, memoryless, stream=bool(body.get("stream")))
+        if self.tools is not None and not memoryless:
+            theirs = {(t.get("function") or {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
+            offered = [d for d in DEFINITIONS if d["function"]["name"] not in theirs]
+            if offered:
+                out["tools"] = [*(body.get("tools") or []), *offered]
+                prepared.tools = True
+                out["stream"] = False  # the daemon reads the answer for tool calls; streamed back after
+                out.pop("stream_options", None)
         with self.stats.lock:
             self.stats.requests += 1
         query = user_text or next((_text(m.get("content")) for m in reversed(rest) if m.get("role") == "user"), "")
@@ -133,6 +147,39 @@ class ChatProxy:
         out["messages"] = window.messages
         prepared.turn = ctx.turn
         return prepared
+
+    async def complete(self, prepared: Prepared) -> dict[str, Any]:
+        """The upstream's answer; with memory tools offered, the rounds of running them first.
+        Raises UpstreamError as the upstream answered."""
+        assert self.upstream is not None
+        answer = await self.upstream.complete(prepared.body)
+        if not prepared.tools or self.tools is None:
+            return answer
+        body = dict(prepared.body)
+        for _ in range(self.max_tool_rounds):
+            message, mine, theirs = ours(answer)
+            if message is None or not mine:
+                return answer
+            results = [await asyncio.to_thread(self.tools.run, prepared.agent, prepared.owner,
+                                               c["function"]["name"], c["function"].get("arguments") or "{}")
+                       for c in mine]
+            if theirs:  # the client's own tools: theirs to answer; ours are done and taken out
+                message["tool_calls"] = theirs
+                return answer
+            body["messages"] = [*body["messages"], {k: v for k, v in message.items() if k != "refusal"},
+                                *({"role": "tool", "tool_call_id": c.get("id"), "content": r}
+                                  for c, r in zip(mine, results, strict=True))]
+            answer = await self.upstream.complete(body)
+        message, mine, theirs = ours(answer)
+        if message is not None and mine:  # out of rounds: what is left of ours is not the client's
+            if theirs:
+                message["tool_calls"] = theirs
+            else:
+                message.pop("tool_calls", None)
+                for choice in answer.get("choices") or []:
+                    if choice.get("finish_reason") == "tool_calls":
+                        choice["finish_reason"] = "stop"
+        return answer
 
     def record(self, prepared: Prepared, answer: str) -> None:
         """Learn from an answered turn: log it and schedule extraction (gates and cooldown as for any
