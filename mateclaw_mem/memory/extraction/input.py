@@ -40,6 +40,7 @@ class Batch:
     explicit: bool
     new_count: int
     said_ms: int = 0  # when the newest message taken was said (its log time): what the run files under
+    later_days: bool = False  # messages were left for the next run because they were said on a later day
 
 
 def collect(
@@ -69,6 +70,7 @@ def collect(
             continue
         day = day or _day(new[0].ts_ms, tz)
         take = _on_day(new[:remaining], day, tz)
+        batch.later_days = batch.later_days or len(take) < len(new[:remaining])
         if not take:
             batch.backlog.add(conv)
             continue

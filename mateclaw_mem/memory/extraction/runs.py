@@ -59,6 +59,7 @@ class RunOutcome:
     backlog: list[str] = field(default_factory=list)  # conversations left with unexamined messages
     retry_in_ms: int | None = None  # a failed run that must be retried without a new trigger
     said_ms: int = 0  # when the newest message it read was said: its cooldown runs from there (queue.py)
+    later_days: bool = False  # it stopped at a day's end: messages of a later day wait for the next run
 
     @property
     def ok(self) -> bool:

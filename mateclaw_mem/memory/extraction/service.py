@@ -279,8 +279,8 @@ class ExtractionService:
         out = self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
         changed, read = list(out.files_changed), out.new_messages
         for _ in range(MAX_DAYS_PER_EXTRACT):
-            if not (out.ok and conversation_id in out.backlog):
-                break
+            if not (out.ok and out.later_days and conversation_id in out.backlog):
+                break  # done, or stopped by max-transcript-messages (that cap holds for a manual run too)
             out = self._queue.run_now((agent, owner), conversation_id, timeout=timeout)
             changed += [f for f in out.files_changed if f not in changed]
             read += out.new_messages
@@ -326,7 +326,7 @@ class ExtractionService:
             self._state.drop_pending(bucket, conv)
         out.new_messages = batch.new_count
         out.backlog = sorted(batch.backlog)
-        out.said_ms = batch.said_ms
+        out.said_ms, out.later_days = batch.said_ms, batch.later_days
         if batch.new_count == 0:
             out.reason = "nothing new since the last run"
             out.finished_ms = self._now_ms()
