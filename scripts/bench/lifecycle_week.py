@@ -170,7 +170,8 @@ def run(mode: str) -> list[tuple[str, bool, str]]:
                     report = (card or {}).get("report") or {}
                     kept = [k["text"] for k in report.get("kept", [])] + [r.get("text", "") for r in
                                                                           report.get("rejected", [])]
-                    shown = [*report.get("promoted", []), *(f.get("text", "") for f in (card or {}).get("facts", []))]
+                    shown = [*(p.get("text", "") for p in report.get("promoted", [])),
+                             *(f.get("text", "") for f in (card or {}).get("facts", []))]
                     wrong = [t for t in shown if asserts_dark(t.lower())]
                     marked = any("corrected later" in k for k in kept)
                     checks.append(("day 5: the card never offers the day-1 claim as current", not wrong,

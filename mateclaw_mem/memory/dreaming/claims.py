@@ -205,6 +205,8 @@ def display(text: str) -> str:
     """A fact as MEMORY.md shows it: extraction's change notes as the value they leave
     (`likes + hiking` → `likes: hiking`, `location: Berlin → Lisbon` → `location: Lisbon`)."""
     m = _KEYED.match(text)
+    if m is None and _ARROW.search(text):  # a word-level correction note, `dark mode → light mode`
+        return _ARROW.split(text)[-1].strip() or text
     if m is None or _KEYS.get(" ".join(m.group("key").split()).casefold()) is None or m.group("op") == "−":
         return text
     value = _ARROW.split(m.group("value"))[-1].strip()

@@ -68,6 +68,8 @@ _HYPOTHETICAL = _src(
     r"如果|假如|假设|要是|万一|想象|假若|倘若|或许|也许|可能|希望",
     re.IGNORECASE,
 )
+_CHANGE_VERB = _src(r"^\s*(?:i(?:'ve| have)?\s+)?(?:just\s+)?(?:switched|changed|moved|went|gone|converted)"
+                    r"\s+(?:over\s+)?to\s+", re.IGNORECASE)
 _REPORTED = _src(r"\b(?:he|she|they|my (?:friend|wife|husband|boss|colleague|mom|dad|brother|sister)) "
                  r"(?:said|says|thinks|told)\b|他说|她说|他们说", re.IGNORECASE)
 
@@ -299,7 +301,8 @@ def _statement_facts(s: str, *, zh: bool, explicit: bool) -> list[Fact]:
             s = s[: m.start()] + m.group("new") + s[m.end():]
         elif m2 and values.correction_ok(m2.group("old")):
             old, corrected = _clean_value(m2.group("old"), zh=False), True
-            new_value = _clean_value(m2.group("new"), zh=False)
+            # "I switched to light mode, not dark mode": the value is light mode, not how it came about.
+            new_value = _clean_value(_re(*_CHANGE_VERB).sub("", m2.group("new")), zh=False)
             s = m2.group("stmt")
     if not explicit and _re(*_HYPOTHETICAL).search(s):
         return []

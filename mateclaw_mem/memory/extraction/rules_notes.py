@@ -27,6 +27,15 @@ _NOT_NEWS = src(
     r"|\b(?:you|your|yours|yourself|ya)\b|如果|假如|希望|也许|可能|你|您",
     re.IGNORECASE,
 )
+# What a profile line says (preferences, tools, work, home, name): PROFILE.md territory. Left out of the
+# ledger even when the rules could not read a clean value from it ("I prefer dark mode in the editor,
+# always"): Dreaming would promote it to MEMORY.md beside the profile, and keep it there after a
+# correction of the profile line.
+_PROFILE_TALK = src(
+    r"^(?:i|we)\s+(?:really\s+|just\s+|still\s+|also\s+|totally\s+)*(?:prefer|like|love|enjoy|adore|hate|dislike|"
+    r"use|work|live|come from|grew up)\b|^(?:i'm|i’m|i am)\s+(?:a|an|called|from)\b|^my name\b",
+    re.IGNORECASE,
+)
 _WORD = src(r"[A-Za-z][A-Za-z'’-]*")
 # Words that carry no news: pronouns, feelings and fillers. A statement needs 3 words beyond them.
 _EMPTY_WORDS = (
@@ -52,7 +61,7 @@ def statements(text: str) -> list[str]:
             if 6 <= len(s) <= MAX_ZH_CHARS:
                 out.append(s)
             continue
-        if not rx(*_OPENING).match(s):
+        if not rx(*_OPENING).match(s) or rx(*_PROFILE_TALK).match(s):
             continue
         words = rx(*_WORD).findall(s)
         news = [w for w in words if w.lower() not in _EMPTY]
