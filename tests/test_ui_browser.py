@@ -86,7 +86,7 @@ def shot(page: Any, name: str) -> None:
 
 
 @pytest.mark.parametrize("name, path, marker", [
-    ("home", "/ui/?owner=alice", "Last night"),
+    ("home", "/ui/?owner=alice", "Promoted"),
     ("facts", "/ui/facts?owner=alice", FACT),
     ("inbox", "/ui/inbox", "Asia/Shanghai"),
     ("files", "/ui/files?owner=alice", "MEMORY.md"),

@@ -20,9 +20,11 @@ from mateclaw_mem.api.ui import (
     dreams,
     facts,
     files_pages,
+    health,
     home,
     inbox,
     learning,
+    missing,
     search,
     snapshot,
     timeline,
@@ -43,8 +45,9 @@ class _Static(StaticFiles):
 
 def install_ui(app: FastAPI) -> None:
     app.mount("/ui/static", _Static(directory=str(_STATIC)), name="ui-static")
-    for module in (auth, home, facts, inbox, files_pages, dreams, search, timeline, snapshot, learning):
+    for module in (auth, home, health, facts, inbox, files_pages, dreams, search, timeline, snapshot, learning):
         mount(app, module.router)
+    mount(app, missing.router)  # last: it answers only the paths no page above claims
 
     @app.get("/", include_in_schema=False)
     async def root() -> RedirectResponse:

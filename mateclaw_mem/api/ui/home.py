@@ -1,5 +1,6 @@
-"""`/ui/`: the morning card (last night's report with Confirm / Edit / Forget per fact), the inbox
-count, budgets as bars, the daemon's health."""
+"""`/ui/`: what the person acts on first: the morning card (the latest dream's report with Confirm /
+Edit / Forget per fact) and the contradiction inbox, greeted and dated in the daemon's time zone;
+then the always-on budgets as bars. The daemon's own parts are on `/ui/health` (ui/health.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from mateclaw_mem.api.health import background_status
 from mateclaw_mem.api.ui.view import diff_lines
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
+from mateclaw_mem.api.ui.when import greeting, local, run_heading
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.memory.dreaming.card import report_fact_ids
 from mateclaw_mem.runtime.services import Services
@@ -41,29 +42,20 @@ def _budgets(services: Services, agent: str) -> list[dict[str, Any]]:
     return bars
 
 
-def _health(services: Services) -> dict[str, Any]:
-    background = background_status(services)
-    next_runs = background.pop("next_runs", {}) or {}
-    usage = getattr(services.model, "usage", None) if services.mode == "model" else None
-    today = None
-    if usage is not None:
-        midnight = services.clock.now().replace(hour=0, minute=0, second=0, microsecond=0)
-        totals = usage.summary(since_ms=int(midnight.timestamp() * 1000))
-        today = totals["prompt_tokens"] + totals["completion_tokens"]
-    return {"mode": services.mode, "model": services.settings.model.model or "", "parts": background,
-            "next_runs": next_runs, "tokens_today": today}
-
-
 @router.get("/")
 def home(p: Page = Depends(page)) -> Response:
     services = p.services
     report = services.dreaming.runs.latest_report(p.agent, p.owner)
     unseen = services.dreaming.runs.latest_report(p.agent, p.owner, unseen=True) is not None
     inbox = len(services.contradictions.list(p.agent, p.owner)) if services.facts.enabled else None
-    return p.render("home.html", report=report, unseen=unseen,
+    now, tz = services.clock.now(), services.clock.tz
+    ran = local(report.get("at"), tz) if report else None
+    return p.render("home.html", report=report, unseen=unseen, greeting=greeting(now),
+                    card_heading=run_heading(report, tz, now) if report else "Latest dream",
+                    ran_at=f"{ran:%Y-%m-%d %H:%M}" if ran else "",
                     facts=_report_facts(services, p.agent, p.owner, report) if report else [],
                     diff=diff_lines(report.get("memory_diff", "")) if report else [],
-                    inbox=inbox, budgets=_budgets(services, p.agent), health=_health(services))
+                    inbox=inbox, budgets=_budgets(services, p.agent))
 
 
 @router.post("/card/seen")
