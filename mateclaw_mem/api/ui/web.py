@@ -30,6 +30,7 @@ from fastapi.routing import APIRoute
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from mateclaw_mem.api.errors import STATUS_BY_CODE
+from mateclaw_mem.api.ui.lines import FileLines
 from mateclaw_mem.errors import MateclawError
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.runtime.services import Services
@@ -138,7 +139,7 @@ class Page:
             "page": self, "csrf": self.session.csrf, "agent": self.agent, "owner": self.owner,
             "agents": services.store.agents(), "isolation": isolation,
             "owners": services.store.owners(self.agent) if isolation else [],
-            "keyed": bool(services.api_key), "flash": self.session.flash, **values,
+            "keyed": bool(services.api_key), "flash": self.session.flash, "file_line": FileLines(self), **values,
         }
         self.session.flash = None
         body = env.get_template(template).render(**context)
