@@ -31,6 +31,7 @@ from mateclaw_mem.errors import ConflictError, InvalidInputError, MateclawError,
 from mateclaw_mem.llm.prompts import contradiction as prompt
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.edits import Edit, apply_edits
+from mateclaw_mem.markdown.sections import join, normalise_title, split_sections
 from mateclaw_mem.memory.contradictions.detect import detect, fingerprint
 from mateclaw_mem.memory.contradictions.inbox import InboxDB, PairRow, Side
 from mateclaw_mem.redaction import redact
@@ -203,10 +204,23 @@ class ContradictionService:
                 pass
             else:
                 out.forgot_with = "forget"
+                self._drop_emptied(agent, o, side, actor)
                 self._record(agent, o, side, before, out)
                 return
         out.forgot_with = "edit"
-        self._edit(agent, o, side, [Edit("remove", section=side.section, old=side.text)], actor, out)
+        self._edit(agent, o, side, [Edit("remove", section=side.section, old=side.text)], actor, out, tidy=True)
+
+    def _drop_emptied(self, agent: str, o: str | None, side: Side, actor: str) -> None:
+        """The forget service removes lines, never headings: a section it emptied goes here."""
+        snap = self.store.read(agent, side.file, owner=o)
+        text = frontmatter.with_body(snap.text, _without_emptied(snap.body, side.section))
+        if text == snap.text:
+            return
+        try:
+            self.store.write(agent, side.file, text, expected_sha=snap.sha, actor=actor, owner=o,
+                             reason="contradiction resolved: its emptied section removed")
+        except ConflictError:  # changed meanwhile: an empty heading is untidy, never worth a lost edit
+            log.info("%s changed while resolving a contradiction; its empty ## %s stays", side.file, side.section)
 
     def _merge(self, agent: str, owner: str | None, pair: PairRow, merged: str, actor: str, out: Resolution) -> None:
         a, b = pair.a, pair.b
@@ -218,7 +232,8 @@ class ContradictionService:
         self._edit(agent, oa, a, [update], actor, out)
         self._edit(agent, ob, b, [Edit("remove", section=b.section, old=b.text)], actor, out)
 
-    def _edit(self, agent: str, o: str | None, side: Side, edits: list[Edit], actor: str, out: Resolution) -> None:
+    def _edit(self, agent: str, o: str | None, side: Side, edits: list[Edit], actor: str, out: Resolution,
+              *, tidy: bool = False) -> None:
         if side.file.startswith("structured/") and any(e.op == "remove" for e in edits):
             raise InvalidInputError(f"{side.file}: a structured entry is removed with forget "
                                     f"(`mateclaw-mem structured forget`), not from the inbox")
@@ -227,7 +242,8 @@ class ContradictionService:
         if result.skipped:
             raise ConflictError(f"{side.file} changed since the contradiction was found "
                                 f"({result.skipped[0][1]}); list the inbox again")
-        self.store.write(agent, side.file, frontmatter.with_body(snap.text, result.body), expected_sha=snap.sha,
+        body = _without_emptied(result.body, side.section) if tidy else result.body
+        self.store.write(agent, side.file, frontmatter.with_body(snap.text, body), expected_sha=snap.sha,
                          actor=actor, owner=o, reason="contradiction resolved")
         self._record(agent, o, side, snap.text, out)
 
@@ -237,6 +253,18 @@ class ContradictionService:
         diff = "".join(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                             f"a/{side.file}", f"b/{side.file}"))
         out.files.append({"file": side.file, "scope": side.scope, "diff": diff})
+
+
+def _without_emptied(body: str, section: str) -> str:
+    """`body` without its `## section` when the section holds nothing but blank lines any more: the
+    claim a Keep removed was its last line, and an empty heading left behind is noise in the file
+    and in every prompt that carries it. A pinned section keeps its mark, so it is never empty."""
+    if not section:
+        return body
+    preamble, sections = split_sections(body)
+    key = normalise_title(section)
+    kept = [s for s in sections if not (s.key == key and not s.text.partition("\n")[2].strip())]
+    return body if len(kept) == len(sections) else join(preamble, kept)
 
 
 def _side(r: Row) -> Side:
