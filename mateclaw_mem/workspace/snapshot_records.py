@@ -58,6 +58,9 @@ class ImportItem:
     new_sha: str = ""  # what would be written
     new_size: int = 0
     entry: SourceFile | None = field(default=None, repr=False, compare=False)  # read again to write
+    # The text the plan would write (a preview shows it as a diff against the file now); "" for a
+    # sidecar or a file skipped before it was read.
+    planned: str = field(default="", repr=False, compare=False)
 
 
 @dataclass(frozen=True)

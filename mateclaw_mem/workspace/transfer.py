@@ -333,7 +333,8 @@ class Transfer:
 
         def out(action: str, new_text: str, reason: str = "") -> tuple[ImportItem, str]:
             data = new_text.encode("utf-8")
-            return replace(item, action=action, reason=reason, new_sha=sha256(data), new_size=len(data)), new_text
+            return replace(item, action=action, reason=reason, new_sha=sha256(data), new_size=len(data),
+                           planned=new_text), new_text
 
         if not current.exists:
             return out("create", text)

@@ -3,8 +3,9 @@
 The download is a UI route (the session cookie authenticates it, as every page) over the same
 `transfer.export_stream` as the API. An upload is staged in a temp file held by the session, the
 preview is `transfer.import_` with `dry_run=True` shown through the API's own create / update / skip
-mapping (`api/snapshots.import_out`), and "Apply" imports that same staged file as one undoable run: what
-the person saw is what is written, and the staged file is gone once applied or replaced.
+mapping (`api/snapshots.import_out`) with a unified diff per file it would change, and "Apply"
+imports that same staged file as one undoable run: what the person saw is what is written, and the
+staged file is gone once applied or replaced.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from mateclaw_mem.api.snapshots import import_out
+from mateclaw_mem.api.ui.view import diff_lines, unified
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
-from mateclaw_mem.workspace.snapshot_records import STRATEGIES
+from mateclaw_mem.workspace.snapshot_records import STRATEGIES, WRITES, ImportReport
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 
@@ -51,6 +53,18 @@ def _strategy(value: str) -> str:
     return value
 
 
+def _diffs(p: Page, report: ImportReport) -> list[dict[str, object]]:
+    """What each written file would become, against the file now: sizes alone hid what an import changes."""
+    out: list[dict[str, object]] = []
+    for item in report.items:
+        if item.action not in WRITES or not item.rel or item.source in p.services.transfer.sidecars:
+            continue
+        now = p.services.store.read(p.agent, item.rel, owner=item.owner).text
+        out.append({"file": item.rel, "owner": item.owner,
+                    "rows": diff_lines(unified(now, item.planned, item.rel, a="now", b="imported"))})
+    return out
+
+
 @router.post("/snapshot/preview")
 async def preview(request: Request, p: Page = Depends(page)) -> Response:
     form = await request.form()
@@ -70,8 +84,9 @@ async def preview(request: Request, p: Page = Depends(page)) -> Response:
     p.session.staged = path
     report = await run_in_threadpool(p.services.transfer.import_, path, agent=p.agent, owner=p.owner,
                                      strategy=strategy, dry_run=True)
+    diffs = await run_in_threadpool(_diffs, p, report)
     return p.render("snapshot.html", strategies=STRATEGIES, plan=import_out(report), strategy=strategy,
-                    upload_name=upload.filename)
+                    upload_name=upload.filename, diffs=diffs)
 
 
 @router.post("/snapshot/apply")
