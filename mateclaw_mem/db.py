@@ -3,12 +3,14 @@
 Files under `workspace/.mateclaw/`: `log.db` (conversation log, runs, usage: logs),
 `state.db` (cooldowns, watermarks, schedules, lineage: bookkeeping), `index.db` (derived,
 rebuildable). Table owners subclass `SharedConnection` and take their path from Settings
-(`settings.log_db`, `settings.state_db`), never join it themselves.
+(`settings.log_db`, `settings.state_db`), never join it themselves. Which files are derived and
+what happens to a damaged one: runtime/heal.py (`check` and `set_aside` here do the file work).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import threading
 import time
@@ -17,7 +19,21 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from mateclaw_mem.errors import MateclawError
+
 BUSY_TIMEOUT_MS = 30000
+
+
+class DamagedDatabaseError(MateclawError):
+    """An SQLite file that is not a database or whose pages are malformed; the message names it."""
+
+    code = "damaged"
+
+    def __init__(self, path: Path, problem: str) -> None:
+        super().__init__(f"{path}: damaged database ({problem}); `mateclaw-mem doctor` sets it aside "
+                         "and rebuilds it or starts a new one (the next daemon start does the same)")
+        self.path = path
+        self.problem = problem
 
 
 def owner_column(owner: str | None) -> str:
@@ -26,13 +42,21 @@ def owner_column(owner: str | None) -> str:
 
 
 def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connection:
+    """Raises DamagedDatabaseError naming `path` when the file is not a database (the first read of
+    its header is here): bare, SQLite's "file is not a database" names no file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None)
-    conn.row_factory = sqlite3.Row
-    _wal(conn)
-    conn.execute("PRAGMA synchronous=NORMAL")
-    conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-    conn.execute("PRAGMA foreign_keys=ON")
+    try:
+        conn.row_factory = sqlite3.Row
+        _wal(conn)
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        if is_damage(exc):
+            raise DamagedDatabaseError(path, str(exc)) from exc
+        raise
     return conn
 
 
@@ -82,6 +106,66 @@ def no_busy_wait(conn: sqlite3.Connection) -> Iterator[None]:
 def is_busy(exc: BaseException) -> bool:
     """An SQLite error that says another connection holds the lock (retry, or wait elsewhere)."""
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+_CORRUPT, _NOTADB = 11, 26  # SQLITE_CORRUPT, SQLITE_NOTADB (primary codes: the low byte of extended ones)
+
+
+def is_damage(exc: BaseException) -> bool:
+    """An SQLite error that says the file itself is damaged (not a database, malformed pages), as
+    opposed to a busy, missing or unwritable one, which setting the file aside would not help."""
+    if isinstance(exc, DamagedDatabaseError):
+        return True
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (_CORRUPT, _NOTADB)
+    text = str(exc)
+    return "not a database" in text or "malformed" in text
+
+
+def check(path: Path, *, pages_up_to: int | None = None) -> str | None:
+    """What is wrong with the database at `path`, or None when it opens and `PRAGMA quick_check`
+    finds nothing (a missing or empty file is a new database: nothing wrong). quick_check reads
+    every page of every table and index once (~0.7 ms a MB, warm), so the daemon runs it at start,
+    not per request. A file larger than `pages_up_to` bytes has only its header and schema read
+    (~0.3 ms: that finds a file that is not a database or whose schema is lost, not a bad page).
+    A busy or unreadable file is not "damaged": None, and whoever opens it next says why."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return None
+    if size == 0:
+        return None
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+    try:
+        if pages_up_to is not None and size > pages_up_to:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            return None
+        found = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+    except sqlite3.DatabaseError as exc:
+        return str(exc) if is_damage(exc) else None
+    finally:
+        conn.close()
+    return None if found == ["ok"] else "; ".join(str(line) for line in found)
+
+
+def set_aside(path: Path, stamp: str) -> Path:
+    """Rename `path` to `<name>.damaged-<stamp>` (and its `-wal`/`-shm` to that name's, so SQLite
+    opening the set-aside file still finds the WAL's committed pages); returns the new path. A name
+    already taken (two in one second) gets a counter."""
+    target = path.with_name(f"{path.name}.damaged-{stamp}")
+    n = 1
+    while target.exists():
+        n += 1
+        target = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+    os.replace(path, target)
+    for suffix in ("-wal", "-shm"):
+        side = Path(f"{path}{suffix}")
+        if side.exists():
+            os.replace(side, Path(f"{target}{suffix}"))
+    return target
 
 
 META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
@@ -137,7 +221,13 @@ class SharedConnection:
         self._lock = threading.RLock()
         self._conn = connect(db_path)
         with self._lock:
-            self._conn.executescript(schema)
+            try:
+                self._conn.executescript(schema)
+            except sqlite3.DatabaseError as exc:  # a header that reads and a schema page that does not
+                self._conn.close()
+                if is_damage(exc):
+                    raise DamagedDatabaseError(db_path, str(exc)) from exc
+                raise
 
     def close(self) -> None:
         with self._lock:

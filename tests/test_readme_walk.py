@@ -62,6 +62,7 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "card": ({10}, r"no morning card for default"),  # the walk dreams nothing worth a card
     "soul": ({10}, r"no SOUL\.md proposal for default"),  # soul-update-interval: 0 (off)
     "archive": ({10}, r"no month archives for default yet"),
+    "doctor": ({0}, r"databases in .+\.mateclaw \(PRAGMA quick_check\):$"),
 }
 NOT_RUN = {"mcp": "serves stdio until its client leaves", "serve": "run by the Quick start walk",
            "import-chats": "needs a chat export: tests/test_import_chats.py runs it on each format"}

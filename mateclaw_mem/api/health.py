@@ -13,6 +13,7 @@ from mateclaw_mem import __version__
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
 from mateclaw_mem.runtime.daemon_status import STATUS_PATH
+from mateclaw_mem.runtime.heal import report
 from mateclaw_mem.runtime.services import START_ORDER, Services
 from mateclaw_mem.runtime.status import collect_in_daemon, model_health
 
@@ -21,7 +22,8 @@ router = APIRouter(tags=["health"])
 
 @router.get("/health", summary="liveness, mode, version, index freshness and model health (no auth)")
 def health(services: Services = Depends(get_services)) -> dict[str, Any]:
-    # Says whether auth is on, never what the key is; no paths, no file names, no owners.
+    # Says whether auth is on, never what the key is; no paths, no file names, no owners (a set-aside
+    # database is named by our own file name under .mateclaw/, relative to the workspace).
     return {
         "status": "ok",
         "version": __version__,
@@ -34,6 +36,8 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "model": model_health(services) if services.mode == "model" else None,
         # Per memory provider: latency, failures, breaker state (what `status` shows from the daemon).
         "providers": services.providers.status() if services.built("providers") else None,
+        # Damaged databases moved aside (runtime/heal.py): which, why, and how to copy their rows back.
+        "set_aside": report(services.settings, full_paths=False),
     }
 
 

@@ -44,6 +44,7 @@ TABLE: dict[str, tuple[str, str]] = {
     "card": ("card", "the morning card: last night's report; confirm/edit/forget"),
     "soul": ("soul", "review the SOUL.md proposal: show, propose, apply, reject"),
     "forget": ("forget", "forget a claim everywhere (TEXT, --now) or remove a structured entry (TYPE KEY)"),
+    "doctor": ("doctor", "check the databases; set a damaged one aside; --salvage FILE copies its rows back"),
 }
 # command -> the module (cli/<module>.py) whose register() adds it
 COMMANDS: dict[str, str] = {name: module for name, (module, _) in TABLE.items()}

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
-from mateclaw_mem.runtime import pidfile
+from mateclaw_mem.runtime import heal, pidfile
 from mateclaw_mem.runtime.net import bind, is_loopback
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.atomic import clean_temp_files
@@ -125,6 +125,8 @@ class Daemon:
 
     def _start_parts(self) -> None:
         settings = self.services.settings
+        # Before anything opens a database: a damaged one is set aside (runtime/heal.py), never fatal.
+        heal.at_daemon_start(self.services)
         removed = clean_temp_files(settings.workspace)
         if removed:
             log.info("removed %d temp file(s) left by an interrupted write", removed)
@@ -145,6 +147,7 @@ class Daemon:
         # (watcher, scheduler). Services.BUILD_ORDER and START_ORDER say which, in which order.
         t0 = time.perf_counter()
         self.services.build()
+        heal.after_build(self.services)
         log.info("services built in %.0f ms", (time.perf_counter() - t0) * 1000)
         # Then the HTTP face, before the background work: every service a request can reach exists
         # (build() sealed them), and the watcher's catch-up with the disk (CPU-bound) and the

@@ -184,6 +184,10 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
     then a reconcile for whatever changed while it ran."""
     from mateclaw_mem.index.reconcile import reconcile
 
+    if not services.heal_checked:  # every page: a rebuild reads the old tables (runtime/heal.py)
+        from mateclaw_mem.runtime.heal import before_first_open
+
+        before_first_open(services, every_page=True)
     index = services.file_index
     if agent:
         files = list(index.disk_files(agent))

@@ -83,6 +83,10 @@ def _collect(services: Services, agents: list[str] | None, daemon: dict[str, Any
             }
     if services.mode == "model":
         out["model_health"] = _guarded(lambda: model_health(services))
+    from mateclaw_mem.runtime.heal import report
+
+    if set_aside := report(settings):  # damaged databases moved aside: which, why, how to recover rows
+        out["set_aside_databases"] = set_aside
     for name, reporter in services.status_reporters():
         out[name] = _guarded(reporter)
     if daemon is not None:

@@ -7,6 +7,7 @@ per kept version. The newest `keep` versions per file are retained (default 50, 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -14,6 +15,8 @@ from pathlib import Path
 
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.workspace.walk import OWNERS_DIR
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,23 @@ class Version:
     key: str = ""  # agent directory relative to the workspace ("default", "default/owners/bob")
     rel: str = ""  # file path inside it
     existed: bool = True  # False: the change created the file; undoing it removes the file
+
+
+_TYPES = {"version": int, "sha": str, "replaced_by": str, "at": str, "actor": str, "reason": str, "size": int,
+          "batch": (str, type(None)), "key": str, "rel": str, "existed": bool}
+
+
+def _version(line: str) -> Version | None:
+    """One record of versions.jsonl, or None when the line is not one (each field of its type: a
+    record that parsed into the wrong types would fail later, inside a page or a report)."""
+    try:
+        data = json.loads(line)
+        record = Version(**data)
+    except (ValueError, TypeError):
+        return None
+    if any(not isinstance(data[k], t) for k, t in _TYPES.items() if k in data) or isinstance(data["version"], bool):
+        return None
+    return record
 
 
 class History:
@@ -47,20 +67,25 @@ class History:
         # Plain strings and one open, no pathlib and no exists(): `status` lists the history of every
         # file of the workspace (1,000 daily notes: ~20 ms of path objects alone).
         try:
-            with open(os.path.join(folder, "versions.jsonl"), encoding="utf-8") as fh:
+            # Bytes that are not UTF-8 (a damaged disk block) spoil their lines only, not the file.
+            with open(os.path.join(folder, "versions.jsonl"), encoding="utf-8", errors="replace") as fh:
                 text = fh.read()
         except (FileNotFoundError, NotADirectoryError):
             return []
         lines = text.splitlines()
         out = []
+        damaged = 0
         for line in reversed(lines) if last else lines:
             if line.strip():
-                try:
-                    out.append(Version(**json.loads(line)))
-                except (ValueError, TypeError):
-                    continue  # a torn last line after a crash must not hide the rest
+                record = _version(line)
+                if record is None:  # a torn last line after a crash, a damaged one: never hides the rest
+                    damaged += 1
+                    continue
+                out.append(record)
                 if last and len(out) == last:
                     break
+        if damaged:
+            log.warning("%s: skipped %d damaged history record(s)", os.path.join(folder, "versions.jsonl"), damaged)
         return out[::-1] if last else out
 
     def save(self, key: str, rel: str, content: bytes, record: Version) -> Version:
