@@ -95,6 +95,7 @@ def shot(page: Any, name: str) -> None:
     ("dreams", "/ui/dreams?owner=alice", "Dreaming"),
     ("search", "/ui/search?q=Atlas&owner=alice", "Atlas"),
     ("timeline-all", "/ui/timeline?owner=alice", "MEMORY.md"),
+    ("health", "/ui/health?owner=alice", "WAL checkpoints"),
 ])
 def test_every_page_opens_with_its_assets_and_no_csp_violation(tab: Any, name: str, path: str, marker: str) -> None:
     response = tab.goto(path)
@@ -194,7 +195,7 @@ AXE = Path(__file__).resolve().parent / "support" / "axe" / "axe.min.js"  # axe-
 @pytest.mark.parametrize("path", ["/ui/?owner=alice", "/ui/facts?owner=alice", "/ui/inbox", "/ui/files?owner=alice",
                                   "/ui/files/edit?path=MEMORY.md&scope=team", "/ui/files/history?path=MEMORY.md&scope=team",
                                   "/ui/dreams?owner=alice", "/ui/search?q=Atlas&owner=alice",
-                                  "/ui/timeline?owner=alice"])
+                                  "/ui/timeline?owner=alice", "/ui/health", "/ui/no-such-page"])
 def test_pages_pass_an_accessibility_check(browser: Any, daemon: tuple[str, Any], path: str) -> None:
     # Only this context may inject axe: the pages' own policy would (rightly) refuse the script.
     context = browser.new_context(base_url=daemon[0], bypass_csp=True)
