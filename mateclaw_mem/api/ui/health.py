@@ -27,7 +27,8 @@ def _health(services: Services) -> dict[str, Any]:
         midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
         totals = usage.summary(since_ms=int(midnight.timestamp() * 1000))
         today = totals["prompt_tokens"] + totals["completion_tokens"]
-    runs = {job.replace("_", " "): short(at, services.clock.tz, now) or "not scheduled" for job, at in next_runs.items()}
+    runs = {job.replace("_", " "): short(at, services.clock.tz, now) or "not scheduled"
+            for job, at in next_runs.items()}
     return {"mode": services.mode, "model": services.settings.model.model or "", "parts": background,
             "next_runs": runs, "tokens_today": today, "tz": str(services.clock.tz)}
 
