@@ -54,7 +54,7 @@ def run_heading(report: dict[str, Any], tz: tzinfo, now: datetime) -> str:
     when = local(report.get("at"), tz)
     if when is None:
         return "Latest dream"
-    nightly = report.get("trigger") in SCHEDULED
-    if nightly and (now - when).total_seconds() < 24 * 3600 and (when.hour >= 18 or when.hour < 8):
+    days = (now.date() - when.date()).days
+    if report.get("trigger") in SCHEDULED and ((days == 0 and when.hour < 12) or (days == 1 and when.hour >= 18)):
         return "Last night"
     return day_and_time(when, now)
