@@ -14,6 +14,7 @@ import pytest
 
 from mateclaw_mem.conversations.log import NewMessage
 from mateclaw_mem.errors import DisabledError, InvalidInputError
+from mateclaw_mem.memory.forget import scan
 from mateclaw_mem.memory.forget.matching import Fingerprint, Matcher, cut_text
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
@@ -136,6 +137,9 @@ def test_forget_reaches_every_place_and_the_report_lists_them(svc: Services) -> 
     assert not [f for f in svc.facts.list(AGENT, None) if "sugar" in f.text]
     assert "sugar" not in prompt(svc)
     assert history_with(svc) == []
+    # and the bytes: every file of the workspace, databases and their WAL raw, archives unpacked
+    assert scan.walk(svc.settings.workspace, {"c": scan.patterns(CLAIM)}).hits["c"] == []
+    assert scan.walk(svc.settings.workspace, {"c": scan.patterns("likes cats")}).hits["c"]  # the scan sees
 
 
 def test_history_copies_wait_for_the_undo_window_then_go(svc: Services, clock: Any) -> None:

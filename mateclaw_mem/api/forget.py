@@ -1,8 +1,10 @@
 """`POST /api/v1/memory/{agentId}/forget`: forget a claim everywhere, with the report of every place.
 
-Body `{"text": "...", "now"?: false}` or `{"fact_id": "...", "now"?: false}`; the owner is the
-`owner` query parameter, as on the facts routes. With `mate.memory.fact.forget-enabled` off: 409
-naming the key. Parse, call the service, render.
+Body `{"text": "...", "now"?: false, "receipt"?: false}` or `{"fact_id": "...", ...}`; the owner is
+the `owner` query parameter, as on the facts routes. The answer always lists every store
+(`stores`, `status`, `errors`, `shared_kept`, `scrubbed`); with `"receipt": true` also the byte scan
+of the workspace (`scan`, with its positive control). With `mate.memory.fact.forget-enabled` off:
+409 naming the key. Parse, call the service, render.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class ForgetIn(Wire):
     text: str | None = Field(None, min_length=1, max_length=2000, description="the claim to forget")
     fact_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_-]{1,64}$", description="or a fact id (its text)")
     now: bool = Field(False, description="purge history copies at once (the run can then not be undone)")
+    receipt: bool = Field(False, description="scan every byte of the workspace for the claim afterwards")
 
     @model_validator(mode="after")
     def _one(self) -> ForgetIn:
@@ -53,6 +56,12 @@ class ForgetOut(Wire):
     facts_forgotten: list[str]
     history_purged: int
     history_purge_due: str | None
+    status: str = Field(description='"done" once every store answered without an error, else "pending"')
+    stores: list[dict[str, Any]] = Field(description="one entry per store that can hold words: what it removed")
+    errors: list[dict[str, Any]]
+    shared_kept: list[dict[str, Any]] = Field(description="files this owner's forget may not cut, with why")
+    scrubbed: list[dict[str, Any]]
+    scan: dict[str, Any] | None = Field(None, description="the byte scan (`receipt`): occurrences and the control")
 
 
 @router.post("/forget", response_model=ForgetOut, summary="Forget a claim in every file, index and the log",
@@ -61,7 +70,7 @@ def forget(body: ForgetIn, agent: str = AgentId, owner: OwnerQuery = None,
            services: Services = Depends(get_services)) -> ForgetOut:
     svc = services.forget
     if body.fact_id is not None:
-        report = svc.forget_fact(agent, owner, body.fact_id, actor=ACTOR, now=body.now)
+        report = svc.forget_fact(agent, owner, body.fact_id, actor=ACTOR, now=body.now, receipt=body.receipt)
     else:
-        report = svc.forget(agent, owner, body.text or "", actor=ACTOR, now=body.now)
+        report = svc.forget(agent, owner, body.text or "", actor=ACTOR, now=body.now, receipt=body.receipt)
     return ForgetOut(**report.to_dict())

@@ -31,9 +31,13 @@ def register(server: ToolSet, services: Services, agent: Callable[[], str]) -> N
                                    min_length=1, max_length=2000)],
         now: Annotated[bool, Field(description="purge history copies at once (no undo afterwards)")] = False,
         owner: Owner = None,
+        receipt: Annotated[bool, Field(description="scan every byte of the workspace for the claim afterwards")]
+        = False,
     ) -> dict[str, Any]:
         """Forget a claim everywhere: memory files, daily notes, archives, search and message indexes,
-        the conversation log; it is tombstoned so it is never extracted again. Returns every place."""
-        return call(lambda: services.forget.forget(agent(), owner, text, actor=ACTOR, now=now)).to_dict()
+        the conversation log, run records, dream reports, providers; it is tombstoned so it is never
+        extracted again. Returns what every store removed (and with `receipt` the byte scan)."""
+        return call(lambda: services.forget.forget(agent(), owner, text, actor=ACTOR, now=now,
+                                                   receipt=receipt)).to_dict()
 
     server.add_tool(memory_forget, annotations=CHANGE)

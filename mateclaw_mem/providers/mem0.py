@@ -161,6 +161,59 @@ class Mem0Provider:
                 self._queue.all_tasks_done.wait(left)
         return True
 
+    # -- forget ----------------------------------------------------------------------------------
+
+    def forget(self, agent: str, owner: str | None, holds: Any) -> dict[str, Any]:  # holds: (text) -> bool
+        """A forgotten claim out of Mem0 (memory/forget/, registered in runtime/holders.py): the
+        queued turns lose the messages that hold it before they leave, the one being sent is waited
+        for, then every memory Mem0 keeps for (owner, agent) is listed (`GET {addPath}?user_id=…`,
+        both the Platform's and the open-source server's) and each that holds it is deleted
+        (`DELETE {addPath}{id}/`, or `{addPath}/{id}` for a path without the slash). Mem0 rewords
+        what it keeps, so `holds` matches loosely (every content word of the claim). No owner: nothing
+        was ever sent. Raises Mem0Error when Mem0 cannot be listed or a delete fails (the forget
+        stays pending and is run again)."""
+        from urllib.parse import quote, urlencode
+
+        if owner is None:
+            return {"removed": 0, "note": "no owner: nothing is ever sent to Mem0 without one"}
+        dropped = 0
+        with self._queue.mutex:  # turns not sent yet: what holds the claim never leaves
+            for body in self._queue.queue:
+                if isinstance(body, dict) and body.get("user_id") == owner and body.get("agent_id") == agent:
+                    kept = [m for m in body["messages"] if not holds(str(m.get("content", "")))]
+                    dropped += len(body["messages"]) - len(kept)
+                    body["messages"] = kept
+        self.wait_synced(self.options.timeout_ms / 1000)  # the turn in flight lands before the listing
+
+        def request(method: str, path: str) -> Any:
+            where = f"{method} {path.split('?')[0]}"
+            headers = {"Accept": "application/json"}
+            if self._key:
+                headers["Authorization"] = f"Bearer {self._key}"
+            req = urllib.request.Request(self._base + path, headers=headers, method=method)
+            try:
+                with self._opener.open(req, timeout=self.options.timeout_ms / 1000) as resp:
+                    raw = resp.read()
+            except urllib.error.HTTPError as exc:
+                raise Mem0Error(f"{where} answered HTTP {exc.code}") from None
+            except (urllib.error.URLError, OSError) as exc:
+                raise Mem0Error(f"{where} failed: {getattr(exc, 'reason', None) or exc}") from None
+            try:
+                return json.loads(raw.decode("utf-8")) if raw.strip() else None
+            except ValueError:
+                raise Mem0Error(f"{where} answered something that is not JSON") from None
+
+        answer = request("GET", f"{self.options.add_path}?{urlencode({'user_id': owner, 'agent_id': agent})}")
+        rows = answer.get("results") if isinstance(answer, dict) else answer
+        if not isinstance(rows, list):
+            raise Mem0Error(f"listing memories answered {type(answer).__name__}, not a list")
+        doomed = [str(r["id"]) for r in rows if isinstance(r, dict) and r.get("id") is not None
+                  and isinstance(r.get("memory"), str) and holds(r["memory"])]
+        base = self.options.add_path
+        for mid in (quote(m, safe="") for m in doomed):
+            request("DELETE", f"{base}{mid}/" if base.endswith("/") else f"{base}/{mid}")
+        return {"removed": len(doomed), "kept": len(rows) - len(doomed), "queued_messages_dropped": dropped}
+
     # -- HTTP ------------------------------------------------------------------------------------
 
     def _post(self, path: str, body: dict[str, Any], *, deadline: float | None) -> Any:

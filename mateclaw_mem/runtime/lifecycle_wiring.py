@@ -36,10 +36,11 @@ def build_contradictions(services: Services) -> ContradictionService:
 
 
 def build_forget(services: Services) -> ForgetService:
-    """Forget everywhere, tombstoned (memory/forget/, `fact.forget-enabled`)."""
-    from mateclaw_mem.memory.forget import build
+    """Forget everywhere, tombstoned (memory/forget/, `fact.forget-enabled`), through the registry of
+    every store that can hold a person's words (runtime/holders.py)."""
+    from mateclaw_mem.runtime.holders import build_forget
 
-    return build(services)
+    return build_forget(services)
 
 
 def build_soul(services: Services) -> SoulService:

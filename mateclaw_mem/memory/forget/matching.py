@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 MARKER = "[forgotten]"
@@ -134,3 +134,26 @@ def _sections(lines: list[str]) -> list[list[str]]:
 def _content(section: list[str]) -> bool:
     body = section[1:] if section and section[0].startswith("## ") else section
     return any(ln.strip() and not ln.lstrip().startswith(">") for ln in body)
+
+
+# Words that carry no claim of their own: a store that rewords what it keeps ("Takes tea without
+# sugar" for "I take my tea without sugar") drops exactly these.
+_FUNCTION_WORDS = frozenset((
+    "i", "me", "my", "mine", "we", "us", "our", "you", "your", "he", "him", "his", "she", "her", "they", "them",
+    "their", "it", "its", "a", "an", "the", "this", "that", "these", "those", "is", "am", "are", "was", "were", "be",
+    "been", "being", "do", "does", "did", "have", "has", "had", "to", "of", "in", "on", "at", "for", "with", "by",
+    "from", "and", "or", "but", "so", "as", "about", "into", "than", "then", "also", "just", "really", "very",
+    "please", "remember", "user"))
+
+
+def loosely(claim: str) -> Callable[[str], bool]:
+    """For stores that reword what they keep (Mem0): a text holds the claim when it has every content
+    word of it (stemmed, as the search index stems them), in any order. A claim of fewer than two
+    content words is matched exactly: one word alone is too blunt (see MIN_TOKENS)."""
+    from mateclaw_mem.index.tokenizer import tokenize
+
+    exact = Matcher([Fingerprint.of(claim)])
+    words = {t for t in tokenize(claim) if t.strip() and t not in _FUNCTION_WORDS}
+    if len(words) < MIN_TOKENS:
+        return exact.contains
+    return lambda text: exact.contains(text) or words <= set(tokenize(text))

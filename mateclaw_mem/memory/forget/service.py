@@ -1,44 +1,51 @@
-"""Forget that forgets: a claim out of every live place it is in, and a tombstone so nothing brings
-it back.
+"""Forget that forgets: a claim out of every store that can hold a person's words, a tombstone so
+nothing brings it back, and - asked for - a receipt that proves it byte by byte.
 
-    forget = ForgetService(settings, store, log, clock, file_index=..., message_index=..., facts=...)
-    forget.forget(agent, owner, "I take my tea without sugar", actor="person")   # -> ForgetReport
+    forget = services.forget            # built by runtime/holders.py, with the registry of holders
+    forget.forget(agent, owner, "I take my tea without sugar", actor="person", receipt=True)  # -> ForgetReport
     forget.forget_fact(agent, owner, fact_id, actor="person")                     # the fact's text
     forget.guard(agent, owner)          # what extraction and dreaming consult before they write
-    forget.purge_due()                  # history copies past the undo window (scheduler, next forget)
+    forget.purge_due()                  # history copies past the undo window; forgets that died midway
 
-Where it reaches (one owner: an owner's personal files and messages, or with owner None the
-agent's shared ones - never another owner's): every memory file of that owner on disk (always-on
-files AGENTS.md / SOUL.md / PROFILE.md / MEMORY.md included: they are in every prompt, so a claim
-left there is a claim still told; structured entries, daily notes, DREAMS.md, `memory/archive/`),
-each written through the store under one batch id (one undoable run), re-ingested into the search
-index and the facts by the store's write listener; then the conversation log (messages and AML
-facts: the cut sentence becomes `[forgotten]`) with both derived copies of it (`messages.db` for
-AML Search, `index.db`'s conversation chunks for search). History copies holding the claim are
-purged once `fact.forget-undo-hours` have passed (at once with `now=True`); an undo of the forget
-run inside the window cancels the purge and lifts the tombstone.
+One run: the tombstone first (status "pending": extraction and dreaming already refuse the claim),
+then every holder of runtime/holders.py in its order, each answering what it removed; a holder that
+fails is named in `errors` and the others still run. Then every database a holder changed is
+scrubbed (memory/forget/scrub.py: FTS5 optimized, VACUUM, WAL truncated) - and so is any database
+whose bytes still hold the claim, a forget from before the scrub included. The tombstone says
+"done" only when no holder failed; a pending one is run again from its fingerprint by `purge_due`
+(the scheduler's heartbeat) once it is `RESUME_AFTER_MS` old, so a forget that died midway finishes
+instead of looking finished.
 
-The files are written as the person (`actor="person"`, the face in the reason), like an undo: a
-forget is the person's decision about their own words, so a pinned or hand-written line is no
-obstacle to it.
+Owners: one owner's forget reaches that owner's files and messages (with isolation off everyone
+shares the agent's files, so the files' owner is None); the workspace's own person (owner None)
+also reaches GLOBAL memory. What an owner's forget may not cut - the agent's shared files and
+GLOBAL memory, read by every owner - is listed in `shared_kept` with why, never silently left.
+
+History copies holding the claim are purged once `fact.forget-undo-hours` have passed (at once with
+`now=True`); an undo of the forget run inside the window cancels the purge and lifts the tombstone.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
 from datetime import datetime
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import DisabledError, InvalidInputError, MateclawError
-from mateclaw_mem.index.messages.storage import FACT_BASE
-from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.memory.extraction.forget_requests import forget_requests
+from mateclaw_mem.memory.forget import scan
 from mateclaw_mem.memory.forget.guard import Guard
-from mateclaw_mem.memory.forget.matching import MIN_TOKENS, Fingerprint, Matcher, cut_text
+from mateclaw_mem.memory.forget.holder import Cut, Holder
+from mateclaw_mem.memory.forget.matching import MIN_TOKENS, Fingerprint, Matcher
+from mateclaw_mem.memory.forget.places import Places
+from mateclaw_mem.memory.forget.receipt import ForgetReport
+from mateclaw_mem.memory.forget.scrub import scrub
 from mateclaw_mem.memory.forget.tombstones import TombstoneDB
-from mateclaw_mem.workspace import month_archive
+from mateclaw_mem.workspace.paths import owner_dirname
+from mateclaw_mem.workspace.walk import GLOBAL, OWNERS_DIR
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
@@ -49,56 +56,33 @@ if TYPE_CHECKING:
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.store import WorkspaceStore
 
-PERSON = "person"
-ALWAYS_ON = frozenset({"AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md"})  # their headings stay
+__all__ = ["ForgetReport", "ForgetService"]
+log = logging.getLogger(__name__)
 KEY = "mate.memory.fact.forget-enabled"
-
-
-@dataclass
-class ForgetReport:
-    agent: str
-    owner: str | None
-    fingerprint: str  # sha256 of the normalised claim: what the tombstone keeps instead of the words
-    batch: str  # the run's batch id: `mateclaw-mem undo AGENT --run BATCH` within the undo window
-    tombstone_new: bool
-    files: list[dict[str, Any]] = field(default_factory=list)  # {"file", "lines"}
-    skipped: list[dict[str, Any]] = field(default_factory=list)  # {"file", "reason"}: could not be read
-    log_messages: int = 0
-    aml_facts: int = 0
-    message_index_docs: int = 0  # messages.db (AML Search)
-    search_index_rows: int = 0  # index.db conversation chunks (memory files re-ingest on their write)
-    facts_forgotten: list[str] = field(default_factory=list)
-    history_purged: int = 0
-    history_purge_due: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @property
-    def places(self) -> int:
-        return len(self.files) + self.log_messages + self.aml_facts
+FILE_DERIVED = ("index.db", "facts.db")  # rows re-made from the memory files (search index, fact projection)
+RESUME_AFTER_MS = 10 * 60_000  # a pending forget younger than this may still be running in another process
+TEAM_WHY = ("the agent's shared memory: every owner's prompt and search read it, so one owner's forget "
+            "does not cut it; a forget without an owner (the workspace's own person) does")
+GLOBAL_WHY = ("GLOBAL memory: every agent's prompt reads it; a forget without an owner (the workspace's "
+              "own person) cuts it")
 
 
 class ForgetService:
     def __init__(self, settings: Settings, store: WorkspaceStore, log: ConversationLog, clock: Clock, *,
-                 file_index: FileIndex | None = None, message_index: MessageIndex | None = None,
-                 facts: FactService | None = None, db: TombstoneDB | None = None) -> None:
+                 holders: Callable[[ForgetService], list[Holder]], file_index: FileIndex | None = None,
+                 message_index: MessageIndex | None = None, facts: FactService | None = None,
+                 db: TombstoneDB | None = None) -> None:
         self.settings = settings
         self.store = store
         self.log = log
         self.clock = clock
-        self.file_index = file_index
-        self.message_index = message_index
         self.facts = facts
         self.db = db or TombstoneDB(settings.state_dir / "forget.db")
-
-    @classmethod
-    def from_services(cls, services: Any) -> ForgetService:
-        """Built by `runtime.services.Services` (`services.forget`) from the parts it reaches."""
-        svc = cls(services.settings, services.store, services.log, services.clock, file_index=services.file_index,
-                  message_index=services.message_index, facts=services.facts)
-        services.on_close(svc)
-        return svc
+        self.places = Places(store, log, self.db, clock, undo_hours=settings.mate.memory.fact.forget_undo_hours,
+                             file_index=file_index, message_index=message_index, facts=facts)
+        self.holders: list[Holder] = holders(self)
+        self._live: set[str] = set()  # batches running in this process (never resumed beside themselves)
+        self._live_lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
@@ -134,15 +118,18 @@ class ForgetService:
 
     # -- forgetting ---------------------------------------------------------------------------------
 
-    def forget_fact(self, agent: str, owner: str | None, fact_id: str, *, actor: str, now: bool = False
-                    ) -> ForgetReport:
+    def forget_fact(self, agent: str, owner: str | None, fact_id: str, *, actor: str, now: bool = False,
+                    receipt: bool = False) -> ForgetReport:
         if self.facts is None:
             raise InvalidInputError("forget by fact id needs the facts layer (fact.projection-enabled)")
         self.require_enabled()
-        return self.forget(agent, owner, self.facts.get(agent, owner, fact_id).text, actor=actor, now=now)
+        return self.forget(agent, owner, self.facts.get(agent, owner, fact_id).text, actor=actor, now=now,
+                           receipt=receipt)
 
-    def forget(self, agent: str, owner: str | None, text: str, *, actor: str, now: bool = False) -> ForgetReport:
-        """Remove the claim `text` from every live place of (agent, owner) and tombstone it."""
+    def forget(self, agent: str, owner: str | None, text: str, *, actor: str, now: bool = False,
+               receipt: bool = False) -> ForgetReport:
+        """Remove the claim `text` from every store of (agent, owner) and tombstone it; with
+        `receipt`, scan every byte of the workspace for it afterwards (`report.scan`)."""
         self.require_enabled()
         self.store.require_agent(agent)
         claim = " ".join(text.split())
@@ -150,105 +137,150 @@ class ForgetService:
         if fp.n < MIN_TOKENS:
             raise InvalidInputError(f"forget needs a claim of at least {MIN_TOKENS} words, got {claim!r}")
         self.purge_due()
-        matcher = Matcher([fp])
+        batch = f"forget-{agent}-{self.clock.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
+        cut = self._cut(agent, owner, fp, batch, actor, now, claim)
+        cut.report.tombstone_new = self.db.add(agent, cut.files_owner, fp, at_ms=self._now_ms(), actor=actor,
+                                               batch=batch, asked=owner)
+        self._run(cut)
+        if receipt:
+            cut.report.scan = self._prove(cut)
+        return cut.report
+
+    def _cut(self, agent: str, owner: str | None, fp: Fingerprint, batch: str, actor: str, now: bool,
+             claim: str | None) -> Cut:
         files_owner = self._files_owner(owner)
-        stamp = self.clock.now()
-        batch = f"forget-{agent}-{stamp:%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
-        report = ForgetReport(agent, owner, fp.sha, batch,
-                              self.db.add(agent, files_owner, fp, at_ms=self._now_ms(), actor=actor, batch=batch))
-        facts = self._matching_facts(agent, files_owner, matcher)
-        for f in list(self.store.walk_files(agent)):
-            if f.owner != files_owner:
-                continue
-            try:
-                lines = self._cut_file(agent, files_owner, f.rel, matcher, batch, actor)
-            except MateclawError as exc:  # one unreadable file (not UTF-8) must not stop the rest; say so
-                report.skipped.append({"file": f.rel, "reason": exc.message})
-                continue
-            if lines:
-                report.files.append({"file": f.rel, "lines": lines})
-        self._cut_archives(agent, files_owner, matcher, batch, actor, report)
-        self._cut_log(agent, owner, matcher, report)
-        for fid in facts:
-            self.facts.db.add_event(fid, agent, files_owner, "forget", self._now_ms(), actor=actor)  # type: ignore[union-attr]
-        report.facts_forgotten = facts
-        if now:
-            report.history_purged = self._purge(agent, files_owner, matcher)
-        else:
-            due = self._now_ms() + int(self.settings.mate.memory.fact.forget_undo_hours * 3_600_000)
-            self.db.schedule(agent, files_owner, fp, batch, due)
-            report.history_purge_due = datetime.fromtimestamp(due / 1000, tz=self.clock.tz).isoformat(
-                timespec="seconds")
-        return report
+        report = ForgetReport(agent, owner, fp.sha, batch, tombstone_new=False)
+        return Cut(agent, owner, files_owner, Matcher([fp]), fp, batch, actor, now, claim, report)
 
-    def _matching_facts(self, agent: str, owner: str | None, matcher: Matcher) -> list[str]:
-        if self.facts is None or not self.facts.enabled:
+    def _run(self, cut: Cut) -> None:
+        report = cut.report
+        touched: set[str] = set()
+        with self._live_lock:
+            self._live.add(cut.batch)
+        try:
+            for holder in self.holders:
+                try:
+                    out = holder.forget(cut)
+                except Exception as exc:  # one store failing must not keep the claim in the others
+                    log.warning("forget %s: %s failed (%s: %s)", cut.batch, holder.name, type(exc).__name__, exc)
+                    error = exc.message if isinstance(exc, MateclawError) else f"{type(exc).__name__}: {exc}"
+                    report.errors.append({"store": holder.name, "error": error})
+                    report.stores.append({"store": holder.name, "holds": holder.holds, "removed": 0, "error": error})
+                    touched.update(holder.databases)
+                    continue
+                report.stores.append({"store": holder.name, "holds": holder.holds, **out})
+                if out.get("removed"):
+                    touched.update(holder.databases)
+                if due := out.get("due_ms"):
+                    report.history_purge_due = datetime.fromtimestamp(due / 1000, tz=self.clock.tz).isoformat(
+                        timespec="seconds")
+            report.shared_kept = self._shared(cut)
+            self._scrub(cut, touched)
+            if not report.errors:
+                self.db.finish(cut.agent, cut.files_owner, cut.fingerprint.sha)
+                report.status = "done"
+        finally:
+            with self._live_lock:
+                self._live.discard(cut.batch)
+
+    def _scrub(self, cut: Cut, touched: set[str]) -> None:
+        state = self.settings.state_dir
+        pats = scan.patterns(cut.claim) if cut.claim is not None else None
+        if pats is not None:  # bytes an older forget left behind (before the scrub existed) count too
+            for path in sorted(state.glob("*.db")):
+                if any(scan.occurrences(p, pats) for p in (path, path.with_name(path.name + "-wal"))):
+                    touched.add(path.name)
+        for name in sorted(touched):
+            if (state / name).exists():
+                done = scrub(state / name, pats)
+                cut.report.scrubbed.append(done)
+                if "error" in done:
+                    cut.report.errors.append({"store": f"scrub {name}", "error": done["error"]})
+
+    def _shared(self, cut: Cut) -> list[dict[str, Any]]:
+        """What this forget may not cut and still holds the claim: the agent's shared files for one
+        owner with isolation on, GLOBAL memory for any owner."""
+        if cut.owner is None:
             return []
-        return [r.id for r in self.facts.db.list(agent, owner) if matcher.contains(r.text)]
+        scopes = [(cut.agent, None, "team", TEAM_WHY)] if self.store.owner_isolation else []
+        if cut.agent != GLOBAL:
+            scopes.append((GLOBAL, None, "global", GLOBAL_WHY))
+        out = []
+        for agent, owner, scope, why in scopes:
+            prefix = f"{GLOBAL}/" if agent == GLOBAL else ""
+            for f in list(self.store.walk_files(agent)):
+                if f.owner != owner:
+                    continue
+                try:
+                    held = cut.holds(self.store.read(agent, f.rel, owner=owner).text)
+                except MateclawError:
+                    continue
+                if held:
+                    out.append({"file": prefix + f.rel, "scope": scope, "why": why})
+        return out
 
-    def _cut_file(self, agent: str, owner: str | None, rel: str, matcher: Matcher, batch: str, actor: str) -> int:
-        cut = {"lines": 0}
+    def _prove(self, cut: Cut) -> dict[str, Any]:
+        assert cut.claim is not None
+        root = self.settings.workspace
+        proof = scan.prove(root, self.settings.state_dir, cut.claim)
+        shared = {s["file"] for s in cut.report.shared_kept}
+        mine = owner_dirname(cut.files_owner) if cut.files_owner else None
+        for hit in proof["found"]:
+            hit["why"] = _why(hit["file"], cut, shared, mine, cut.report.history_purge_due)
+        proof["unexplained"] = sum(h["count"] for h in proof["found"] if not h["why"])
+        proof["proof"] = ("clean" if not proof["unexplained"] else "found") if proof["control"]["ok"] \
+            else "not proven: the control was not found"
+        return proof
 
-        def change(text: str) -> str | None:
-            body, lines = cut_text(frontmatter.body(text), matcher, drop_empty_sections=rel not in ALWAYS_ON)
-            cut["lines"] = lines
-            return frontmatter.with_body(text, body) if lines else None
+    # -- pending forgets and history ----------------------------------------------------------------
 
-        if not matcher.contains(self.store.read(agent, rel, owner=owner).text):
-            return 0
-        self.store.update(agent, rel, change, actor=PERSON, owner=owner, reason=f"forget (via {actor})", batch=batch)
-        return cut["lines"]
-
-    def _cut_archives(self, agent: str, owner: str | None, matcher: Matcher, batch: str, actor: str,
-                      report: ForgetReport) -> None:
-        """Inside the compressed monthly archives too: each kept file that holds the claim is cut."""
-        for month in month_archive.months(self.store, agent, owner=owner):
-            if month["error"]:
-                report.skipped.append({"file": month["file"], "reason": month["error"]})
-                continue
-            cut: list[tuple[str, int]] = []
-            month_archive.update_month(self.store, agent, month["month"], partial(_cut_members, matcher, cut),
-                                       actor=PERSON, owner=owner, reason=f"forget (via {actor})", batch=batch)
-            report.files.extend({"file": f"{month['file']}:{rel}", "lines": n} for rel, n in cut)
-
-    def _cut_log(self, agent: str, owner: str | None, matcher: Matcher, report: ForgetReport) -> None:
-        changed = self.log.rewrite(agent, owner, lambda t: cut_text(t, matcher, marker=True)[0])
-        messages, facts = changed.get("messages", {}), changed.get("aml_facts", {})
-        report.log_messages, report.aml_facts = len(messages), len(facts)
-        if self.message_index is not None:
-            docs = {**messages, **{FACT_BASE + i: t for i, t in facts.items()}}
-            report.message_index_docs = self.message_index.rewrite(agent, owner, docs)
-        if self.file_index is not None:
-            report.search_index_rows = self.file_index.rewrite_messages(messages)
-
-    # -- history ------------------------------------------------------------------------------------
-
-    def _purge(self, agent: str, owner: str | None, matcher: Matcher) -> int:
-        key = self.store.agent_key(agent, owner)
-        return len(self.store.history_store.purge(key, lambda data: matcher.contains(data.decode("utf-8", "replace"))))
+    def resume_pending(self) -> int:
+        """Run again every forget that did not finish (from its fingerprint: the words are gone)."""
+        done = 0
+        for p in self.db.pending(self._now_ms() - RESUME_AFTER_MS):
+            with self._live_lock:
+                if p.batch in self._live:
+                    continue
+            try:
+                self.store.require_agent(p.agent)
+            except MateclawError:
+                continue  # the agent is gone, and its words with it
+            cut = self._cut(p.agent, p.asked or p.owner, p.print, p.batch, "resume", False, None)
+            self._run(cut)
+            done += cut.report.status == "done"
+        return done
 
     def purge_due(self) -> int:
-        """Purge the history copies of every forget whose undo window has passed; a forget undone
-        meanwhile (its run has an undo run) is cancelled instead: purge dropped, tombstone lifted."""
+        """Finish the forgets that died midway, then purge the history copies of every forget whose
+        undo window has passed; a forget undone meanwhile (its run has an undo run) is cancelled
+        instead: purge dropped, tombstone lifted."""
+        self.resume_pending()
         total = 0
         for p in self.db.due(self._now_ms()):
             if self.store.history_store.batch(f"undo-{p.batch}"):
                 self.db.remove(p.agent, p.owner, p.print.sha)
                 self.db.done(p.id, self._now_ms(), 0)
                 continue
-            n = self._purge(p.agent, p.owner, Matcher([p.print]))
+            n = self.places.purge(p.agent, p.owner, Matcher([p.print]))
             self.db.done(p.id, self._now_ms(), n)
             total += n
         return total
 
 
-def _cut_members(matcher: Matcher, cut: list[tuple[str, int]], members: dict[str, bytes]) -> dict[str, bytes] | None:
-    """One month archive's members with the claim cut from each that holds it (None: none does)."""
-    cut.clear()
-    for rel, data in members.items():
-        text = data.decode("utf-8")
-        if matcher.contains(text):
-            body, lines = cut_text(text, matcher, drop_empty_sections=True)
-            members[rel] = body.encode("utf-8")
-            cut.append((rel, lines))
-    return members if cut else None
+def _why(rel: str, cut: Cut, shared: set[str], mine: str | None, due: str | None) -> str:
+    """Why an occurrence the scan found is not this forget's to remove ("" = it should have been)."""
+    parts = rel.split("/")
+    history = parts[:2] == [".mateclaw", "history"]
+    inside = parts[2:] if history else parts
+    if len(inside) > 2 and inside[1] == OWNERS_DIR and inside[2] != mine:
+        return "another owner's memory"
+    if history and due:
+        return f"history copy kept for undo until {due}"
+    agent_rel = "/".join(inside[1:]) if inside[:1] == [cut.agent] else "/".join(inside)
+    if history:
+        agent_rel = agent_rel.rpartition("/")[0]  # the copy's folder is the file's path
+    if agent_rel in shared or "/".join(inside) in shared:
+        return "shared memory (see shared_kept)"
+    if shared and not history and parts[0] == ".mateclaw" and parts[-1].removesuffix("-wal") in FILE_DERIVED:
+        return "rows made from the shared memory above (this owner's own rows are checked: see stores)"
+    return ""

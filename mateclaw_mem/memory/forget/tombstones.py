@@ -3,6 +3,12 @@ history purges each forget has scheduled.
 
 A log, not derived data: no rebuild touches it. Every row carries (agent, owner); every read names
 both, so one owner's tombstones never block, or reveal anything to, another.
+
+A tombstone is written before anything is cut (so extraction and dreaming already refuse the claim
+while the cut runs) with `status` "pending", and says "done" only once every holder has answered
+without an error: a forget that died midway stays pending and is run again from its fingerprint
+(`ForgetService.resume_pending`), instead of looking finished. Rows from before the column existed
+read "done" (they were written by a forget that ran in one piece or not at all).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ CREATE TABLE IF NOT EXISTS tombstones (
     created_ms INTEGER NOT NULL,
     actor TEXT NOT NULL,
     batch TEXT NOT NULL,
+    status TEXT NOT NULL DEFAULT 'done',
+    asked TEXT,
+    started_ms INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (agent, owner, sha)
 );
 CREATE TABLE IF NOT EXISTS purges (
@@ -49,17 +58,65 @@ class Purge:
     due_ms: int
 
 
+PENDING, DONE = "pending", "done"
+
+
+@dataclass(frozen=True)
+class Pending:
+    agent: str
+    owner: str | None  # whose files (the tombstone's owner)
+    asked: str | None  # the owner the forget was asked for (the conversation log's)
+    print: Fingerprint
+    batch: str
+
+
 class TombstoneDB(SharedConnection):
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA)
+        with self._lock:
+            columns = {r["name"] for r in self._conn.execute("PRAGMA table_info(tombstones)")}
+        added = {"status": "TEXT NOT NULL DEFAULT 'done'", "asked": "TEXT", "started_ms": "INTEGER NOT NULL DEFAULT 0"}
+        if missing := [c for c in added if c not in columns]:  # a forget.db from before them: its rows read "done"
+            with self._write() as conn:
+                for c in missing:
+                    conn.execute(f"ALTER TABLE tombstones ADD COLUMN {c} {added[c]}")
 
-    def add(self, agent: str, owner: str | None, fp: Fingerprint, *, at_ms: int, actor: str, batch: str) -> bool:
-        """Record a tombstone; False when this owner already had it."""
+    def add(self, agent: str, owner: str | None, fp: Fingerprint, *, at_ms: int, actor: str, batch: str,
+            asked: str | None = None) -> bool:
+        """Record a tombstone, pending until `finish`; False when this owner already had it (it is
+        pending again: the claim is being cut again, under this batch)."""
         with self._write() as conn:
             cur = conn.execute(
-                "INSERT OR IGNORE INTO tombstones (agent, owner, sha, n, created_ms, actor, batch)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)", (agent, owner_column(owner), fp.sha, fp.n, at_ms, actor, batch))
-            return cur.rowcount > 0
+                "INSERT OR IGNORE INTO tombstones (agent, owner, sha, n, created_ms, actor, batch, status, asked,"
+                " started_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (agent, owner_column(owner), fp.sha, fp.n, at_ms, actor, batch, PENDING, asked, at_ms))
+            if cur.rowcount > 0:
+                return True
+            conn.execute("UPDATE tombstones SET status = ?, batch = ?, asked = ?, started_ms = ?"
+                         " WHERE agent = ? AND owner = ? AND sha = ?",
+                         (PENDING, batch, asked, at_ms, agent, owner_column(owner), fp.sha))
+            return False
+
+    def finish(self, agent: str, owner: str | None, sha: str) -> None:
+        """Every holder answered without an error: the forget is done."""
+        with self._write() as conn:
+            conn.execute("UPDATE tombstones SET status = ? WHERE agent = ? AND owner = ? AND sha = ?",
+                         (DONE, agent, owner_column(owner), sha))
+
+    def status(self, agent: str, owner: str | None, sha: str) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT status FROM tombstones WHERE agent = ? AND owner = ? AND sha = ?",
+                                     (agent, owner_column(owner), sha)).fetchone()
+        return row["status"] if row else None
+
+    def pending(self, started_before_ms: int) -> list[Pending]:
+        """Forgets that have not finished and started before then (died midway, or still running in
+        another process), oldest first."""
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM tombstones WHERE status = ? AND started_ms < ?"
+                                      " ORDER BY started_ms", (PENDING, started_before_ms)).fetchall()
+        return [Pending(r["agent"], r["owner"] or None, r["asked"] or None, Fingerprint(r["sha"], r["n"]), r["batch"])
+                for r in rows]
 
     def remove(self, agent: str, owner: str | None, sha: str) -> None:
         with self._write() as conn:
