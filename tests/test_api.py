@@ -219,7 +219,7 @@ def test_structured_consolidation_and_dreaming(client: httpx.Client) -> None:
 
 
 def test_mcp_is_mounted_and_speaks_the_protocol(client: httpx.Client) -> None:
-    url = str(client.base_url) + "/mcp"
+    url = str(client.base_url) + "/mcp?tools=all"
 
     async def session() -> tuple[set[str], str]:
         async with Client(url) as mcp:
@@ -239,14 +239,14 @@ def test_mcp_serves_any_agent_under_its_own_path(client: httpx.Client) -> None:
     assert client.post("/api/v1/agents", json={"agentId": "helper"}).status_code == 201
 
     async def session() -> tuple[str, str, str, Any]:
-        async with Client(base + "/agents/helper/mcp") as mcp:
+        async with Client(base + "/agents/helper/mcp?tools=all") as mcp:
             info = mcp.server_info
             await mcp.call_tool("create", {"path": "/memories/helper-only.md", "file_text": "helper notes\n"})
             await mcp.call_tool("remember", {"type": "user", "key": "tea", "text": "Likes sencha"})
             mine = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
-        async with Client(base + "/mcp") as mcp:  # the default agent sees none of it
+        async with Client(base + "/mcp?tools=all") as mcp:  # the default agent sees none of it
             default = (await mcp.call_tool("view", {"path": "/memories"})).content[0].text
-        async with Client(base + "/agents/helper/mcp") as mcp:
+        async with Client(base + "/agents/helper/mcp?tools=all") as mcp:
             recalled = (await mcp.call_tool("recall", {"type": "user"})).content[0].text
         return mine, default, recalled, info
 

@@ -449,7 +449,7 @@ def mcp(sh: Shell) -> None:
     import anyio
     from mcp import Client, StdioServerParameters
 
-    params = StdioServerParameters(command=CLI[0], args=sh.argv(("mcp", "--agent", AGENT), True)[1:],
+    params = StdioServerParameters(command=CLI[0], args=sh.argv(("mcp", "--agent", AGENT, "--tools", "all"), True)[1:],
                                    cwd=str(sh.root), env=_clean_env())
 
     async def session() -> tuple[Any, set[str]]:
@@ -480,7 +480,8 @@ def archive(sh: Shell) -> None:
 
 @case("facts list", "facts show", "facts feedback", "facts confirm", "facts edit", "facts rebuild")
 def facts(sh: Shell) -> None:
-    _, err = sh("facts", "list", AGENT, expect=4)  # built-in defaults: the layer is off, and says which key
+    (off := sh.root / "off.yaml").write_text("{}\n", encoding="utf-8")  # the checkout's config turns facts on
+    _, err = sh("facts", "list", AGENT, "--config", str(off), expect=4)  # built-in defaults: off, naming the key
     assert "mate.memory.fact.projection-enabled" in err
     cfg = sh.root / "facts.yaml"
     cfg.write_text("mate:\n  memory:\n    fact:\n      projection-enabled: true\n", encoding="utf-8")

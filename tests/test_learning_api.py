@@ -155,7 +155,8 @@ def test_mcp_learning_tools(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     assert cli(["--workspace", str(ws), "init"]) == 0  # reading never creates a workspace: init does
     params = StdioServerParameters(command=sys.executable, cwd=str(tmp_path),
-                                   args=["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws)])
+                                   args=["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws),
+                                         "--tools", "learning"])
 
     def data(result) -> dict:
         assert not result.is_error, result.content

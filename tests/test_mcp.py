@@ -27,7 +27,7 @@ def run_session(tmp_path: Path, body: Callable[[Client], Awaitable[Any]], *, age
         from mateclaw_mem.cli.main import main as cli
 
         assert cli(["--workspace", str(ws), "--config", str(_empty_config(tmp_path)), "init", agent or "default"]) == 0
-    args = ["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws)]
+    args = ["-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws), "--tools", "all"]
     if agent:
         args += ["--agent", agent]
     # cwd = tmp_path: the repo's config/ is not picked up; the SDK passes only a minimal environment.

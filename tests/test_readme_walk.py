@@ -57,10 +57,12 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "import": ({0, 10}, r"import into default \(strategy skip\)$"),
     "learn": ({0}, r"stats: "),
     "model": ({6}, r"mateclaw-mem: error: no model configured"),  # the walk runs in rules mode
-    "facts": ({4}, r"mateclaw-mem: error: fact projection is off"),  # built-in defaults: the layer is off
-    "contradictions": ({4}, r"mateclaw-mem: error: fact projection is off"),  # the same: the layer is off
+    # The shipped config turns the lifecycle on: facts are projected (whether a tea fact is there yet
+    # depends on the daemon's extraction of the walk's chat: none, or the facts with their trust).
+    "facts": ({0, 10}, r"(no facts matching 'tea'$|\d\.\d\d  [0-9a-f]{16}  )"),
+    "contradictions": ({10}, r"0 contradictions open$"),
     "card": ({10}, r"no morning card for default"),  # the walk dreams nothing worth a card
-    "soul": ({10}, r"no SOUL\.md proposal for default"),  # soul-update-interval: 0 (off)
+    "soul": ({10}, r"no SOUL\.md proposal for default"),  # fewer writes than soul-update-interval (20)
     "archive": ({10}, r"no month archives for default yet"),
     "doctor": ({0}, r"databases in .+\.mateclaw \(PRAGMA quick_check\):$"),
 }

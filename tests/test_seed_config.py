@@ -399,6 +399,11 @@ SEED: list[Key] = [
 # -- fixtures --------------------------------------------------------------------------------------------
 
 
+# The lifecycle features the product ships on (issue 38.6); the built-in defaults stay the seed's.
+SHIPPED_ON: dict[str, Any] = {M + "fact.projection-enabled": True, M + "fact.contradiction-check-enabled": True,
+                              M + "fact.forget-enabled": True, M + "dream.morning-card-pointer": True,
+                              M + "soul-update-interval": 20}
+
 _SERVERS: dict[str, ModelServer] = {}  # base URL -> the scripted server, for the probes
 
 
@@ -443,7 +448,7 @@ def test_every_seed_key_is_accepted_documented_and_effective(row: Key, tmp_path:
     no_file = tmp_path / "empty.yaml"
     no_file.write_text("", encoding="utf-8")
     assert _get(load_settings(no_file, tmp_path / "ws0"), row.key) == row.default
-    assert _get(load_settings(SHIPPED, tmp_path / "ws0"), row.key) == row.default
+    assert _get(load_settings(SHIPPED, tmp_path / "ws0"), row.key) == SHIPPED_ON.get(row.key, row.default)
     seen = {}
     for name, value in (("default", row.default), ("other", row.other)):
         values = dict(row.extra or {})

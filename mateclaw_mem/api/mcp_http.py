@@ -5,7 +5,11 @@ path to `/mcp`, so the old `/mcp/agents/<agent>` silently reached the default ag
 now answers 404 with the new one, rather than a redirect, so a configuration that some clients
 mangle is fixed instead of half working.
 
-One MCP server per agent, built on its first request: the server's name and instructions (what a
+`?tools=core|memory-tool|learning|all` picks the tool profile (mcp/profiles.py), `core` when absent:
+the same default as `mateclaw-mem mcp`, so a small local model is not sent ~7k tokens of tools it never
+calls. An unknown profile is a 400 naming the ones there are.
+
+One MCP server per agent and profile, built on its first request: the server's name and instructions (what a
 client shows and the model reads at `initialize`) are fixed per server, and each must name the agent
 it serves. Their session managers run in one task group owned by the app's lifespan; each runs in
 its own task, which enters and leaves it (anyio wants both in one task).
@@ -25,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 from mateclaw_mem.api.auth import RequireApiKey
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.mcp import profiles
 
 if TYPE_CHECKING:
     from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -45,7 +50,7 @@ class McpHttp:
 
     def __init__(self, services: Services) -> None:
         self.services = services
-        self._managers: dict[str, StreamableHTTPSessionManager] = {}
+        self._managers: dict[tuple[str, str], StreamableHTTPSessionManager] = {}
         self._group: TaskGroup | None = None
         self._lock: anyio.Lock | None = None
         key = services.api_key
@@ -68,23 +73,23 @@ class McpHttp:
                 self._group = None
                 self._managers.clear()
 
-    async def manager(self, agent: str) -> StreamableHTTPSessionManager:
+    async def manager(self, agent: str, tools: str) -> StreamableHTTPSessionManager:
         if self._group is None or self._lock is None:
             raise RuntimeError("the MCP endpoint is used outside the app's lifespan")
         async with self._lock:  # two first requests for one agent build one server
-            manager = self._managers.get(agent)
+            manager = self._managers.get((agent, tools))
             if manager is None:
-                manager = self._build(agent)
+                manager = self._build(agent, tools)
                 await self._group.start(_keep_running, manager)
-                self._managers[agent] = manager
+                self._managers[(agent, tools)] = manager
         return manager
 
-    def _build(self, agent: str) -> StreamableHTTPSessionManager:
+    def _build(self, agent: str, tools: str) -> StreamableHTTPSessionManager:
         from mcp.server.transport_security import TransportSecuritySettings
 
         from mateclaw_mem.mcp.server import build_server
 
-        server = build_server(self.services, agent)
+        server = build_server(self.services, agent, tools)
         # Stateless + JSON: no per-client session state or SSE streams to keep alive in an idle daemon.
         # The SDK's Host/Origin check is off: the app's OriginGuard (api/origin_guard.py) makes that
         # check for every face, MCP included, with server.allowed-hosts; the SDK's would be a second
@@ -118,8 +123,19 @@ class _Endpoint:
         except MateclawError as exc:  # never created, or a name no agent can have: nothing there
             await error_response(404, exc.message)(scope, receive, send)
             return
-        manager = await self.mcp.manager(agent)
+        try:
+            tools = profiles.check(_query(scope).get("tools", profiles.DEFAULT))
+        except MateclawError as exc:
+            await error_response(400, exc.message)(scope, receive, send)
+            return
+        manager = await self.mcp.manager(agent, tools)
         await manager.handle_request(scope, receive, send)
+
+
+def _query(scope: Scope) -> dict[str, str]:
+    from urllib.parse import parse_qsl
+
+    return dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
 
 
 async def _moved(scope: Scope, receive: Receive, send: Send) -> None:

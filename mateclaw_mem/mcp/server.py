@@ -16,11 +16,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import Tool as MCPTool
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem import __version__
-from mateclaw_mem.mcp import card_tools, contradiction_tools, fact_tools, forget_tools, learning_tools
+from mateclaw_mem.mcp import (
+    card_tools,
+    contradiction_tools,
+    fact_tools,
+    features,
+    forget_tools,
+    learning_tools,
+    profiles,
+)
 from mateclaw_mem.mcp.arguments import ToolSet
 from mateclaw_mem.mcp.common import ADD, CHANGE, READ, REPLACE, call
 from mateclaw_mem.runtime.services import Services
@@ -53,9 +63,29 @@ def server_name(agent: str) -> str:
     return f"mateclaw-mem ({agent})"
 
 
-def build_server(services: Services, agent: str | None = None) -> MCPServer:
-    """An MCP server bound to one agent (default: the configured default agent), named after it."""
+class _Server(MCPServer):
+    """An MCPServer that answers a call to a tool it does not serve with why (outside the profile, or
+    its feature off and the key to turn it on) instead of the SDK's bare "Unknown tool"."""
+
+    def __init__(self, *args: Any, withheld: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.withheld = withheld
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [profiles.slim(t) for t in await super().list_tools()]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None) -> Any:
+        if name in self.withheld:
+            raise ToolError(self.withheld[name])
+        return await super().call_tool(name, arguments, context)
+
+
+def build_server(services: Services, agent: str | None = None, profile: str = "all") -> MCPServer:
+    """An MCP server bound to one agent (default: the configured default agent), named after it,
+    serving the tools of one profile (mcp/profiles.py) whose feature is on (mcp/features.py). The
+    faces default to the small `core` profile; `all` here keeps the whole set for in-process callers."""
     bound = agent or services.settings.default_agent
+    profiles.check(profile)
     toolset = ToolSet()
     tools = services.tools
 
@@ -239,10 +269,14 @@ def build_server(services: Services, agent: str | None = None) -> MCPServer:
     card_tools.register(toolset, services, current)  # the morning card, SOUL.md proposals (issue 17)
     contradiction_tools.register(toolset, services, current)  # the contradiction inbox (issue 17)
 
-    return MCPServer(server_name(bound), version=__version__, instructions=INSTRUCTIONS.format(agent=bound),
-                     tools=toolset.tools)
+    off = features.tools_off(services.settings)
+    withheld = {t.name: off.get(t.name) or profiles.refusal(profile, t.name) for t in toolset.tools
+                if t.name in off or not profiles.includes(profile, t.name)}
+    served = [t for t in toolset.tools if t.name not in withheld]
+    return _Server(server_name(bound), version=__version__, instructions=INSTRUCTIONS.format(agent=bound),
+                   tools=served, withheld=withheld)
 
 
-def run_stdio(services: Services, agent: str | None = None) -> None:
+def run_stdio(services: Services, agent: str | None = None, profile: str = profiles.DEFAULT) -> None:
     """Serve over stdin/stdout until the client closes the pipe."""
-    build_server(services, agent).run("stdio")
+    build_server(services, agent, profile).run("stdio")

@@ -10,6 +10,7 @@ from fastapi.responses import Response
 
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.mcp.features import FACTS, is_on
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 FactId = PathParam(pattern=r"^[A-Za-z0-9_-]{1,64}$")
@@ -26,7 +27,8 @@ def _back(p: Page, message: str) -> Response:
 @router.get("/facts")
 def facts(p: Page = Depends(page)) -> Response:
     services = p.services
-    services.facts.require_enabled()
+    if not is_on(FACTS, services.settings):  # a page with the navigation that says how to turn facts on
+        return p.render("off.html", status=409, title="Facts are off", message=FACTS.how_to_turn_on())
     q = (p.request.query_params.get("q") or "").strip() or None
     limit = p.request.query_params.get("limit", "")
     limit_n = min(int(limit), 500) if limit.isdigit() and int(limit) > 0 else LIMIT

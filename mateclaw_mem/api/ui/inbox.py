@@ -10,6 +10,7 @@ from fastapi.responses import Response
 from mateclaw_mem.api.ui.view import diff_lines
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.mcp.features import INBOX, is_on
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 PairId = PathParam(pattern=r"^[0-9a-f]{20}$")
@@ -20,7 +21,8 @@ SAID = {"KEEP_A": "Kept the first claim", "KEEP_B": "Kept the second claim", "ME
 
 @router.get("/inbox")
 def inbox(p: Page = Depends(page)) -> Response:
-    p.services.facts.require_enabled()
+    if not is_on(INBOX, p.services.settings):  # a page with the navigation that says how to turn the inbox on
+        return p.render("off.html", status=409, title="The inbox is off", message=INBOX.how_to_turn_on())
     return p.render("inbox.html", pairs=p.services.contradictions.list(p.agent, p.owner))
 
 
