@@ -64,7 +64,10 @@ def salvage(services: Services, file: str) -> dict[str, Any]:
     from mateclaw_mem.runtime import salvage as rows
 
     services.heal_checked = True  # the live file may be checked by opening it: nothing to set aside here
-    path = Path(file).expanduser().resolve()
+    path = Path(file).expanduser()
+    if not path.is_absolute() and not path.exists():  # /health names it relative to the workspace
+        path = services.settings.workspace / path
+    path = path.resolve()
     if not path.is_file():
         raise NotFoundError(f"{file}: no such file (`mateclaw-mem doctor` lists the set-aside databases)")
     m = heal.SET_ASIDE.fullmatch(path.name)
