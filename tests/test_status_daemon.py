@@ -95,7 +95,7 @@ def test_status_asks_the_daemon_with_the_key_the_config_names(
     data = json.loads(out)
     assert code == 0 and _from_the_daemon(data) and data["daemon"]["pid"] == os.getpid()
     assert data["agents"].keys() == asked["agents"].keys()
-    code, out, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status")
+    code, out, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status", "--all")
     lines = out.splitlines()
     assert code == 0 and lines[1] == f"workspace: {ws.resolve()}  (from --workspace)"
     assert lines[3].startswith(f"daemon: running (pid {os.getpid()}, {url}, since ")
@@ -105,6 +105,29 @@ def test_status_asks_the_daemon_with_the_key_the_config_names(
     assert list(nested) == [k for k in data if k not in _SHOWN_AS_LINES]
     assert nested["index"]["watcher"]["state"] == data["index"]["watcher"]["state"]
     assert nested["dreaming"]["enabled"] is data["dreaming"]["enabled"] and nested["index"]["built"] is True
+
+
+def test_a_bad_setting_is_exit_6_while_a_daemon_runs_as_for_every_command(
+        daemon: tuple[Path, Path, str], key: None, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture) -> None:
+    # Issue 38.9: status answered the daemon's report (exit 0) with a setting `ls` refused (exit 6).
+    ws, cfg, _ = daemon
+    monkeypatch.setenv("MATECLAW_MATE__MEMORY__COOLDOWN_MINUTES", "soon")
+    for command in ("status", "ls"):
+        code, out, err = run(capsys, "--workspace", str(ws), "--config", str(cfg), command)
+        assert code == 6 and "cooldown" in err and out == "", (command, code, out, err)
+
+
+def test_status_is_short_by_default_and_whole_with_all(
+        daemon: tuple[Path, Path, str], key: None, capsys: pytest.CaptureFixture) -> None:
+    ws, cfg, _ = daemon
+    code, short, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status")
+    code_all, whole, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status", "--all")
+    assert code == code_all == 0
+    assert len(short.splitlines()) <= 40 < len(whole.splitlines()), (len(short.splitlines()), short)
+    assert "\nindex:\n" not in short and "\nindex:\n" in whole  # the nested reports: --all's
+    assert "index: " in short and "dreaming: next run " in short and "status --all" in short
+    assert short.splitlines()[:4] == whole.splitlines()[:4]  # mode, workspace, config, daemon: both
 
 
 def test_without_the_key_status_reports_locally_and_still_names_the_daemon(

@@ -18,6 +18,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
     p = sub.add_parser("status", parents=[common], help=HELP["status"])
     p.add_argument("agent", nargs="?", help="only this agent")
+    p.add_argument("--all", action="store_true",
+                   help="everything: every last write and each part's full report (index, dreaming, extraction, "
+                        "providers, ...); without it a short summary")
     p.set_defaults(func=cmd_status, checks_agent=True)
 
     p = sub.add_parser("serve", parents=[common], help=HELP["serve"])
@@ -54,6 +57,10 @@ def cmd_status(ctx: CliContext) -> int:
     from mateclaw_mem.runtime.daemon_status import from_daemon
 
     agent = ctx.args.agent
+    full = ctx.args.all or ctx.json
+    # The configuration first, as every other command reads it: a bad key or environment variable is
+    # exit 6 naming it, never the running daemon's report as if this command's settings were fine.
+    ctx.settings  # noqa: B018
     # A running daemon has every service open: asking it is ~10x cheaper than building them here.
     data = from_daemon(getattr(ctx.args, "config", None), getattr(ctx.args, "workspace", None), agent)
     if data is None:
@@ -91,23 +98,55 @@ def cmd_status(ctx: CliContext) -> int:
             lines.append(_row(f"{block['chars']}/{block['budget_chars']}", f"~{block['tokens']}",
                               f"structured block{note}"))
         lines.append(f"  {others} more file(s) not in the prompt (daily notes, archives, structured, tasks)")
-        writes = info["last_writes"]
+        writes = info["last_writes"] if full else info["last_writes"][:SHORT_WRITES]
         if writes:
             lines.append("  last writes:")
             actor_width = max(len(w["actor"]) for w in writes)
             file_width = max(len(w["file"]) for w in writes)
             lines += [f"    {w['at']}  {w['actor']:<{actor_width}}  {w['file']:<{file_width}}  ({w['reason']})"
                       for w in writes]
-    from mateclaw_mem.cli.yaml_block import block
-
     shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
              "agents", "prompt_budget", "model_health")
-    for key, value in data.items():
-        if key not in shown:
-            # Nested reports read best as indented YAML; --json gives the same data for scripts.
-            lines.append("\n" + block(key, value))
+    rest = {key: value for key, value in data.items() if key not in shown}
+    if full:
+        from mateclaw_mem.cli.yaml_block import block
+
+        # Nested reports read best as indented YAML; --json gives the same data for scripts.
+        lines += ["\n" + block(key, value) for key, value in rest.items()]
+    else:
+        lines += ["", *_summary(rest), f"(`status --all` for everything: every last write, {', '.join(rest)})"]
     ctx.emit(data, "\n".join(lines))
     return 0
+
+
+SHORT_WRITES = 3  # the latest writes per agent in the short report
+
+
+def _summary(rest: dict) -> list[str]:
+    """One line per part that needs a word: what a person acts on (not built, failing, conflicts), and
+    when the next dream runs. The full reports are `--all`'s."""
+    out = []
+    index = rest.get("index") if isinstance(rest.get("index"), dict) else {}
+    if index:
+        counts = f"{index.get('files_indexed')} of {index.get('files_on_disk')} files indexed"
+        out.append(f"index: {counts}" if index.get("built") else f"index: not built ({index.get('hint') or 'reindex'})")
+    dreaming = rest.get("dreaming") if isinstance(rest.get("dreaming"), dict) else {}
+    if dreaming:
+        last = {a: d.get("outcome") for a, d in (dreaming.get("agents") or {}).items() if isinstance(d, dict)}
+        ran = ", ".join(f"{a} {o}" for a, o in last.items() if o) or "none yet"
+        out.append(f"dreaming: next run {dreaming.get('next_run') or 'never'}; last runs: {ran}"
+                   if dreaming.get("enabled") else "dreaming: off")
+    extraction = rest.get("extraction") if isinstance(rest.get("extraction"), dict) else {}
+    if extraction.get("recent_errors"):
+        out.append(f"extraction: {len(extraction['recent_errors'])} recent error(s)")
+    providers = (rest.get("providers") or {}).get("providers") if isinstance(rest.get("providers"), dict) else None
+    opened = [n for n, p in (providers or {}).items() if isinstance(p, dict) and p.get("circuit") != "closed"]
+    if opened:
+        out.append(f"providers: circuit open for {', '.join(opened)}")
+    conflicts = rest.get("hand_edit_conflicts") if isinstance(rest.get("hand_edit_conflicts"), dict) else {}
+    if conflicts.get("count"):
+        out.append(f"hand-edit conflicts: {conflicts['count']}")
+    return out
 
 
 def _row(budget: str, tokens: str, name: str) -> str:
