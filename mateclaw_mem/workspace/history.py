@@ -34,8 +34,9 @@ class Version:
     existed: bool = True  # False: the change created the file; undoing it removes the file
 
 
-_TYPES = {"version": int, "sha": str, "replaced_by": str, "at": str, "actor": str, "reason": str, "size": int,
-          "batch": (str, type(None)), "key": str, "rel": str, "existed": bool}
+_TYPES: dict[str, type | tuple[type, ...]] = {
+    "version": int, "sha": str, "replaced_by": str, "at": str, "actor": str, "reason": str, "size": int,
+    "batch": (str, type(None)), "key": str, "rel": str, "existed": bool}
 
 
 def _version(line: str) -> Version | None:
