@@ -79,8 +79,8 @@ def test_the_status_route_needs_the_key_and_says_which_daemon_answers(daemon: tu
         assert report["daemon"]["url"] == url and report["daemon"]["health"]["status"] == "ok"
         assert report["workspace"] == str(ws.resolve()) and "default" in report["agents"]
         assert report["index"]["watcher"]["state"] == f"running (in the daemon, pid {os.getpid()})"
-        one = c.get(STATUS_PATH, params={"agent": "aml"}, headers={"X-Api-Key": KEY}).json()
-        assert list(one["agents"]) == ["aml"]
+        one = c.get(STATUS_PATH, params={"agent": "default"}, headers={"X-Api-Key": KEY}).json()
+        assert list(one["agents"]) == ["default"]
         missing = c.get(STATUS_PATH, params={"agent": "nobody"}, headers={"X-Api-Key": KEY})
         assert missing.status_code == 404 and "nobody" in missing.text
 
@@ -146,9 +146,9 @@ def test_an_unknown_agent_is_refused_as_before_while_a_daemon_runs(
     ws, cfg, _ = daemon
     code, _, err = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status", "nobody")
     assert code == 3 and "nobody" in err
-    code, out, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status", "aml", "--json")
+    code, out, _ = run(capsys, "--workspace", str(ws), "--config", str(cfg), "status", "default", "--json")
     data = json.loads(out)
-    assert code == 0 and list(data["agents"]) == ["aml"] and _from_the_daemon(data)
+    assert code == 0 and list(data["agents"]) == ["default"] and _from_the_daemon(data)
 
 
 class _Impostor(BaseHTTPRequestHandler):

@@ -171,8 +171,6 @@ class Services:
 
     @_service
     def aml(self) -> AmlService:
-        from mateclaw_mem.conversations.aml import AmlService
-
         facts = None
         if self.model is not None:  # model mode: source-bound facts beside raw messages
             from mateclaw_mem.conversations.facts import FactExtractor, FactStore
@@ -181,7 +179,10 @@ class Services:
             self.on_close(store)
             facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
             self.on_close(facts)
-        return AmlService(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts)
+        from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse  # the agent's folder: made by the first Add
+
+        return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
+                             ensure=self.store.ensure_agent)
 
     @_service
     def lineage(self) -> HarnessLineage:
@@ -386,11 +387,10 @@ class Services:
         self._sealed = True
 
     def seed_agents(self) -> dict[str, list[str]]:
-        """Create the agents the daemon itself serves: the default agent (the MCP `/mcp` endpoint, the
-        CLI's default) and the AML agent (every `/v1/aml/add` writes there). Every other agent is
-        created only by `init` or `POST /api/v1/agents`. Returns the files seeded, per agent."""
-        agents = dict.fromkeys((self.settings.default_agent, self.settings.aml_agent))
-        return {agent: self.store.ensure_agent(agent) for agent in agents}
+        """Create the agent the daemon itself serves: the default agent (the MCP `/mcp` endpoint, the
+        CLI's default). The AML agent is made by the first `/v1/aml/add` (runtime/aml_agent.py); every
+        other agent only by `init` or `POST /api/v1/agents`. Returns the files seeded, per agent."""
+        return {self.settings.default_agent: self.store.ensure_agent(self.settings.default_agent)}
 
     def _background(self) -> list[tuple[str, Any]]:
         from mateclaw_mem.db import WalCheckpoints  # here: `cat` and other commands never load sqlite3

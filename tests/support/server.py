@@ -85,12 +85,12 @@ def serve_api(
     workspace: Path, api_key: str | None = None, *, mcp: bool = True, seed: bool = True
 ) -> Iterator[httpx.Client]:
     """The daemon's app on real services, served until the generator is closed. `seed` creates the
-    default and the AML agents first; `mcp` mounts the MCP endpoint."""
+    default agent first (the AML agent comes with the first Add); `mcp` mounts the MCP endpoint."""
     from mateclaw_mem.api.app import create_app
 
     services = daemon_services(workspace, api_key=api_key)
     if seed:
-        services.seed_agents()  # the default and the AML agent, as the daemon's start does
+        services.seed_agents()  # the default agent, as the daemon's start does
     # As the daemon does: every service built before a request can arrive, then the extraction
     # workers. The watcher and the scheduler stay off; tests drive them.
     services.build()
