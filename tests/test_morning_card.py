@@ -21,7 +21,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     from mateclaw_mem.api.app import create_app
 
     services = daemon_services(tmp_path_factory.mktemp("card") / "ws", owner_isolation=True,
-                               mate={"memory": {"fact": {"projection_enabled": True}}})
+                               mate={"memory": {"fact": {"projection_enabled": True, "forget_enabled": False}}})
     services.seed_agents()
     services.build()
     now = services.clock.now()
