@@ -152,3 +152,13 @@ def test_stdio_serves_core_by_default_and_the_profile_asked_for(tmp_path: Path) 
     assert names == set(CORE) and viewed.is_error and "memory-tool" in text(viewed)
     names, viewed = anyio.run(listing, "--tools", "memory-tool")
     assert names == set(MEMORY_TOOL) and not viewed.is_error, text(viewed)
+
+
+def test_the_cli_offers_every_profile_and_only_those() -> None:
+    from mateclaw_mem.cli.main import build_parser
+    from mateclaw_mem.mcp.profiles import PROFILES
+
+    parser = build_parser(["mcp"])
+    sub = next(a for a in parser._actions if a.dest == "command")
+    tools = next(a for a in sub.choices["mcp"]._actions if a.dest == "tools")  # type: ignore[union-attr]
+    assert list(tools.choices) == list(PROFILES) and tools.default == "core"
