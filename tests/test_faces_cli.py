@@ -461,6 +461,18 @@ def mcp(sh: Shell) -> None:
     assert {"view", "search_memory", "remember", "learning_memory"} <= tools
 
 
+@case("doctor")
+def doctor(sh: Shell) -> None:
+    state = sh.ws / ".mateclaw"
+    sh("reindex")  # the search index exists before it is damaged
+    (state / "index.db").write_bytes(b"not a database " * 300)
+    out, _ = sh("doctor")
+    assert "DAMAGED: file is not a database" in out and "rebuilt index.db" in out, out
+    assert list(state.glob("index.db.damaged-*"))  # set aside, never deleted
+    out, _ = sh("doctor")
+    assert "DAMAGED" not in out  # the rebuilt one is sound
+
+
 @case("archive")
 def archive(sh: Shell) -> None:
     note = sh.ws / AGENT / "memory" / "2020-01-15.md"
