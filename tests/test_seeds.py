@@ -11,6 +11,8 @@ import anyio
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import split_sections
 from mateclaw_mem.mcp.server import build_server
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
 from mateclaw_mem.workspace.store import WorkspaceStore
 
 SEEDS = resources.files("mateclaw_mem.workspace") / "seeds"
@@ -26,7 +28,12 @@ CORE_TOOLS = {"list_workspace_memory_files", "read_workspace_memory_file", "writ
               "edit_workspace_memory_file", "search_memory", "remember", "memory_forget"}
 
 
-def test_agents_md_teaches_the_core_tools_and_names_no_tool_that_does_not_exist(services) -> None:
+def test_agents_md_teaches_the_core_tools_and_names_no_tool_that_does_not_exist(tmp_path, clock) -> None:
+    # Every feature on (memory_forget is listed only when forget is): what the shipped config serves.
+    settings = load_settings(workspace=tmp_path / "ws", overrides={"mate": {"memory": {"fact": {
+        "projection-enabled": True, "forget-enabled": True}}}})
+    services = Services(settings, clock)
+    services.store.ensure_agent("default")
     tools = {t.name for t in anyio.run(build_server(services).list_tools)}
     body = frontmatter.body(seed("AGENTS.md"))
     named = {n for n in re.findall(r"`([a-z_]+)`", body) if "_" in n or n in tools}
