@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from mateclaw_mem.errors import MateclawError
 
@@ -166,6 +169,52 @@ def set_aside(path: Path, stamp: str) -> Path:
         if side.exists():
             os.replace(side, Path(f"{target}{suffix}"))
     return target
+
+
+# The files SQLite takes POSIX (fcntl) locks on: a database (ours are all `*.db`, set-aside ones
+# `*.db.damaged-STAMP[-N]`) and its `-shm`. Never the `-wal`: WAL locks live in the `-shm`.
+_LOCKED_BY_SQLITE = re.compile(r"\.db(?:\.damaged-\d{8}T\d{6}(?:-\d+)?)?(?:-shm)?$")
+
+# Run by a child to hand a file's bytes over a pipe: a first byte 1 says it opened.
+_CAT = ("import shutil, sys\ntry:\n    f = open(sys.argv[1], 'rb')\nexcept OSError:\n    sys.exit(1)\n"
+        "sys.stdout.buffer.write(b'\\x01')\nshutil.copyfileobj(f, sys.stdout.buffer)\n")
+
+
+def locked_by_sqlite(path: Path) -> bool:
+    """Whether SQLite may hold POSIX locks on `path` (a database or its shared memory): read it only
+    with `read_apart`."""
+    return _LOCKED_BY_SQLITE.search(path.name) is not None
+
+
+@contextmanager
+def read_apart(path: Path) -> Iterator[IO[bytes]]:
+    """The raw bytes of a file SQLite may have locked, read by a child process; OSError when it
+    cannot be opened.
+
+    Why a child: POSIX drops every fcntl lock a process holds on a file when the process closes ANY
+    descriptor of it - SQLite's own connections keep theirs open for this reason, but a plain
+    `open(db).read()` then `close()` in this process silently releases the SHARED lock that each of
+    its WAL connections holds on the database. Another process (a CLI command) closing its last
+    connection then gets the EXCLUSIVE lock, takes itself for the last user, checkpoints and deletes
+    the `-wal` and `-shm`: this process's next connection to the file fails with "disk I/O error"
+    (`PRAGMA journal_mode=WAL`, `BEGIN IMMEDIATE`) and its open ones write into the unlinked WAL,
+    which nobody else reads. A child's close drops only the child's locks (it has none)."""
+    if os.name == "nt":  # byte-range locks there belong to the handle, not the process
+        with open(path, "rb") as fh:
+            yield fh
+        return
+    proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CAT, str(path)], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    try:
+        if proc.stdout.read(1) != b"\x01":
+            raise OSError(f"{path}: cannot be read")
+        yield proc.stdout
+    finally:
+        proc.stdout.close()
+        if proc.poll() is None:
+            proc.kill()  # the reader stopped early: the rest of the file is not wanted
+        proc.wait()
 
 
 META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"

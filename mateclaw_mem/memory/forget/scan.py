@@ -31,10 +31,12 @@ import shutil
 import sqlite3
 import zlib
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
+from mateclaw_mem.db import locked_by_sqlite, read_apart
 from mateclaw_mem.index.tokenizer import tokenize
 from mateclaw_mem.memory.forget.matching import tokens
 
@@ -73,10 +75,16 @@ def count(text: str, pats: list[re.Pattern[str]], limit: int | None = None) -> i
 def occurrences(path: Path, pats: list[re.Pattern[str]]) -> int:
     """Occurrences in one file's raw bytes (0 when it cannot be read)."""
     try:
-        with open(path, "rb") as fh:
+        with _raw(path) as fh:
             return _stream(fh.read, {"p": pats})[0]["p"]
     except OSError:
         return 0
+
+
+def _raw(path: Path) -> AbstractContextManager[IO[bytes]]:
+    # A database this process has open is read by a child (db.read_apart says why: closing our own
+    # descriptor of it would drop SQLite's locks, and another process would delete its WAL).
+    return read_apart(path) if locked_by_sqlite(path) else open(path, "rb")
 
 
 def _stream(read: Callable[[int], bytes], searches: dict[str, list[re.Pattern[str]]], cap: int | None = None,
@@ -120,10 +128,10 @@ def walk(root: Path, searches: dict[str, list[re.Pattern[str]]], *, chunk: int =
             if path.is_symlink() or not path.is_file():
                 continue
             try:
-                with open(path, "rb") as fh:
-                    counts, size = _stream(fh.read, searches, chunk=chunk, overlap=overlap)
-                    fh.seek(0)
-                    packed = fh.read(2) == GZIP_MAGIC
+                with _raw(path) as fh:
+                    first = fh.read(2)
+                    counts, size = _stream(_after(first, fh.read), searches, chunk=chunk, overlap=overlap)
+                    packed = first == GZIP_MAGIC
             except OSError:
                 continue
             found.files += 1
@@ -136,6 +144,18 @@ def walk(root: Path, searches: dict[str, list[re.Pattern[str]]], *, chunk: int =
                 if n:
                     found.hits[label].append({"file": rel, "count": n})
     return found
+
+
+def _after(first: bytes, read: Callable[[int], bytes]) -> Callable[[int], bytes]:
+    """`read` with `first` (bytes already read: a pipe cannot seek back) given out first."""
+    head = [first]
+
+    def again(n: int) -> bytes:
+        if head:
+            return head.pop() + read(max(n - len(first), 0))
+        return read(n)
+
+    return again
 
 
 def _gunzipped(path: Path, searches: dict[str, list[re.Pattern[str]]], chunk: int, overlap: int
