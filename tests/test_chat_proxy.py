@@ -265,3 +265,20 @@ def test_memory_tools_the_model_calls_are_run_by_the_daemon_and_the_client_sees_
     finally:
         server.stop()
         services.close()
+
+
+def test_the_same_words_said_again_are_a_new_turn_and_a_regenerated_answer_is_not(daemon, upstream) -> None:
+    services, server = daemon
+    client = _client(server, default_headers={"X-Mateclaw-Conversation": "again"})
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Yes, go on."}]
+    client.chat.completions.create(model="llama-local", messages=history)  # type: ignore[arg-type]
+    history += [{"role": "assistant", "content": "Happy to help!"}, {"role": "user", "content": "Yes, go on."}]
+    client.chat.completions.create(model="llama-local", messages=history)  # type: ignore[arg-type]
+    client.chat.completions.create(model="llama-local", messages=history)  # type: ignore[arg-type] # regenerate
+
+    def users() -> int:
+        return sum(1 for m in services.log.messages("default", "chat-again") if m.role == "user")
+
+    assert _wait(lambda: users() == 2)
+    time.sleep(0.3)
+    assert users() == 2  # said twice: two turns; the regenerated answer added none

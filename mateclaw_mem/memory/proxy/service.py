@@ -15,7 +15,8 @@ between it and the user's model (`api/chat_proxy.py`, `llm/upstream.py`). For on
   and every other field kept), so a long chat fits the model;
 - once the answer is complete, the new user message and the answer are logged (redacted, timed)
   and extraction is scheduled as for any turn - after the answer, never before it. A message already
-  logged as the conversation's last user message (a regenerated answer, a retry) is not logged again.
+  answered again (a regenerated answer, a retry: the history holds no more user messages than the log)
+  is not logged again.
 
 A memory failure never blocks a chat: the request goes on without memory and `status` says why.
 """
@@ -63,6 +64,7 @@ class Prepared:
     turn: str | None = None  # the turn record of the memory it carried
     memory_error: str | None = None
     tools: bool = False  # our memory tools were offered (memory/proxy/tools.py)
+    user_turns: int = 0  # user messages in the client's history, the new one included
     stream: bool = False  # the client asked for a stream
 
 
@@ -114,7 +116,8 @@ class ChatProxy:
         out = dict(body)
         if not out.get("model") and self.default_model:
             out["model"] = self.default_model
-        prepared = Prepared(out, agent, owner, conversation, user_text, memoryless, stream=bool(body.get("stream")))
+        prepared = Prepared(out, agent, owner, conversation, user_text, memoryless, stream=bool(body.get("stream")),
+                            user_turns=sum(1 for m in rest if m.get("role") == "user"))
         if self.tools is not None and not memoryless:
             theirs = {(t.get("function") or {}).get("name") for t in body.get("tools") or [] if isinstance(t, dict)}
             offered = [d for d in DEFINITIONS if d["function"]["name"] not in theirs]
@@ -187,10 +190,12 @@ class ChatProxy:
         if not prepared.user_text.strip():
             return
         try:
-            last = self.log.messages(prepared.agent, prepared.conversation_id, owner=prepared.owner)
-            users = [m for m in last if m.role == "user"]
-            if users and users[-1].content.strip() == prepared.user_text.strip():
-                return  # a regenerated answer or a retry: the turn is logged already
+            logged = self.log.messages(prepared.agent, prepared.conversation_id, owner=prepared.owner)
+            # The client re-sends the whole history: a turn is new when its history holds more user
+            # messages than the log does. As many (a regenerated answer, a retry) is logged already;
+            # the same words said again are a new turn ("yes", "go on").
+            if sum(1 for m in logged if m.role == "user") >= prepared.user_turns:
+                return
             self.extraction.record_turn(prepared.agent, prepared.conversation_id, prepared.user_text, answer,
                                         owner=prepared.owner, memoryless=prepared.memoryless,
                                         trigger_source="chat")
