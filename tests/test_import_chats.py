@@ -407,3 +407,42 @@ def test_http_import_refuses_a_malformed_export_naming_the_record(client: httpx.
     assert "claude.json: conversation 1 (id cl-1): message 2 has no sender" in r.text
     assert rows(tmp_path) == []
     assert client.post("/api/v1/memory/nobody/import-chats", content=b"[]").status_code == 404
+
+
+def test_an_import_killed_with_sigkill_mid_way_is_completed_by_the_next_run_without_duplicates(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    n = 40_000  # a couple of seconds of writing: long enough to be killed in the middle
+    path = write(tmp_path, "big.jsonl", jsonl_text([
+        {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the allotment",
+         "timestamp": 1700000000 + i, "conversation": f"c{i // 400}"} for i in range(n)]))
+    cfg = write(tmp_path, "cfg.yaml", "timezone: UTC\n")
+    env = {**os.environ, "MATECLAW_CONFIG": str(cfg), "MATECLAW_WORKSPACE": str(tmp_path / "workspace")}
+    cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "import-chats", str(path)]
+    assert subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", "init"], env=env,
+                          capture_output=True, timeout=60).returncode == 0
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    log_db = tmp_path / "workspace/.mateclaw/log.db"
+    deadline = time.monotonic() + 60
+    seen = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            seen = len(rows(tmp_path)) if log_db.exists() else 0
+        except sqlite3.Error:
+            seen = 0
+        if seen > 0:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    partial = len(rows(tmp_path))
+    assert 0 < partial < n, partial  # killed mid-way (whole chunks only: no torn chunk)
+    assert partial % CHUNK_MESSAGES == 0 or partial == seen
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = [content for _, _, content, _, _ in rows(tmp_path)]
+    assert len(got) == n and len(set(got)) == n  # every message once
