@@ -57,3 +57,19 @@ def test_an_owners_memory_first_made_by_write_memory_is_enabled(api: httpx.Clien
     assert r.status_code == 200, r.text
     assert api.get(f"{WS}/file", params={"path": "PROFILE.md", "owner": "erin"}).json()["enabled"] is True
     assert "rows on the Leie" in _prompt(api, "erin")
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/api/v1/memory/default/dream/soul-proposal/apply", {"id": 2**65}),
+    ("/api/v1/memory/default/dream/soul-proposal/reject", {"id": 2**65}),
+    (f"{WS}/undo", {"path": "MEMORY.md", "version": 2**65}),
+])
+def test_an_id_past_sqlites_integer_range_is_a_422_naming_the_field(api: httpx.Client, path: str,
+                                                                     body: dict) -> None:
+    r = api.post(path, json=body)
+    assert r.status_code == 422, r.text
+    field = "id" if "id" in body else "version"
+    assert r.json()["detail"]["errors"][0]["loc"] == ["body", field]
+    # The largest id SQLite holds is looked up, and simply not there.
+    r = api.post(path, json={**body, field: 2**63 - 1})
+    assert r.status_code in (404, 409), r.text

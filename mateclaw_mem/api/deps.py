@@ -38,6 +38,10 @@ OwnerQuery = Annotated[
     AfterValidator(wire_owner),
 ]
 EndUserField = Annotated[str | int | None, AfterValidator(end_user_owner)]
+# An integer a route hands to SQLite (a row id, a version): past a signed 64-bit INTEGER the driver
+# raises OverflowError, a 500; bounded here it is the caller's documented 422.
+SQLITE_MAX_INT = 2**63 - 1
+RowId = Annotated[int, Field(ge=1, le=SQLITE_MAX_INT)]
 
 
 async def get_services(request: Request) -> Services:

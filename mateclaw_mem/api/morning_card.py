@@ -15,7 +15,7 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, RowId, get_services, known_agent
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
@@ -37,7 +37,7 @@ class EditIn(_Body):
 
 
 class ProposalIn(_Body):
-    id: int | None = Field(None, ge=1, description="proposal id; omit for the pending one")
+    id: RowId | None = Field(None, description="proposal id; omit for the pending one")
 
 
 @router.get("/morning-card", summary="last night's report for the owner, if unseen (204 when nothing waits)",

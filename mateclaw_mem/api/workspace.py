@@ -20,7 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, RowId, get_services, known_agent
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
@@ -177,7 +177,7 @@ class PathIn(_Body):
 
 
 class UndoIn(PathIn):
-    version: int | None = Field(None, ge=1, description="version from history (default: before the last change)")
+    version: RowId | None = Field(None, description="version from history (default: before the last change)")
 
 
 class VersionOut(Wire):
