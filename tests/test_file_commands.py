@@ -108,3 +108,31 @@ def test_delete_and_rename_files_and_folders_keep_history(cmds: FileCommands, se
         cmds.delete("default", "/memories", actor="mcp")
     with pytest.raises(NotFoundError):
         cmds.delete("default", "/memories/nothing-here", actor="mcp")
+
+
+@pytest.mark.parametrize("bad, says", [
+    ("/memories/a//b.md", "empty"),
+    ("/memories/ /x.md", "blank"),
+    ("/memories/notes/ /x.md", "blank"),
+    ("a//b.md", "empty"),
+])
+def test_an_empty_or_blank_path_part_is_refused_naming_the_path(cmds: FileCommands, services, bad: str,
+                                                                  says: str) -> None:
+    with pytest.raises(InvalidPathError) as caught:
+        cmds.create("default", bad, "x\n", actor="mcp")
+    assert bad.removeprefix("/memories/") in str(caught.value) and says in str(caught.value)
+    agent_dir = services.store.agent_dir("default")
+    assert not (agent_dir / " ").exists() and not (agent_dir / "a").exists()
+    assert not (agent_dir / "notes" / " ").exists()
+
+
+def test_a_trailing_slash_names_a_folder_and_never_replaces_the_file(cmds: FileCommands, services) -> None:
+    cmds.create("default", "/memories/keep.md", "original\n", actor="mcp")
+    for command in (lambda: cmds.create("default", "/memories/keep.md/", "replaced\n", actor="mcp"),
+                    lambda: cmds.str_replace("default", "/memories/keep.md/", "original", "x", actor="mcp")):
+        with pytest.raises(InvalidPathError) as caught:
+            command()
+        assert "/memories/keep.md/" in str(caught.value) and "folder" in str(caught.value)
+    assert "original" in (services.store.agent_dir("default") / "keep.md").read_text(encoding="utf-8")
+    with pytest.raises(InvalidPathError):
+        services.store.write("default", "keep.md/", "replaced\n", expected_sha=None, actor="api")

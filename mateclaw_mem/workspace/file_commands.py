@@ -59,6 +59,9 @@ class FileCommands:
         return p.rstrip("/")
 
     def _file_rel(self, path: str) -> str:
+        if isinstance(path, str) and path.strip().endswith("/"):
+            # `relative` drops it for folders; for a file it would name keep.md and replace it.
+            raise InvalidPathError(f"path {path.strip()!r} ends with '/', which names a folder, not a file")
         rel = self.relative(path)
         if not rel:
             raise InvalidPathError(f"{ROOT} is the memory folder, not a file; name a file such as {ROOT}/notes.md")

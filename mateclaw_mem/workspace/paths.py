@@ -56,6 +56,14 @@ def check_relative(rel: str) -> PurePosixPath:
         raise InvalidPathError(f"path {rel!r} contains a backslash; use '/' between folders")
     if rel.startswith("/") or re.match(r"^[A-Za-z]:", rel) or rel.startswith("~"):
         raise InvalidPathError(f"path {rel!r} is absolute; give a path inside the agent's workspace")
+    # Before PurePosixPath, which folds `a//b.md` into `a/b.md` and drops a trailing '/': the path
+    # stored in history and answers must be the file's one spelling, and `x.md/` names a folder.
+    for part in rel.split("/"):
+        if not part:
+            where = "ends with '/', which names a folder" if rel.endswith("/") else "has an empty part ('//')"
+            raise InvalidPathError(f"path {rel!r} {where}; name the file as folder/file.md")
+        if not part.strip():
+            raise InvalidPathError(f"path {rel!r} has a blank folder or file name; name it with letters")
     pure = PurePosixPath(rel)
     for part in pure.parts:
         if part == "..":
