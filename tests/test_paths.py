@@ -92,3 +92,36 @@ def test_an_agent_folder_linking_into_the_state_folder_is_refused(store: Workspa
     with pytest.raises(InvalidPathError, match="hidden state folder"):
         store.write("sneaky", "notes.md", "x", expected_sha=None, actor="tool")
     assert not (store.state_dir / "notes.md").exists()
+
+
+def test_an_agent_folder_that_links_to_another_agent_is_refused(store: WorkspaceStore) -> None:
+    store.ensure_agent("default")
+    before = (store.root / "default" / "MEMORY.md").read_text(encoding="utf-8")
+    os.symlink(store.root / "default", store.root / "twin")
+    for call in (
+        lambda: store.read("twin", "MEMORY.md"),
+        lambda: store.write("twin", "MEMORY.md", "twin's words", expected_sha=None, actor="tool"),
+        lambda: store.list_files("twin"),
+        lambda: store.ensure_agent("twin"),
+    ):
+        with pytest.raises(InvalidPathError, match="'twin' is a symbolic link to 'default'"):
+            call()
+    assert (store.root / "default" / "MEMORY.md").read_text(encoding="utf-8") == before
+    assert "twin" not in store.agents() and "default" in store.agents()
+
+
+def test_an_owner_folder_that_links_to_another_owner_is_refused(workspace: Path, clock) -> None:
+    store = WorkspaceStore(workspace, clock=clock, owner_isolation=True)
+    store.ensure_agent("default")
+    store.write("default", "MEMORY.md", "alice's\n", expected_sha=None, actor="tool", owner="alice")
+    alice = store.agent_dir("default", "alice")
+    bob = alice.parent / owner_dirname("bob")
+    os.symlink(alice, bob)
+    for call in (
+        lambda: store.read("default", "MEMORY.md", owner="bob"),
+        lambda: store.list_files("default", owner="bob"),
+        lambda: store.write("default", "MEMORY.md", "bob's\n", expected_sha=None, actor="tool", owner="bob"),
+    ):
+        with pytest.raises(InvalidPathError, match="is a symbolic link to 'default/owners/"):
+            call()
+    assert (alice / "MEMORY.md").read_text(encoding="utf-8").endswith("alice's\n")

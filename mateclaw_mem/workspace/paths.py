@@ -91,10 +91,10 @@ def _real(path: Path) -> Path:
 
 
 def agent_folder(root: Path, key: str) -> Path:
-    """`root/key` (an agent's or owner's folder), refused when, links followed, it is not a folder
-    strictly inside the workspace root: an agent folder that is a symbolic link to elsewhere would
-    otherwise take every read and write of that agent with it (checking paths against the agent
-    folder alone cannot see that, the folder itself being the link)."""
+    """`root/key` (an agent's or owner's folder), refused when, links followed, it is not that very
+    folder of the workspace root (a link to another agent's folder included): an agent folder that is
+    a symbolic link to elsewhere would otherwise take every read and write of that agent with it
+    (checking paths against the agent folder alone cannot see that, the folder itself being the link)."""
     candidate = root.joinpath(*key.split("/"))
     real_root = _real(root)
     real = _real(candidate)
@@ -104,6 +104,13 @@ def agent_folder(root: Path, key: str) -> Path:
     if real.relative_to(real_root).parts[0].startswith("."):
         raise InvalidPathError(
             f"agent folder {key!r} leads into the workspace's hidden state folder (through a symbolic link)")
+    inside = real.relative_to(real_root).as_posix()
+    if inside != key:
+        # A link to another agent's (or owner's) folder would make two agents one: each one's writes,
+        # history and index rows landing in the other's files. Refused like a linked memory file.
+        raise InvalidPathError(
+            f"agent folder {key!r} is a symbolic link to {inside!r} inside the workspace; refusing it "
+            f"(make {key!r} a real folder)")
     return candidate
 
 

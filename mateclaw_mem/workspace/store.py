@@ -116,8 +116,8 @@ class WorkspaceStore:
             if p.is_dir() and not p.name.startswith("."):
                 with contextlib.suppress(InvalidPathError):
                     name = check_agent(p.name)
-                    if escapes(self.root, name):  # a link out of the workspace is not our agent
-                        log.warning("ignoring agent folder %s: it links outside the workspace", name)
+                    if escapes(self.root, name):  # a link out of the workspace or to another agent
+                        log.warning("ignoring agent folder %s: it is a symbolic link elsewhere", name)
                         continue
                     out.append(name)
         return out
