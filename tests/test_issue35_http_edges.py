@@ -73,3 +73,33 @@ def test_an_id_past_sqlites_integer_range_is_a_422_naming_the_field(api: httpx.C
     # The largest id SQLite holds is looked up, and simply not there.
     r = api.post(path, json={**body, field: 2**63 - 1})
     assert r.status_code in (404, 409), r.text
+
+
+@pytest.mark.parametrize("method, path, body", [
+    ("post", f"/api/v1/memory/{AGENT}/context", {"query": "hello"}),
+    ("post", f"/api/v1/memory/{AGENT}/dream/soul-proposal/apply", {}),
+    ("post", f"/api/v1/memory/{AGENT}/dream/soul-proposal/reject", {}),
+    ("put", f"{WS}/file", {"path": "notes/q.md", "content": "x\n"}),
+])
+def test_a_query_parameter_a_body_route_does_not_read_is_a_422(api: httpx.Client, method: str, path: str,
+                                                                body: dict) -> None:
+    r = api.request(method.upper(), path, params={"owner": "carol"}, json=body)
+    assert r.status_code == 422, r.text
+    error = r.json()["detail"]["errors"][0]
+    assert error["loc"] == ["query", "owner"] and "JSON body" in error["msg"]
+    assert not api.services.store.read(AGENT, "notes/q.md", owner="carol").exists  # type: ignore[attr-defined]
+
+
+def test_the_owner_in_the_body_is_still_read(api: httpx.Client) -> None:
+    api.put(f"{WS}/file", json={"path": "PROFILE.md", "owner": "gina", "content": "# Profile\nGina paints.\n"})
+    assert "Gina paints" in _prompt(api, "gina")
+
+
+def test_a_body_route_that_declares_a_query_parameter_still_takes_it(api: httpx.Client) -> None:
+    # forget reads its owner from the query: that one passes, an undeclared one beside it does not.
+    r = api.post(f"/api/v1/memory/{AGENT}/forget", params={"owner": "carol"}, json={"text": "keeps bees"})
+    assert r.status_code == 200, r.text
+    r = api.post(f"/api/v1/memory/{AGENT}/forget", params={"owner": "carol", "user": "dave"},
+                 json={"text": "keeps bees"})
+    assert r.status_code == 422 and r.json()["detail"]["errors"][0]["loc"] == ["query", "user"], r.text
+    assert "takes owner" in r.json()["detail"]["errors"][0]["msg"]

@@ -9,13 +9,13 @@ from fastapi import APIRouter, Depends, Path
 from pydantic import Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 from mateclaw_mem.workspace import month_archive
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}/archive", tags=["archive"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 Month = Path(pattern=r"^\d{4}-(0[1-9]|1[0-2])$", description="the month, YYYY-MM")

@@ -24,7 +24,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.conversations.imports.records import MAX_IMPORT_BYTES
 from mateclaw_mem.conversations.imports.service import ChatImport
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
@@ -32,7 +32,7 @@ from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 SPOOL_BYTES = 8 * 1024 * 1024  # a body up to this stays in memory; a larger one goes to a temp file

@@ -14,13 +14,13 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.memory.contradictions.inbox import PairRow
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}/facts/contradictions", tags=["facts"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 PairId = Path(alias="id", pattern=r"^[0-9a-f]{20}$", description="the pair's id (its fingerprint)")

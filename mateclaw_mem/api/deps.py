@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
 from pydantic import AfterValidator, Field
 
 from mateclaw_mem.errors import InvalidInputError
@@ -55,3 +57,28 @@ async def known_agent(
     """Router dependency: an agent that was never created is a 404 naming it and how to create it,
     before any route records, dreams or writes anything for it (a bad name stays the route's 422)."""
     return services.store.require_agent(agent)
+
+
+async def declared_query_only(request: Request) -> None:
+    """Router dependency: on a route that takes a JSON body, a query parameter the route does not
+    declare is a 422 naming what it takes. Such a route reads its arguments (the owner, an id) from
+    the body; `?owner=alice` beside a body without one used to be dropped without a word, and the
+    call then ran for the shared owner. Routes without a body keep their own `_query_names` checks."""
+    if not request.query_params:
+        return
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute) or route.body_field is None:
+        return
+    declared: set[str] = set()
+    stack = [route.dependant]
+    while stack:  # the route's own query parameters and those of every dependency it has
+        dependant = stack.pop()
+        declared.update(p.alias for p in dependant.query_params)
+        stack.extend(dependant.dependencies)
+    unknown = [key for key in request.query_params if key not in declared]
+    if unknown:
+        takes = f"this route takes {', '.join(sorted(declared))}" if declared else "this route takes none"
+        raise RequestValidationError([{
+            "loc": ("query", key), "type": "extra_forbidden",
+            "msg": f"unknown query parameter ({takes}; send the request's arguments in its JSON body)"}
+            for key in unknown])

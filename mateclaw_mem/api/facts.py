@@ -15,14 +15,14 @@ from fastapi import APIRouter, Depends, Path, Query
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.errors import NotFoundError
 from mateclaw_mem.memory.facts.service import FactService
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["facts"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 FactId = Path(alias="factId", pattern=r"^[A-Za-z0-9_-]{1,64}$", description="a fact id from the facts list")

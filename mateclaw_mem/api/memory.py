@@ -17,7 +17,15 @@ from fastapi.responses import JSONResponse
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, EndUserField, OwnerField, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import (
+    AGENT_PATTERN,
+    EndUserField,
+    OwnerField,
+    OwnerQuery,
+    declared_query_only,
+    get_services,
+    known_agent,
+)
 from mateclaw_mem.api.errors import error_response
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.runtime.manual_runs import RUNNING, ManualRuns
@@ -25,7 +33,7 @@ from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 ConversationId = Path(alias="conversationId", min_length=1, max_length=200)

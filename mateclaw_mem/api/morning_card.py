@@ -15,12 +15,20 @@ from fastapi import APIRouter, Depends, Path, Response
 from pydantic import ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, RowId, get_services, known_agent
+from mateclaw_mem.api.deps import (
+    AGENT_PATTERN,
+    OwnerField,
+    OwnerQuery,
+    RowId,
+    declared_query_only,
+    get_services,
+    known_agent,
+)
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
 
 router = APIRouter(prefix="/api/v1/memory/{agentId}/dream", tags=["morning card"],
-                   dependencies=[Depends(require_api_key), Depends(known_agent)])
+                   dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)])
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 FactId = Path(alias="factId", min_length=1, max_length=64, description="a fact id from the card")

@@ -21,7 +21,7 @@ from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, get_services, known_agent
+from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
@@ -30,7 +30,7 @@ from mateclaw_mem.workspace.snapshot_records import STRATEGIES, ImportItem, Impo
 router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["snapshots"],
-    dependencies=[Depends(require_api_key), Depends(known_agent)],
+    dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)],
 )
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")

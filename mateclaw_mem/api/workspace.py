@@ -20,7 +20,15 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ConfigDict, Field, model_validator
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerField, OwnerQuery, RowId, get_services, known_agent
+from mateclaw_mem.api.deps import (
+    AGENT_PATTERN,
+    OwnerField,
+    OwnerQuery,
+    RowId,
+    declared_query_only,
+    get_services,
+    known_agent,
+)
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
@@ -30,7 +38,7 @@ from mateclaw_mem.workspace.tool_args import SPELLINGS, also, check_names, spell
 router = APIRouter(
     prefix="/api/v1/agents/{agentId}/workspace/memory",
     tags=["workspace"],
-    dependencies=[Depends(require_api_key), Depends(known_agent)],
+    dependencies=[Depends(require_api_key), Depends(known_agent), Depends(declared_query_only)],
 )
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
