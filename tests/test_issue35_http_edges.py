@@ -103,3 +103,24 @@ def test_a_body_route_that_declares_a_query_parameter_still_takes_it(api: httpx.
                  json={"text": "keeps bees"})
     assert r.status_code == 422 and r.json()["detail"]["errors"][0]["loc"] == ["query", "user"], r.text
     assert "takes owner" in r.json()["detail"]["errors"][0]["msg"]
+
+
+def test_a_garbage_history_index_line_leaves_history_and_status_answering(api: httpx.Client) -> None:
+    services = api.services  # type: ignore[attr-defined]
+    for text in ("# Memory\none\n", "# Memory\ntwo\n"):
+        r = api.put(f"{WS}/file", json={"path": "notes/kept.md", "content": text})
+        assert r.status_code == 200, r.text
+    index = services.settings.state_dir / "history" / AGENT / "notes" / "kept.md" / "versions.jsonl"
+    good = index.read_bytes()
+    kept = len(api.get(f"{WS}/history", params={"path": "notes/kept.md"}).json()["versions"])
+    assert kept == good.count(b"\n") >= 1
+    # A line of garbage, a JSON value that is no record, a record with a wrong type; the last line is
+    # the first one `status` reads (it parses the newest records from the end).
+    index.write_bytes(good + b"\xff garbage {\n" + b"[1, 2]\n" + b'{"version": "three", "sha": 3}\n')
+    r = api.get(f"{WS}/history", params={"path": "notes/kept.md"})
+    assert r.status_code == 200, r.text
+    assert len(r.json()["versions"]) == kept
+    r = api.get("/api/v1/status", params={"agent": AGENT})
+    assert r.status_code == 200, r.text
+    # The good records are still the newest writes it shows.
+    assert {w["file"] for w in r.json()["agents"][AGENT]["last_writes"]} >= {"notes/kept.md"}
