@@ -155,3 +155,36 @@ def test_an_invalid_agent_is_refused_by_the_command(tmp_path: Path, bad_agent: s
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 2 and "invalid agent name" in r.stderr
     assert r.stdout == ""  # stdout belongs to the protocol
+
+
+def test_isolation_an_owners_profile_written_over_mcp_is_enabled_and_bad_memories_paths_are_refused(
+        tmp_path: Path) -> None:
+    """Issue 35.6 through the SDK's client: an owner's PROFILE.md first made by an MCP write starts
+    enabled (it was `enabled: false`, never in that owner's prompt), and `/memories` paths with an
+    empty or blank part or a trailing '/' are errors naming the path, with nothing made or replaced."""
+    from mateclaw_mem.cli.main import main as cli
+
+    ws, config = tmp_path / "ws", tmp_path / "isolated.yaml"
+    config.write_text("owner-isolation: true\n", encoding="utf-8")
+    assert cli(["--workspace", str(ws), "--config", str(config), "init", "default"]) == 0
+    params = StdioServerParameters(command=sys.executable, cwd=str(tmp_path), args=[
+        "-m", "mateclaw_mem.cli.main", "mcp", "--workspace", str(ws), "--config", str(config), "--tools", "all"])
+
+    async def main() -> dict[str, Any]:
+        async with Client(params, read_timeout_seconds=60) as client:
+            wrote = await client.call_tool("write_workspace_memory_file", {
+                "path": "PROFILE.md", "owner": "carol", "content": "# Profile\nCarol keeps bees.\n"})
+            read = await client.call_tool("read_workspace_memory_file", {"path": "PROFILE.md", "owner": "carol"})
+            await client.call_tool("create", {"path": "/memories/keep.md", "file_text": "original\n"})
+            bad = {p: await client.call_tool("create", {"path": p, "file_text": "x\n"})
+                   for p in ("/memories/a//b.md", "/memories/ /x.md", "/memories/keep.md/")}
+            return {"wrote": wrote, "read": read, "bad": bad}
+
+    out = anyio.run(main)
+    assert not out["wrote"].is_error, text(out["wrote"])
+    assert out["read"].structured_content["enabled"] is True, text(out["read"])
+    for path, result in out["bad"].items():
+        assert result.is_error and path.removeprefix("/memories/") in text(result), (path, text(result))
+    agent_dir = ws / "default"
+    assert (agent_dir / "keep.md").read_text(encoding="utf-8").endswith("original\n")
+    assert not (agent_dir / " ").exists() and not (agent_dir / "a").exists()
