@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from datetime import datetime
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.markdown.dates import dated_label, resolve_relative
@@ -48,7 +49,8 @@ class ConversationHitsProvider:
 
     def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
         index, log = self._messages(), self._log()
-        index.sync(log)  # turns logged since the last Add or search (cheap when there are none)
+        if log.since(index.watermark(), limit=1):  # turns logged since the last Add or search
+            index.sync(log)  # (a write transaction: not taken when there is nothing new)
         hits = index.search(agent, owner, query, limit=self.limit)
         memoryless = log.memoryless_among(agent, owner, (h.conversation_id for h in hits))
         return [ProviderItem(render(h, query, self.tz), f"conversations/{h.conversation_id}", h.score)
@@ -57,14 +59,21 @@ class ConversationHitsProvider:
 
 def render(hit: Hit, query: str, tz: tzinfo) -> str:
     """"[Mon 8 May 2023] user: text"."""
-    said = datetime.fromtimestamp(hit.ts_ms / 1000, tz=tz).date()
-    text = " ".join(hit.content.split())
-    if len(text) > WINDOW_CHARS:
-        text = window(text, query, WINDOW_CHARS)
-    text = resolve_relative(text, said)
+    if len(hit.content) <= WINDOW_CHARS:  # no window: the same line whatever the query
+        return _line(hit.content, hit.role, hit.ts_ms, tz)
+    text = window(" ".join(hit.content.split()), query, WINDOW_CHARS)
+    return _line(text, hit.role, hit.ts_ms, tz)
+
+
+# Cached: a prompt renders up to `limit` messages, most of them recalled again by the next prompts,
+# and resolving dates (two regex passes) was a third of the provider's time.
+@lru_cache(maxsize=4096)
+def _line(content: str, role: str, ts_ms: int, tz: tzinfo) -> str:
+    said = datetime.fromtimestamp(ts_ms / 1000, tz=tz).date()
+    text = resolve_relative(" ".join(content.split()), said)
     # Always the role: a name the text starts with may be one ("Caroline: …", an imported group
     # chat) or not ("Done: booked"), and only the role is known to be true.
-    return f"[{dated_label(said)}] {hit.role}: {text}"
+    return f"[{dated_label(said)}] {role}: {text}"
 
 
 def window(text: str, query: str, size: int) -> str:

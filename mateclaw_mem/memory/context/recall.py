@@ -30,6 +30,7 @@ CONVERSATION_SOURCE = "conversations/"
 ITEM_MAX_CHARS = 500
 _NON_WORD = re.compile(r"[^\w]+")
 _FOOTER_ROOM = 100  # "(N more recalled items not shown: over the N-char budget)" always fits
+_MIN_ITEM = 24  # room below which no item fits (a dated line is longer): the rest is counted, not read
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,15 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
     admitted: list[RecalledItem] = []
     folded: list[str] = []
     duplicates = omitted = 0
+    joined = ""  # the admitted keys, "\0"-separated: one substring search instead of one per key
     ranked = zip_longest(*[[(name, i) for i in items] for name, items in by_provider.items()])
     for name, item in (pair for rank in ranked for pair in rank if pair is not None):
+        if room < _MIN_ITEM:  # full: what is left is not shown, whatever it says
+            omitted += 1
+            continue
         text = _one_line(item.text)
         key = fold(text)
-        if not key or key in haystack or any(key in f for f in folded):
+        if not key or key in haystack or key in joined:
             duplicates += 1
             continue
         entry = RecalledItem(name, _cut(text), item.source, item.score)
@@ -90,6 +95,7 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
             if grow <= room:
                 room -= grow
                 admitted[held], folded[held] = entry, key
+                joined = "\0".join(folded)
             continue
         if len(entry.line) + 1 > room:
             omitted += 1
@@ -97,6 +103,7 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
         room -= len(entry.line) + 1
         admitted.append(entry)
         folded.append(key)
+        joined = f"{joined}\0{key}"
     if not admitted:
         return RecalledBlock("", max_chars, [], duplicates, omitted)
     lines = [RECALLED_TITLE, *(i.line for i in admitted)]
