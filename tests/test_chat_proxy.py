@@ -161,7 +161,8 @@ def test_an_upstream_that_hangs_or_streams_forever_is_bounded(tmp_path: Path, up
             for _ in stream:
                 pass
         assert "timeout-seconds" in str(ended.value)  # the stream ended, and said why
-        assert services.chat_proxy.stats.as_dict()["upstream_failures"] == 2
+        # Counted by the stream's closing task, after the client has the error chunk: waited for.
+        assert _wait(lambda: services.chat_proxy.stats.as_dict()["upstream_failures"] == 2)
         report = dict(services.status_reporters())["chat_proxy"]()
         assert report["upstream_failures"] == 2 and "timeout-seconds" in report["last_upstream_error"]
     finally:
