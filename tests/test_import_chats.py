@@ -416,7 +416,7 @@ def test_an_import_killed_with_sigkill_mid_way_is_completed_by_the_next_run_with
     import sys
     import time
 
-    n = 40_000  # a couple of seconds of writing: long enough to be killed in the middle
+    n = 80_000  # seconds of writing: long enough to be killed in the middle on a loaded machine too
     path = write(tmp_path, "big.jsonl", jsonl_text([
         {"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the allotment",
          "timestamp": 1700000000 + i, "conversation": f"c{i // 400}"} for i in range(n)]))
