@@ -185,25 +185,7 @@ class Mem0Provider:
                     body["messages"] = kept
         self.wait_synced(self.options.timeout_ms / 1000)  # the turn in flight lands before the listing
 
-        def request(method: str, path: str) -> Any:
-            where = f"{method} {path.split('?')[0]}"
-            headers = {"Accept": "application/json"}
-            if self._key:
-                headers["Authorization"] = f"Bearer {self._key}"
-            req = urllib.request.Request(self._base + path, headers=headers, method=method)
-            try:
-                with self._opener.open(req, timeout=self.options.timeout_ms / 1000) as resp:
-                    raw = resp.read()
-            except urllib.error.HTTPError as exc:
-                raise Mem0Error(f"{where} answered HTTP {exc.code}") from None
-            except (urllib.error.URLError, OSError) as exc:
-                raise Mem0Error(f"{where} failed: {getattr(exc, 'reason', None) or exc}") from None
-            try:
-                return json.loads(raw.decode("utf-8")) if raw.strip() else None
-            except ValueError:
-                raise Mem0Error(f"{where} answered something that is not JSON") from None
-
-        answer = request("GET", f"{self.options.add_path}?{urlencode({'user_id': owner, 'agent_id': agent})}")
+        answer = self._request("GET", f"{self.options.add_path}?{urlencode({'user_id': owner, 'agent_id': agent})}")
         rows = answer.get("results") if isinstance(answer, dict) else answer
         if not isinstance(rows, list):
             raise Mem0Error(f"listing memories answered {type(answer).__name__}, not a list")
@@ -211,31 +193,39 @@ class Mem0Provider:
                   and isinstance(r.get("memory"), str) and holds(r["memory"])]
         base = self.options.add_path
         for mid in (quote(m, safe="") for m in doomed):
-            request("DELETE", f"{base}{mid}/" if base.endswith("/") else f"{base}/{mid}")
+            self._request("DELETE", f"{base}{mid}/" if base.endswith("/") else f"{base}/{mid}")
         return {"removed": len(doomed), "kept": len(rows) - len(doomed), "queued_messages_dropped": dropped}
 
     # -- HTTP ------------------------------------------------------------------------------------
 
     def _post(self, path: str, body: dict[str, Any], *, deadline: float | None) -> Any:
+        return self._request("POST", path, body, deadline=deadline)
+
+    def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+                 deadline: float | None = None) -> Any:
+        """One call to Mem0: its JSON answer (None for an empty one); Mem0Error naming the call."""
         timeout = self.options.timeout_ms / 1000
         if deadline is not None:  # no use waiting past the point the registry stops listening
             timeout = max(0.01, min(timeout, deadline - time.monotonic()))
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        where = f"{method} {path.split('?')[0]}"
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/json"
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
-        req = urllib.request.Request(self._base + path, data=json.dumps(body).encode("utf-8"), headers=headers,
-                                     method="POST")
+        data = json.dumps(body).encode("utf-8") if body is not None else None
+        req = urllib.request.Request(self._base + path, data=data, headers=headers, method=method)
         try:
             with self._opener.open(req, timeout=timeout) as resp:
                 raw = resp.read()
         except urllib.error.HTTPError as exc:
-            raise Mem0Error(f"POST {path} answered HTTP {exc.code}") from None
+            raise Mem0Error(f"{where} answered HTTP {exc.code}") from None
         except (urllib.error.URLError, OSError) as exc:
-            raise Mem0Error(f"POST {path} failed: {getattr(exc, 'reason', None) or exc}") from None
+            raise Mem0Error(f"{where} failed: {getattr(exc, 'reason', None) or exc}") from None
         try:
             return json.loads(raw.decode("utf-8")) if raw.strip() else None
         except ValueError:
-            raise Mem0Error(f"POST {path} answered something that is not JSON") from None
+            raise Mem0Error(f"{where} answered something that is not JSON") from None
 
     # -- status and shutdown ---------------------------------------------------------------------
 
