@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
+from collections.abc import AsyncIterator
 
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mateclaw_mem.api.errors import error_response
+from mateclaw_mem.errors import TooLargeError
 
 # Room for a query and options at the cap even if every character is sent as a \uXXXX escape.
 SEARCH_BODY_BYTES = 64 * 1024
@@ -67,3 +70,14 @@ class BodyLimit:
             return await receive()
 
         await self.app(scope, replay, send)
+
+
+async def counted_body(request: Request, ceiling: int, too_big: str) -> AsyncIterator[bytes]:
+    """The body of an upload route (exempt from BodyLimit), refused with `too_big` once past
+    `ceiling` bytes as it streams in: a chunked upload declares no length to check up front."""
+    seen = 0
+    async for chunk in request.stream():
+        seen += len(chunk)
+        if seen > ceiling:
+            raise TooLargeError(too_big)
+        yield chunk

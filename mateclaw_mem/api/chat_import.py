@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from collections.abc import AsyncIterator
 from typing import IO, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -23,7 +22,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD
+from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD, counted_body
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.conversations.imports.records import MAX_IMPORT_BYTES
 from mateclaw_mem.conversations.imports.service import ChatImport
@@ -101,15 +100,6 @@ def _importer(request: Request, services: Services) -> ChatImport:
         return importer
 
 
-async def _counted(request: Request, ceiling: int, too_big: str) -> AsyncIterator[bytes]:
-    seen = 0
-    async for chunk in request.stream():
-        seen += len(chunk)
-        if seen > ceiling:
-            raise TooLargeError(too_big)
-        yield chunk
-
-
 async def _export(request: Request) -> tuple[IO[bytes], str]:
     """The export's bytes (spooled) and the name errors will call it."""
     too_big = f"upload larger than {MAX_IMPORT_BYTES} bytes (the chat import limit); split the export"
@@ -120,7 +110,7 @@ async def _export(request: Request) -> tuple[IO[bytes], str]:
         raise TooLargeError(too_big)
     if multipart:
         try:
-            form = await MultiPartParser(request.headers, _counted(request, ceiling, too_big), max_files=1,
+            form = await MultiPartParser(request.headers, counted_body(request, ceiling, too_big), max_files=1,
                                          max_fields=4).parse()
         except MultiPartException as exc:
             raise InvalidInputError(f"the multipart body cannot be read: {exc.message}") from None
@@ -129,7 +119,7 @@ async def _export(request: Request) -> tuple[IO[bytes], str]:
             raise InvalidInputError("the multipart body has no `file` part holding the export")
         return upload.file, upload.filename or "upload"
     spool = tempfile.SpooledTemporaryFile(max_size=SPOOL_BYTES)  # noqa: SIM115  # closed by the caller
-    async for chunk in _counted(request, ceiling, too_big):
+    async for chunk in counted_body(request, ceiling, too_big):
         spool.write(chunk)  # into the page cache: microseconds, as Starlette's own multipart spooling
     if spool.tell() == 0:
         spool.close()

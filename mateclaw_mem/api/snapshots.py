@@ -9,7 +9,6 @@ the same reason here as there.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Request
@@ -20,7 +19,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD
+from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD, counted_body
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
@@ -105,16 +104,9 @@ async def _upload(request: Request, limit: int) -> tuple[UploadFile, str]:
     if not request.headers.get("content-type", "").lower().startswith("multipart/form-data"):
         raise InvalidInputError("send the snapshot as multipart/form-data with the zip in a `file` field")
 
-    async def counted() -> AsyncIterator[bytes]:
-        seen = 0
-        async for chunk in request.stream():
-            seen += len(chunk)
-            if seen > ceiling:
-                raise TooLargeError(too_big)
-            yield chunk
-
     try:
-        form = await MultiPartParser(request.headers, counted(), max_files=1, max_fields=4).parse()
+        form = await MultiPartParser(request.headers, counted_body(request, ceiling, too_big), max_files=1,
+                                     max_fields=4).parse()
     except MultiPartException as exc:
         raise InvalidInputError(f"the multipart body cannot be read: {exc.message}") from None
     upload, strategy = form.get("file"), form.get("strategy", "skip")
