@@ -129,23 +129,18 @@ class Upstream:
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "upstream"}]}
 
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A non-streamed answer, as the upstream sent it."""
-        deadline = self.settings.timeout_seconds
-        try:
-            r = await self._client.post(f"{self.base_url}/chat/completions", json=body, headers=self._headers(),
-                                        timeout=httpx.Timeout(deadline, connect=self.settings.connect_timeout_seconds))
-        except httpx.TimeoutException:
-            raise UpstreamError(504, error_body("the upstream did not answer within its timeout "
-                                                "(proxy.upstream.idle-timeout-seconds / timeout-seconds)",
-                                                code="upstream_timeout")) from None
-        except httpx.HTTPError as exc:
-            raise UpstreamError(502, error_body(f"the upstream at {self.base_url} could not be reached "
-                                                f"({type(exc).__name__})", code="upstream_unreachable")) from None
-        if len(r.content) > self.settings.max_answer_bytes:
+        """A non-streamed answer, as the upstream sent it. It comes whole after the generation, so
+        the wait for its first byte is the whole deadline, not the idle timeout."""
+        timeout = httpx.Timeout(self.settings.timeout_seconds, connect=self.settings.connect_timeout_seconds)
+        late = "the upstream did not answer within its timeout (proxy.upstream.idle-timeout-seconds / timeout-seconds)"
+        r = await self._send(body, timeout, late)
+        cap = self.settings.max_answer_bytes
+        raw = await _read(r, cap, late)
+        if len(raw) > cap:
             raise UpstreamError(502, error_body("the upstream's answer passed proxy.upstream.max-answer-bytes"))
-        data = _json(r.content)
+        data = _json(raw)
         if r.status_code != 200:
-            raise UpstreamError(r.status_code, _as_error(data, r))
+            raise UpstreamError(r.status_code, _as_error(data, r.status_code, raw))
         if not isinstance(data, dict):
             raise UpstreamError(502, error_body("the upstream's answer is not a JSON object", code="upstream_invalid"))
         return data
@@ -153,31 +148,26 @@ class Upstream:
     async def open_stream(self, body: dict[str, Any]) -> Streamed:
         """Send a streamed request and wait for the upstream's status: an error is raised here (the
         client gets it with the upstream's status), a 200 is handed back to be relayed."""
+        r = await self._send(body, None, "the upstream did not start its answer within "
+                                         "proxy.upstream.idle-timeout-seconds")
+        if r.status_code != 200:
+            raw = await _read(r, _ERROR_BODY_BYTES, "")
+            raise UpstreamError(r.status_code, _as_error(_json(raw), r.status_code, raw))
+        headers = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "x-request-id")}
+        return Streamed(r, time.monotonic() + self.settings.timeout_seconds, self.settings.max_answer_bytes, headers)
+
+    async def _send(self, body: dict[str, Any], timeout: httpx.Timeout | None, late: str) -> httpx.Response:
+        """The request sent, its status and headers read (its body not yet); a failure to get that
+        far is the UpstreamError a client gets: 504 with `late`, or 502 when unreachable."""
         request = self._client.build_request("POST", f"{self.base_url}/chat/completions", json=body,
-                                             headers=self._headers())
+                                             headers=self._headers(), timeout=timeout or self._client.timeout)
         try:
-            r = await self._client.send(request, stream=True)
+            return await self._client.send(request, stream=True)
         except httpx.TimeoutException:
-            raise UpstreamError(504, error_body("the upstream did not start its answer within "
-                                                "proxy.upstream.idle-timeout-seconds",
-                                                code="upstream_timeout")) from None
+            raise UpstreamError(504, error_body(late, code="upstream_timeout")) from None
         except httpx.HTTPError as exc:
             raise UpstreamError(502, error_body(f"the upstream at {self.base_url} could not be reached "
                                                 f"({type(exc).__name__})", code="upstream_unreachable")) from None
-        if r.status_code != 200:
-            try:
-                raw = b""
-                async for chunk in r.aiter_raw():
-                    raw += chunk
-                    if len(raw) > _ERROR_BODY_BYTES:
-                        break
-            except httpx.HTTPError:
-                pass
-            finally:
-                await r.aclose()
-            raise UpstreamError(r.status_code, _as_error(_json(raw), r))
-        headers = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "x-request-id")}
-        return Streamed(r, time.monotonic() + self.settings.timeout_seconds, self.settings.max_answer_bytes, headers)
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -190,8 +180,28 @@ def _json(raw: bytes) -> Any:
         return None
 
 
-def _as_error(data: Any, r: httpx.Response) -> dict[str, Any]:
+async def _read(r: httpx.Response, cap: int, late: str) -> bytes:
+    """The body of `r`, at most one byte past `cap` (an answer over it is refused, never held whole);
+    closes `r`. A read that times out is a 504 saying `late` (none: what was read so far, as after
+    a read that fails)."""
+    raw = b""
+    try:
+        async for chunk in r.aiter_raw():
+            raw += chunk
+            if len(raw) > cap:
+                break
+    except httpx.TimeoutException:
+        if late:
+            raise UpstreamError(504, error_body(late, code="upstream_timeout")) from None
+    except httpx.HTTPError:
+        pass
+    finally:
+        await r.aclose()
+    return raw
+
+
+def _as_error(data: Any, status: int, raw: bytes) -> dict[str, Any]:
     if isinstance(data, dict) and isinstance(data.get("error"), dict):
         return data  # already OpenAI's shape: the client sees exactly what the upstream said
-    text = r.text[:500] if r.content else ""
-    return error_body(f"the upstream answered {r.status_code}{': ' + text if text else ''}")
+    text = raw[:500].decode("utf-8", "replace") if raw else ""
+    return error_body(f"the upstream answered {status}{': ' + text if text else ''}")
