@@ -99,14 +99,8 @@ async def chat_completions(request: Request, agent: str | None = None,
 
 
 async def _learn(proxy: Any, prepared: Any, answer: dict[str, Any]) -> None:
-    choices = answer.get("choices") or []
-    message = choices[0].get("message") if choices and isinstance(choices[0], dict) else None
-    text = message.get("content") if isinstance(message, dict) else None
-    await run_in_threadpool(proxy.record, prepared, text if isinstance(text, str) else "")
+    await run_in_threadpool(proxy.record_answer, prepared, answer)
 
 
 async def _learn_stream(proxy: Any, prepared: Any, streamed: Any) -> None:
-    if streamed.error is not None:
-        proxy.upstream_failed(streamed.error)
-    if streamed.finished or streamed.text:
-        await run_in_threadpool(proxy.record, prepared, streamed.text)
+    await run_in_threadpool(proxy.record_stream, prepared, streamed)

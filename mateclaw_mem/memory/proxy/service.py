@@ -38,7 +38,7 @@ from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
-    from mateclaw_mem.llm.upstream import Upstream
+    from mateclaw_mem.llm.upstream import Streamed, Upstream
     from mateclaw_mem.memory.context.assembly import ContextService
     from mateclaw_mem.memory.extraction.service import ExtractionService
 
@@ -183,6 +183,19 @@ class ChatProxy:
                     if choice.get("finish_reason") == "tool_calls":
                         choice["finish_reason"] = "stop"
         return answer
+
+    def record_answer(self, prepared: Prepared, answer: dict[str, Any]) -> None:
+        """Learn from a whole (non-streamed) answer: its assistant text."""
+        message, _, _ = ours(answer)
+        text = message.get("content") if message is not None else None
+        self.record(prepared, text if isinstance(text, str) else "")
+
+    def record_stream(self, prepared: Prepared, streamed: Streamed) -> None:
+        """Learn from a relayed stream once it ended: what it said, and why it stopped early if it did."""
+        if streamed.error is not None:
+            self.upstream_failed(streamed.error)
+        if streamed.finished or streamed.text:
+            self.record(prepared, streamed.text)
 
     def record(self, prepared: Prepared, answer: str) -> None:
         """Learn from an answered turn: log it and schedule extraction (gates and cooldown as for any
