@@ -14,29 +14,18 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mateclaw_mem.api.app import create_app
 from mateclaw_mem.markdown.dates import dated_label, day_label, resolve_relative
 from mateclaw_mem.memory.context.recall import RECALLED_TITLE
-from tests.support.server import ApiServer, daemon_services
+from tests.support.server import daemon_services, serve_api
 
 API = "/api/v1/memory/default"
 
 
 @pytest.fixture
 def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    services = daemon_services(tmp_path / "ws", timezone="UTC",
-                               mate={"memory": {"cooldown-minutes": 0, "provider-prefetch-timeout-ms": 30000,
-                                                "provider-prefetch-total-budget-ms": 60000}})
-    services.seed_agents()
-    services.build()
-    services.extraction.start()
-    try:
-        with ApiServer(create_app(services, mcp=False)) as server, \
-                httpx.Client(base_url=server.url, timeout=30) as c:
-            c.services = services  # type: ignore[attr-defined]
-            yield c
-    finally:
-        services.close()
+    yield from serve_api(tmp_path / "ws", mcp=False, timezone="UTC",
+                         mate={"memory": {"cooldown-minutes": 0, "provider-prefetch-timeout-ms": 30000,
+                                          "provider-prefetch-total-budget-ms": 60000}})
 
 
 def turn(client: httpx.Client, conv: str, user: str, assistant: str = "", **extra: object) -> httpx.Response:

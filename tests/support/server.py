@@ -82,13 +82,14 @@ def daemon_services(workspace: Path, *, api_key: str | None = None, **overrides:
 
 
 def serve_api(
-    workspace: Path, api_key: str | None = None, *, mcp: bool = True, seed: bool = True
+    workspace: Path, api_key: str | None = None, *, mcp: bool = True, seed: bool = True, **overrides: Any
 ) -> Iterator[httpx.Client]:
     """The daemon's app on real services, served until the generator is closed. `seed` creates the
-    default agent first (the AML agent comes with the first Add); `mcp` mounts the MCP endpoint."""
+    default agent first (the AML agent comes with the first Add); `mcp` mounts the MCP endpoint;
+    `overrides` are settings, as `daemon_services` takes them."""
     from mateclaw_mem.api.app import create_app
 
-    services = daemon_services(workspace, api_key=api_key)
+    services = daemon_services(workspace, api_key=api_key, **overrides)
     if seed:
         services.seed_agents()  # the default agent, as the daemon's start does
     # As the daemon does: every service built before a request can arrive, then the extraction
