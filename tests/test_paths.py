@@ -110,6 +110,20 @@ def test_an_agent_folder_that_links_to_another_agent_is_refused(store: Workspace
     assert "twin" not in store.agents() and "default" in store.agents()
 
 
+def test_an_agent_folder_swapped_for_a_link_after_reads_is_refused(store: WorkspaceStore) -> None:
+    # Reads resolve one path when the file is plainly inside its agent's folder (workspace.paths
+    # `agent_file`); a folder that becomes a link after they were served must still be refused.
+    store.ensure_agent("default")
+    store.ensure_agent("other")
+    assert store.read("other", "MEMORY.md").text
+    (store.root / "other").rename(store.root / "other-moved")
+    os.symlink(store.root / "default", store.root / "other")
+    with pytest.raises(InvalidPathError, match="'other' is a symbolic link to 'default'"):
+        store.read("other", "MEMORY.md")
+    with pytest.raises(InvalidPathError, match="'other' is a symbolic link to 'default'"):
+        store.write("other", "MEMORY.md", "x", expected_sha=None, actor="tool")
+
+
 def test_an_owner_folder_that_links_to_another_owner_is_refused(workspace: Path, clock) -> None:
     store = WorkspaceStore(workspace, clock=clock, owner_isolation=True)
     store.ensure_agent("default")

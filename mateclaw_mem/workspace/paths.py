@@ -96,7 +96,7 @@ def agent_folder(root: Path, key: str) -> Path:
     a symbolic link to elsewhere would otherwise take every read and write of that agent with it
     (checking paths against the agent folder alone cannot see that, the folder itself being the link)."""
     candidate = root.joinpath(*key.split("/"))
-    real_root = _real(root)
+    real_root = _real_roots[root] = _real(root)
     real = _real(candidate)
     if real_root not in real.parents:
         raise InvalidPathError(
@@ -112,6 +112,27 @@ def agent_folder(root: Path, key: str) -> Path:
             f"agent folder {key!r} is a symbolic link to {inside!r} inside the workspace; refusing it "
             f"(make {key!r} a real folder)")
     return candidate
+
+
+# The workspace root with its links followed, per root: every read resolves a file's path, and
+# resolving the root and the agent folder again each time was most of reading the always-on files
+# (8 of them per prompt). Only `agent_file`'s fast path trusts it; whatever it refuses goes through
+# the full checks, which resolve everything afresh, so a stale entry can only cost a slow path.
+_real_roots: dict[Path, Path] = {}
+
+
+def agent_file(root: Path, key: str, rel: str) -> Path:
+    """`resolve_inside(agent_folder(root, key), rel)` - the same answer and the same refusals - with
+    one path resolved instead of four when the file is plainly inside the agent's own folder: its
+    real path under the (cached) real root's `key` folder means neither the agent folder nor a link
+    on the way leads elsewhere."""
+    pure = check_relative(rel)
+    parts = key.split("/")
+    candidate = root.joinpath(*parts, *pure.parts)
+    real_root = _real_roots.get(root)
+    if real_root is not None and _real(candidate).is_relative_to(real_root.joinpath(*parts)):
+        return candidate
+    return resolve_inside(agent_folder(root, key), rel)
 
 
 def escapes(root: Path, key: str) -> bool:

@@ -31,10 +31,10 @@ from mateclaw_mem.workspace.history import History, Version
 from mateclaw_mem.workspace.listing import FileInfo, FileLister
 from mateclaw_mem.workspace.machine_rules import changed_keys
 from mateclaw_mem.workspace.paths import (
+    agent_file,
     agent_folder,
     check_agent,
     escapes,
-    resolve_inside,
 )
 from mateclaw_mem.workspace.provenance import ProvenanceStore
 from mateclaw_mem.workspace.records import Snapshot, WriteEvent, WriteResult, sha256
@@ -105,8 +105,7 @@ class WorkspaceStore:
         return seeding.require_agent(self.root, agent)
 
     def path(self, agent: str, rel: str, owner: str | None = None) -> Path:
-        base = self.agent_dir(agent, owner)
-        return resolve_inside(base, rel)
+        return agent_file(self.root, self.agent_key(self.require_agent(agent), owner), rel)
 
     def agents(self) -> list[str]:
         if not self.root.exists():

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from itertools import zip_longest
 from typing import TYPE_CHECKING, Any
 
@@ -69,7 +70,7 @@ class RecalledBlock:
 def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequence[str],
                    max_chars: int) -> RecalledBlock:
     """`by_provider`: each provider's items, best first; `seen`: text the prompt already carries."""
-    haystack = "\n".join(fold(s) for s in seen)
+    haystack = "\n".join(_fold_seen(s) for s in seen)
     room = max_chars - len(RECALLED_TITLE) - 1 - _FOOTER_ROOM
     admitted: list[RecalledItem] = []
     folded: list[str] = []
@@ -81,7 +82,7 @@ def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequ
             omitted += 1
             continue
         text = _one_line(item.text)
-        key = fold(text)
+        key = _fold_item(text)
         if not key or key in haystack or key in joined:
             duplicates += 1
             continue
@@ -125,3 +126,10 @@ def fold(text: str) -> str:
     """Words only, lower case, one space apart. Compared unpadded, so a word a snippet window cut
     at its `…` edge (or CJK, which has no spaces) still matches as a substring."""
     return " ".join(_NON_WORD.sub(" ", text.lower()).split())
+
+
+# Cached: every prompt folds the same always-on files and mostly the same recalled lines again (a
+# third of the block's time with 60 conversation hits). Sized by what one entry can weigh: a few
+# system texts (large), many recalled lines (each short, cut to an item's size).
+_fold_seen = lru_cache(maxsize=16)(fold)
+_fold_item = lru_cache(maxsize=2048)(fold)
