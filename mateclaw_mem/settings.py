@@ -263,6 +263,26 @@ class SearchSettings(Section):
     dense_weight: float = Field(0.2, ge=0, le=1)  # share of the cosine in hybrid ranking (index/dense.py)
 
 
+class RerankSettings(Section):
+    # Off while `url` is empty. The model may only reorder the lexical ranking's first `top-n` results
+    # (conversations/rerank.py): the set returned never changes, and past the deadline the order stands.
+    url: str = ""  # a /rerank endpoint, or a chat-completions base URL (…/v1) with kind: chat
+    kind: Literal["rerank", "chat"] = "rerank"
+    model: str = ""
+    api_key_env: str = ""  # the environment variable holding its key; "" = none sent
+    top_n: int = Field(10, ge=2, le=100)
+    deadline_seconds: float = Field(3.0, gt=0, le=120)
+
+
+class AmlSettings(Section):
+    # Whole users whose last Add is older are deleted (conversations/aml_users.py); 0 = kept until deleted.
+    retention_days: float = Field(0, ge=0)
+    # Each hit returned with up to this many turns before and after it in its session (0 = single messages).
+    neighbours: int = Field(0, ge=0, le=10)
+    neighbour_chars: int = Field(8000, ge=0)  # characters of neighbouring turns per search (0 = no limit)
+    rerank: RerankSettings = RerankSettings()
+
+
 class HistorySettings(Section):
     keep_versions: int = Field(50, ge=1)
 
@@ -310,6 +330,7 @@ class Settings(BaseSettings):
     default_agent: str = "default"
     owner_isolation: bool = False
     aml_agent: str = "aml"
+    aml: AmlSettings = AmlSettings()
     mate: MateSettings = MateSettings()
     dreaming: DreamingSettings = DreamingSettings()
     model: ModelSettings = ModelSettings()

@@ -10,6 +10,7 @@ from pydantic import AfterValidator, ConfigDict, Field
 
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.conversations.aml import MAX_TIMESTAMP_MS, AmlMessage, AmlService, check_iso
+from mateclaw_mem.conversations.aml_users import AmlUsers
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.wire import Wire
 
@@ -159,3 +160,21 @@ def search_answer(body: SearchRequest, aml: AmlService) -> bytes:
         for i in items
     ]
     return json.dumps({"data": data}, ensure_ascii=False).encode()
+
+
+class DeleteUserResponse(Wire):
+    user_id: str
+    deleted: dict[str, int] = Field(description="rows deleted, per database:table")
+    scrubbed: list[dict[str, Any]] = Field(description="each database rewritten so the old bytes are gone")
+
+
+def _users(request: Request) -> AmlUsers:
+    return request.app.state.services.aml_users
+
+
+# `:path`: a user_id may hold "/" (sent as %2F, which the server decodes before routing).
+@router.delete("/users/{user_id:path}", response_model=DeleteUserResponse)
+def delete_user(user_id: str, users: AmlUsers = Depends(_users)) -> dict[str, Any]:
+    """Every row of `user_id` (messages, index rows, idempotency records, facts, jobs, failure
+    records) deleted from every store, and the databases scrubbed. Idempotent."""
+    return users.delete(user_id)

@@ -400,6 +400,37 @@ class ConversationLog(SharedConnection):
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return out
 
+    def delete_owner(self, agent: str, owner: str) -> dict[str, int]:
+        """Every row of one owner of `agent` in this file deleted (a person's data on request or at
+        the end of its retention, conversations/aml_users.py): their messages, the idempotency
+        records of their requests, the AML facts and fact jobs, the model-step failures filed under
+        them. Rows per table; the caller scrubs the file (the old pages still hold the words)."""
+        key = owner_column(owner)
+        mine = "agent = ? AND owner = ?"
+        steps = (  # requests first: found through the messages (another face's owner of that name keeps its own)
+            ("requests", "owner = ? AND request_id IN (SELECT request_id FROM messages WHERE agent = ? AND owner = ?"
+                         " AND request_id IS NOT NULL)", (key, agent, key)),
+            ("messages", mine, (agent, key)), ("aml_facts", mine, (agent, key)), ("aml_fact_jobs", mine, (agent, key)),
+            ("model_step_failures", mine, (agent, key)),
+        )
+        out: dict[str, int] = {}
+        with self._lock:
+            self._conn.execute("PRAGMA secure_delete = ON")
+        with self._write() as conn:
+            present = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            for table, where, params in steps:
+                if table in present:
+                    out[table] = conn.execute(f"DELETE FROM {table} WHERE {where}", params).rowcount
+        return out
+
+    def owners_idle_since(self, agent: str, before_ms: int) -> list[str]:
+        """Owners of `agent` whose latest message was logged before `before_ms` (retention)."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT owner FROM messages WHERE agent = ? GROUP BY owner HAVING MAX(created_ms) < ?",
+                (agent, before_ms)).fetchall()
+        return [r["owner"] for r in rows]
+
 
 def _redact_stored(conn: sqlite3.Connection) -> int:
     """Redact, in place, what an older version logged raw; one `meta` row per table with its count."""

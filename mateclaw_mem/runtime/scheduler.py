@@ -282,6 +282,11 @@ class Scheduler:
                 out.append(("forget_purge", "done"))
         except Exception:  # a purge failing must not stop the schedule; it is tried again next beat
             log.exception("forget purge failed")
+        try:  # AML users past aml.retention-days (at most hourly; the first beat is at start)
+            if expired := self.services.aml_users.expire_due():
+                out.append(("aml_retention", f"{len(expired)} user(s) deleted"))
+        except Exception:
+            log.exception("AML retention failed")
         for name in list(self.jobs):
             out.extend(self.tick(name))
         return out

@@ -29,6 +29,7 @@ from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.aml_users import AmlUsers
     from mateclaw_mem.conversations.log import ConversationLog
     from mateclaw_mem.index.files.index import FileIndex
     from mateclaw_mem.index.messages.index import MessageIndex
@@ -59,7 +60,8 @@ T = TypeVar("T")
 BUILD_ORDER = (
     "api_key", "store", "log", "model", "embeddings", "model_probe", "tools", "transfer", "file_commands", "file_index",
     "facts",
-    "contradictions", "search", "message_index", "aml", "forget", "lineage", "learning", "structured", "providers",
+    "contradictions", "search", "message_index", "aml", "aml_users", "forget", "lineage", "learning", "structured",
+    "providers",
     "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "chat_proxy", "watcher",
     "scheduler", "backfill", "view_warmup",
 )
@@ -183,6 +185,14 @@ class Services:
 
         return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
                              ensure=self.store.ensure_agent)
+
+    @_service
+    def aml_users(self) -> AmlUsers:
+        """A person's Add/Search data deleted on request or at the end of `aml.retention-days`."""
+        from mateclaw_mem.conversations.aml_users import AmlUsers
+
+        return AmlUsers(self.aml, self.clock, file_index=self.file_index,
+                        retention_days=self.settings.aml.retention_days)
 
     @_service
     def lineage(self) -> HarnessLineage:

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.files import ingest, query
 from mateclaw_mem.index.files.ingest import IngestResult, RebuildReport
 from mateclaw_mem.index.files.query import Candidate
@@ -146,6 +147,21 @@ class FileIndex:
                     conn.execute("UPDATE fts SET body = ? WHERE rowid = ?", (" ".join(toks), r["id"]))
                     done += 1
         return done
+
+    def delete_owner_messages(self, agent: str, owner: str) -> int:
+        """The index's copies of one owner's log messages deleted (a person's data deleted,
+        conversations/aml_users.py; the caller scrubs the file). Returns the chunks deleted."""
+        key = (agent, owner_column(owner))
+        with self._db.tx() as conn:
+            conn.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM chunks WHERE agent = ? AND owner = ?"
+                         " AND message_id IS NOT NULL)", key)
+            n = conn.execute("DELETE FROM chunks WHERE agent = ? AND owner = ? AND message_id IS NOT NULL",
+                             key).rowcount
+            # The scopes row names the owner: gone once no chunk of theirs is left (the trigger only adds).
+            conn.execute("DELETE FROM chunk_scopes WHERE agent = ? AND owner = ? AND NOT EXISTS"
+                         " (SELECT 1 FROM chunks c WHERE c.agent = chunk_scopes.agent AND c.owner = chunk_scopes.owner"
+                         " AND c.kind = chunk_scopes.kind)", key)
+        return n
 
     def rebuild(
         self,

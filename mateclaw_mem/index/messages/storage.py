@@ -448,3 +448,21 @@ class MessageStorage:
     def close(self) -> None:
         with self.lock:
             self._conn.close()
+
+
+def delete_owner(path: Path, agent: str, owner: str) -> int:
+    """Every document of one owner of `agent` deleted, on a connection of its own with `secure_delete`
+    (a person's data deleted: conversations/aml_users.py, which scrubs the file after). A new generation
+    makes every process's view of the owner parse afresh. Returns the documents deleted. Whatever tables
+    this file grows that hold an owner's words must be covered here."""
+    conn = connect(path)
+    try:
+        conn.execute("PRAGMA secure_delete = ON")
+        with immediate(conn, threading.Lock()) as c:
+            key = (agent, owner_column(owner))
+            c.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE agent = ? AND owner = ?)", key)
+            n = c.execute("DELETE FROM docs WHERE agent = ? AND owner = ?", key).rowcount
+            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
+        return n
+    finally:
+        conn.close()

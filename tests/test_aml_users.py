@@ -1,0 +1,135 @@
+"""A person's AML data deleted (`DELETE /v1/aml/users/{user_id}`) and expired (`aml.retention-days`):
+every byte of the workspace scanned afterwards, another user's words as the positive control."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+
+from mateclaw_mem.clock import ManualClock
+from mateclaw_mem.conversations.aml import AmlMessage
+from mateclaw_mem.memory.forget.scan import patterns, walk
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
+from tests.support.server import serve_api
+
+KEY = "users-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+VICTIM = "Zorbleflax quintessential marmalade harbour"
+OTHER = "Grumwhistle saffron teapot lighthouse"
+IMAGE = "https://img.example/zorbleflax-quokka.png"
+TS = 1683554160000
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[httpx.Client]:
+    yield from serve_api(tmp_path / "ws", api_key=KEY, seed=False)
+
+
+def _add(client: httpx.Client, user: str, request_id: str, *texts: str, session: str = "s1") -> None:
+    body = {"request_id": request_id, "user_id": user, "session_id": session, "messages": [
+        {"role": "user", "timestamp": TS + i, "content": t} for i, t in enumerate(texts)]}
+    r = client.post("/v1/aml/add", json=body, headers=AUTH)
+    assert r.status_code == 200, r.text
+
+
+def _search(client: httpx.Client, user: str, query: str) -> list[dict]:
+    r = client.post("/v1/aml/search", json={"query": query, "user_id": user, "top_k": 10}, headers=AUTH)
+    assert r.status_code == 200, r.text
+    return r.json()["data"]
+
+
+def _scan(root: Path) -> dict[str, list[dict]]:
+    return walk(root, {"victim": patterns(VICTIM), "other": patterns(OTHER), "image": patterns(IMAGE)}).hits
+
+
+def test_delete_user_leaves_no_byte_of_their_words(client: httpx.Client, tmp_path: Path,
+                                                   caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    ws = tmp_path / "ws"
+    user = "bench:r1/victim"  # a "/" in the id: the route takes the rest of the path
+    _add(client, user, "r1", f"Caroline: I keep a {VICTIM} near the door", "Mel: why that one?")
+    _add(client, user, "r2", f"Caroline: because {VICTIM} reminds me of home",
+         session="s2")
+    body = {"request_id": "r3", "user_id": user, "session_id": "s3", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": f"a photo of the {VICTIM}"},
+        {"type": "image_url", "image_url": {"url": IMAGE}}]}]}
+    assert client.post("/v1/aml/add", json=body, headers=AUTH).status_code == 200
+    _add(client, "other", "r1", f"Gina: my {OTHER} is blue")
+    assert _search(client, user, "marmalade harbour") and _search(client, "other", "teapot lighthouse")
+    services = client.services  # type: ignore[attr-defined]
+    assert services.file_index.sync_messages(services.log) >= 5  # index.db's copies of the log too
+
+    before = _scan(ws)  # the scan sees them before the delete, in each database (or its WAL)
+    for db in ("log.db", "messages.db", "index.db"):
+        assert any(h["file"].startswith(f".mateclaw/{db}") for h in before["victim"]), (db, before["victim"])
+    assert before["image"]
+
+    assert client.delete(f"/v1/aml/users/{user}").status_code == 401  # authenticated like the other routes
+    r = client.delete(f"/v1/aml/users/{user}", headers=AUTH)
+    assert r.status_code == 200, r.text
+    deleted = r.json()["deleted"]
+    assert deleted["log.db:messages"] == 4 and deleted["log.db:requests"] == 3
+    assert deleted["messages.db:docs"] == 4 and deleted["index.db:chunks"] == 4
+    assert {s["db"] for s in r.json()["scrubbed"]} == {"log.db", "messages.db", "index.db"}
+
+    after = _scan(ws)
+    assert after["victim"] == [] and after["image"] == [], after
+    assert any(h["file"].startswith(".mateclaw/log.db") for h in after["other"])  # positive control
+    assert any(h["file"].startswith(".mateclaw/messages.db") for h in after["other"])
+    assert _search(client, user, "marmalade harbour") == []
+    assert _search(client, "other", "teapot lighthouse")[0]["content"].endswith(f"my {OTHER} is blue")
+
+    # Its idempotency records went too: the same request id with another body is a new Add, not a 409.
+    _add(client, user, "r1", "Caroline: a new start")
+    assert [d["content"] for d in _search(client, user, "new start")] == ["[2023-05-08 Mon] Caroline: a new start"]
+    again = client.delete(f"/v1/aml/users/{user}", headers=AUTH)
+    assert again.json()["deleted"]["log.db:messages"] == 1
+    assert client.delete(f"/v1/aml/users/{user}", headers=AUTH).json()["deleted"]["log.db:messages"] == 0
+
+    # No log line of the whole exchange carried what was said.
+    words = ("zorbleflax", "grumwhistle", "marmalade")
+    assert not [rec.getMessage() for rec in caplog.records if any(w in rec.getMessage().lower() for w in words)]
+
+
+def test_retention_expires_users_whose_last_add_is_older(tmp_path: Path) -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    settings = load_settings(workspace=tmp_path / "ws", overrides={"aml": {"retention-days": 30}})
+    services = Services(settings, clock=clock)
+    try:
+        aml = services.aml
+        aml.add("a1", "old", "s", [AmlMessage("user", f"I said {VICTIM} long ago")])
+        clock.advance(days=20)
+        aml.add("b1", "recent", "s", [AmlMessage("user", f"I said {OTHER} lately")])
+        aml.add("a2", "kept", "s", [AmlMessage("user", "first words")])
+        clock.advance(days=9)
+        aml.add("a3", "kept", "s", [AmlMessage("user", "last words")])  # a newer Add keeps the whole user
+        clock.advance(days=6)  # old: 35 days since its last Add; recent: 15; kept: 6
+        assert services.aml_users.expire_due() == ["old"]
+        assert services.aml_users.expire_due() == []  # once an hour
+        assert aml.search("marmalade", "old", 5) == []
+        assert aml.search("teapot", "recent", 5) and len(aml.search("words", "kept", 5)) == 2
+        hits = _scan(tmp_path / "ws")
+        assert hits["victim"] == [] and hits["other"]
+        clock.advance(days=30)  # every user idle now; the scheduler's heartbeat (hourly gate passed) runs it
+        services.aml_users._last_expiry = float("-inf")
+        assert ("aml_retention", "2 user(s) deleted") in services.scheduler.tick_all()
+    finally:
+        services.close()
+
+
+def test_retention_off_by_default(tmp_path: Path) -> None:
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    services = Services(load_settings(workspace=tmp_path / "ws"), clock=clock)
+    try:
+        services.aml.add("a1", "u", "s", [AmlMessage("user", "kept for ever")])
+        clock.advance(timedelta(days=3650))
+        assert services.settings.aml.retention_days == 0
+        assert services.aml_users.expire() == [] and services.aml.search("ever", "u", 5)
+    finally:
+        services.close()
