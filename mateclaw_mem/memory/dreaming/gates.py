@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.markdown.sections import Section, find, join, reinsert, split_sections
+from mateclaw_mem.markdown.sections import Section, join, positions, reinsert, split_sections
 from mateclaw_mem.memory.dreaming.shingles import containment, shingles
 from mateclaw_mem.workspace.store import PERSON, WorkspaceStore
 
@@ -149,14 +149,15 @@ def preserve_sections(old_body: str, new_body: str, keys: set[str]) -> str:
     pre, secs = split_sections(new_body)
     if PREAMBLE_KEY in keys:
         pre = old_pre
+    at_of = positions(secs)
     for i, s in enumerate(old_secs):
         if s.key not in keys:
             continue
-        at = find(secs, s.title)
+        at = at_of.get(s.key)
         if at is not None:
             secs[at] = s
             continue
-        reinsert(secs, old_secs, i)
+        reinsert(secs, old_secs, i, at_of)
     # A restored section that ended without a blank line must not glue onto the next heading.
     fixed = [Section(s.title, s.text if s.text.endswith("\n") else s.text + "\n") for s in secs]
     return join(pre, fixed)

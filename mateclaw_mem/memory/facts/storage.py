@@ -48,6 +48,9 @@ CREATE INDEX IF NOT EXISTS fact_events_fact ON fact_events (fact_id, at_ms);
 """
 
 
+_LAYOUT = 1  # PRAGMA user_version: facts_fts rows keyed by their fact's rowid
+
+
 @dataclass(frozen=True)
 class Row:
     id: str
@@ -75,34 +78,53 @@ def fts_tokens(text: str) -> str:
 class FactDB(SharedConnection):
     def __init__(self, path: Path) -> None:
         super().__init__(path, _SCHEMA)
+        self._key_tokens_by_rowid()
+
+    def _key_tokens_by_rowid(self) -> None:
+        """A facts.db written before `facts_fts` rows took their fact's rowid: those rows are made
+        again from `facts` once (user_version 1 marks the layout)."""
+        with self._lock:
+            if self._conn.execute("PRAGMA user_version").fetchone()[0] >= _LAYOUT:
+                return
+        with self._write() as conn:
+            conn.execute("DELETE FROM facts_fts")
+            for r in conn.execute("SELECT rowid, id, section, text FROM facts").fetchall():
+                conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
+                             (r["rowid"], r["id"], fts_tokens(f"{r['section']} {r['text']}")))
+            conn.execute(f"PRAGMA user_version = {_LAYOUT}")
 
     # -- projection ------------------------------------------------------------------------------
 
     def replace_file(self, agent: str, owner: str | None, rel: str, rows: list[Row], now_ms: int) -> None:
-        """The facts of one file are now `rows` (first_seen/changed carried over by id)."""
+        """The facts of one file are now `rows` (first_seen/changed carried over by id).
+
+        Linear in the file's claims: `facts_fts` rows carry their fact's rowid, so one is found by
+        key, not by scanning the FTS table's unindexed `id` (which, with a set rebuilt per row, made
+        a 100,000-heading MEMORY.md hold this lock for minutes)."""
         o = owner_column(owner)
+        new_ids = {r.id for r in rows}
         with self._write() as conn:
             old = {r["id"]: r for r in conn.execute(
-                "SELECT id, text, first_seen_ms, changed_ms FROM facts WHERE agent=? AND owner=? AND file=?",
+                "SELECT rowid, id, text, first_seen_ms, changed_ms FROM facts WHERE agent=? AND owner=? AND file=?",
                 (agent, o, rel))}
-            gone = [fid for fid in old if fid not in {r.id for r in rows}]
-            for fid in gone:
-                conn.execute("DELETE FROM facts WHERE id=?", (fid,))
-                conn.execute("DELETE FROM facts_fts WHERE id=?", (fid,))
+            for fid, prev in old.items():
+                if fid not in new_ids:
+                    conn.execute("DELETE FROM facts WHERE rowid=?", (prev["rowid"],))
+                    conn.execute("DELETE FROM facts_fts WHERE rowid=?", (prev["rowid"],))
             for r in rows:
                 prev = old.get(r.id)
                 first = prev["first_seen_ms"] if prev else now_ms
                 changed = (prev["changed_ms"] if prev["text"] == r.text else now_ms) if prev else now_ms
-                conn.execute(
+                rowid = conn.execute(
                     "INSERT INTO facts(id, agent, owner, file, section, line, key, value, text, first_seen_ms,"
                     " changed_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
                     " section=excluded.section, line=excluded.line, key=excluded.key, value=excluded.value,"
-                    " text=excluded.text, changed_ms=excluded.changed_ms",
-                    (r.id, agent, o, rel, r.section, r.line, r.key, r.value, r.text, first, changed))
+                    " text=excluded.text, changed_ms=excluded.changed_ms RETURNING rowid",
+                    (r.id, agent, o, rel, r.section, r.line, r.key, r.value, r.text, first, changed)).fetchone()[0]
                 if prev is None or prev["text"] != r.text:
-                    conn.execute("DELETE FROM facts_fts WHERE id=?", (r.id,))
-                    conn.execute("INSERT INTO facts_fts(id, tokens) VALUES (?, ?)",
-                                 (r.id, fts_tokens(f"{r.section} {r.text}")))
+                    conn.execute("DELETE FROM facts_fts WHERE rowid=?", (rowid,))
+                    conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
+                                 (rowid, r.id, fts_tokens(f"{r.section} {r.text}")))
 
     def files(self, agent: str | None = None) -> list[tuple[str, str | None, str]]:
         sql, args = "SELECT DISTINCT agent, owner, file FROM facts", ()
