@@ -148,6 +148,10 @@ def test_confirm_edit_and_rebuild(api: httpx.Client) -> None:
 
 
 def test_a_context_returns_its_turn_and_the_turn_record_is_the_owners(api: httpx.Client) -> None:
+    services = api.services  # type: ignore[attr-defined]
+    # Out of the prompt as a whole file, so its lines come as FACTS (a fact the prompt carries whole
+    # is not said twice: tests/test_turns.py).
+    _write(services, "MEMORY.md", "---\nenabled: false\n---\n" + ALICE, "alice")
     r = api.post(f"/api/v1/memory/{AGENT}/context", json={"query": "what do I drink, green tea?", "owner": "alice"})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -162,7 +166,7 @@ def test_a_context_returns_its_turn_and_the_turn_record_is_the_owners(api: httpx
     record = memory.json()
     tea = fact_of(api, "alice", "green tea")
     assert tea["id"] in [f["id"] for f in record["facts"]] and record["owner"] == "alice"
-    assert "MEMORY.md" in [f["file"] for f in record["files"]]
+    assert "PROFILE.md" in [f["file"] for f in record["files"]]
     assert "green tea" not in memory.text  # ids and hashes, not copies
     history = api.get(url(f"/{tea['id']}"), params={"owner": "alice"}).json()["history"]
     assert [h["note"] for h in history if h["kind"] == "use"] == [turn]  # the use carries its turn

@@ -15,8 +15,10 @@ from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
 
 AGENT = "default"
+FACTS_ONLY = "---\nenabled: false\n---\n"  # projected into facts, never injected whole (see below)
 MEMORY = ("## Preferences\n- prefers dark mode in the editor\n- drinks green tea every morning\n\n"
           "## Work\n- works on Project Atlas with the platform team\n")
+PROFILE = "## About\n- lives in Lisbon near the river\n"
 
 
 def _services(tmp_path: Path, clock, extra: str = "") -> Services:
@@ -37,9 +39,12 @@ def write(services: Services, rel: str, body: str, owner: str | None = None) -> 
 @pytest.fixture
 def svc(tmp_path: Path, clock) -> Iterator[Services]:
     services = _services(tmp_path, clock)
+    # The MEMORY.md files stay out of the prompt, so their lines reach it only as FACTS: a fact the
+    # prompt already carries whole is never said twice (test_a_fact_the_prompt_carries_is_not_restated).
     for owner, body in (("alice", MEMORY), ("bob", "## Music\n- bob likes opera nights at the Staatsoper\n")):
         services.store.ensure_agent(AGENT, owner)
-        write(services, "MEMORY.md", body, owner=owner)
+        write(services, "MEMORY.md", FACTS_ONLY + body, owner=owner)
+    write(services, "PROFILE.md", PROFILE, owner="alice")
     services.structured.remember(AGENT, "user", "editor", "Uses neovim with a dark theme.", actor="person",
                                  owner="alice")
     yield services
@@ -78,7 +83,7 @@ def test_most_trusted_first_and_within_a_third_of_the_prefetch_budget(tmp_path: 
     services = _services(tmp_path, clock, "    provider-prefetch-max-chars: 300\n")
     try:
         bullets = "".join(f"- the tea shop number {i} sells green tea and oolong tea\n" for i in range(12))
-        write(services, "MEMORY.md", "## Tea\n" + bullets)
+        write(services, "MEMORY.md", FACTS_ONLY + "## Tea\n" + bullets)
         liked = next(f for f in services.facts.list(AGENT, None) if "number 7 " in f.text)
         services.facts.feedback(AGENT, None, liked.id, "helpful")
         ctx = services.context.build(AGENT, query="where can I buy green tea")
@@ -118,16 +123,16 @@ def test_the_turn_record_names_files_entries_and_facts_by_id_and_hash(svc: Servi
     turn = svc.context.turns.get(AGENT, "alice", ctx.turn)
     assert turn is not None and turn.owner == "alice" and turn.conversation_id == "c-1"
     files = {f["file"]: f for f in turn.files}
-    assert files["MEMORY.md"]["sha"] == svc.store.read(AGENT, "MEMORY.md", owner="alice").sha
-    assert files["MEMORY.md"]["personal"] is True and files["AGENTS.md"]["personal"] is False
+    assert files["PROFILE.md"]["sha"] == svc.store.read(AGENT, "PROFILE.md", owner="alice").sha
+    assert files["PROFILE.md"]["personal"] is True and files["AGENTS.md"]["personal"] is False
     assert {"type": "user", "key": "editor", "block": "always_on",
             "sha": hashlib.sha256(b"Uses neovim with a dark theme.").hexdigest()} in turn.entries
     assert [f["id"] for f in turn.facts] == [f.id for f in ctx.facts] and turn.facts
     # Ids and hashes, never copies: no memory text is in the record.
     flat = repr(turn.as_dict())
-    assert "dark mode" not in flat and "neovim" not in flat
+    assert "dark mode" not in flat and "neovim" not in flat and "Lisbon" not in flat
     # A later edit does not rewrite history: the record keeps the version that was injected.
-    write(svc, "MEMORY.md", MEMORY + "- plays the cello\n", owner="alice")
+    write(svc, "PROFILE.md", PROFILE + "- plays the cello\n", owner="alice")
     assert svc.context.turns.get(AGENT, "alice", ctx.turn).files == turn.files
 
 
@@ -141,3 +146,18 @@ def test_turns_and_recall_are_owner_isolated(svc: Services) -> None:
     bob = svc.context.build(AGENT, owner="bob", query="opera nights dark mode")
     assert [f.text for f in bob.facts] == ["bob likes opera nights at the Staatsoper"]
     assert sum(f.uses for f in svc.facts.list(AGENT, "bob")) == 1  # alice's build used none of bob's
+
+
+def test_a_fact_the_prompt_carries_is_not_restated(svc: Services) -> None:
+    # alice's MEMORY.md goes into her prompt whole: its lines are not said again under FACTS, nor
+    # counted as used there; a fact from a file the prompt does not carry still is.
+    write(svc, "MEMORY.md", MEMORY, owner="alice")
+    ctx = svc.context.build(AGENT, owner="alice", query="which editor mode do I like, dark or light? lisbon river")
+    system = system_of(ctx)
+    assert system.count("prefers dark mode in the editor") == 1
+    assert "prefers dark mode in the editor" not in facts_block(system)
+    assert [f.text for f in ctx.facts] == facts_block(system)
+    assert all(f.uses == 0 for f in svc.facts.list(AGENT, "alice") if f.file == "MEMORY.md")
+    write(svc, "MEMORY.md", FACTS_ONLY + MEMORY, owner="alice")
+    ctx = svc.context.build(AGENT, owner="alice", query="which editor mode do I like, dark or light?")
+    assert "prefers dark mode in the editor" in facts_block(system_of(ctx))

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.context.personal import TurnBlock, with_turn_block
-from mateclaw_mem.memory.context.recall import RecalledBlock, recalled_block
+from mateclaw_mem.memory.context.recall import RecalledBlock, fold, recalled_block
 from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
 from mateclaw_mem.memory.context.turns import TurnMemory, new_turn_id, text_hash
 from mateclaw_mem.memory.structured.entries import BLOCK_TITLE, StructuredBlock, TypedEntry
@@ -221,7 +221,8 @@ class ContextService:
                 and self.turns.first_today(agent, owner) and (pointer := self.card_pointer(agent, owner)):
             put(pointer)
         turn = new_turn_id() if self.turns is not None else None
-        facts, facts_text = self._facts(agent, owner, query, memoryless, turn)
+        carried = system if per_turn is None else f"{system}\n\n{per_turn.text}"
+        facts, facts_text = self._facts(agent, owner, query, memoryless, turn, carried)
         if facts_text:
             put(facts_text)
         recall_budget = self.recall_max_chars - (len(facts_text) + 2 if facts_text else 0)
@@ -317,15 +318,20 @@ class ContextService:
         return "\n\n".join(parts), files, block_out, relevant
 
     def _facts(self, agent: str, owner: str | None, query: str, memoryless: bool,
-               turn: str | None) -> tuple[list[FactView], str]:
+               turn: str | None, carried: str) -> tuple[list[FactView], str]:
         """The FACTS block: what `FactService.recall` returned, every fact of it and nothing else
-        (recall counts a use for each one it returns, so the block must carry each one whole)."""
+        (recall counts a use for each one it returns, so the block must carry each one whole).
+        A fact whose words the prompt already carries (its MEMORY.md or PROFILE.md line, injected
+        whole) is not said twice: recall passes over it, so it is neither shown nor counted, and
+        its room goes to a fact the prompt lacks."""
         facts = self.facts
         if memoryless or facts is None or not facts.enabled or not query.strip() or self.recall_max_chars <= 0:
             return [], ""
         # recall budgets `len(text) + 3` per fact: exactly the "- text\n" lines rendered here.
         room = self.recall_max_chars // FACTS_SHARE - len(FACTS_TITLE) - 1
-        chosen = facts.recall(agent, owner, query, budget_chars=room, turn=turn or "")
+        haystack = fold(carried)
+        chosen = facts.recall(agent, owner, query, budget_chars=room, turn=turn or "",
+                              skip=lambda text: (key := fold(text)) != "" and key in haystack)
         if not chosen:
             return [], ""
         return chosen, "\n".join([FACTS_TITLE, *(f"- {' '.join(f.text.split())}" for f in chosen)])

@@ -249,13 +249,15 @@ class FactService:
         return n
 
     def recall(self, agent: str, owner: str | None, query: str, *, budget_chars: int, limit: int = 8,
-               turn: str = "") -> list[FactView]:
+               turn: str = "", skip: Callable[[str], bool] | None = None) -> list[FactView]:
         """Facts relevant to `query`, most trusted first, within `budget_chars`; each one returned is
-        counted as used (it is what the prompt will carry)."""
+        counted as used (it is what the prompt will carry). `skip(text)`: a fact the prompt holds
+        already, passed over."""
         if not self.enabled or budget_chars <= 0 or not query.strip():
             return []
         matched = [r for r, _ in self._match(agent, owner, query, RECALL_CANDIDATES)]
-        views = sorted((v for v in self._views(matched) if v.trust >= MIN_RECALL_TRUST),
+        views = sorted((v for v in self._views(matched) if v.trust >= MIN_RECALL_TRUST
+                        and (skip is None or not skip(v.text))),
                        key=lambda v: (-v.trust, v.file, v.line))
         chosen, used = [], 0
         for v in views:
