@@ -20,7 +20,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
 from mateclaw_mem.index.messages.storage import FACT_BASE
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+from mateclaw_mem.llm.rerank import Candidate, Reranker
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.facts import FactExtractor
@@ -210,6 +211,7 @@ class AmlService:
         *,
         agent: str = AML_AGENT,
         facts: FactExtractor | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread once
         `start()` is called (the daemon does), else only when `facts.run_pending()` is called."""
@@ -218,6 +220,7 @@ class AmlService:
         self.clock = clock
         self.agent = agent
         self.facts = facts
+        self.reranker = reranker  # aml.rerank: may only reorder the first candidates (`_reranked`)
         # Catch up on anything logged but not indexed (a crash between the two, a fresh index).
         self.index.sync(self.log)
         if facts is not None:
@@ -350,7 +353,7 @@ class AmlService:
         )
         # Only looked up once some message has images: a text-only log answers exactly as before.
         kept = self.log.attachments([h.id for h in hits if h.id < FACT_BASE]) if self._images else {}
-        return [
+        items = [
             AmlItem(
                 id=f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}",
                 content=render_content(h),
@@ -360,6 +363,31 @@ class AmlService:
             )
             for h in hits
         ]
+        if self.reranker is not None:
+            items = self._reranked(query, user_id, items)
+        return items
+
+    def _reranked(self, query: str, user_id: str, items: list[AmlItem]) -> list[AmlItem]:
+        """`items` with at most the first `top-n` put in the reranker's order: the same items, each
+        once; ids the model invents or takes from anyone else are dropped by `Reranker.order`, and a
+        candidate is only moved once the log confirms it is this user's message of this agent. The
+        head keeps its scores, handed out again best first, so scores still fall down the list."""
+        assert self.reranker is not None
+        head = items[: self.reranker.settings.top_n]
+        rest = items[len(head):]
+        owned = {f"m{m.id}" for m in self.log.by_ids([int(i.id[1:]) for i in head if i.id.startswith("m")])
+                 if m.owner == user_id and m.agent == self.agent}
+        movable = [i for i in head if i.id in owned or i.id.startswith("f")]
+        order = self.reranker.order(query, [Candidate(i.id, i.content) for i in movable], agent=self.agent,
+                                    owner=user_id)
+        if not order:
+            return items
+        by_id = {i.id: i for i in movable}
+        moved = iter([by_id[x] for x in order])
+        # Only the validated candidates move, within their own slots; anything else stays where it was.
+        slots = [next(moved) if i.id in by_id else i for i in head]
+        scores = sorted((i.score for i in head), reverse=True)
+        return [replace(i, score=s) for i, s in zip(slots, scores, strict=True)] + rest
 
 
 def _images(attachments: tuple[dict[str, Any], ...]) -> tuple[dict[str, Any], ...]:

@@ -26,6 +26,7 @@ import secrets
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import httpx
@@ -133,7 +134,7 @@ class ContractCheck:
             if name == "add-echo" and not report.rules[-1].ok and "could not reach" in report.rules[-1].detail:
                 return report  # nothing else can be checked
         for case, body in self._malformed():
-            report.rules.append(self._rule(f"422:{case}", lambda b=body: self._unprocessable(b)))
+            report.rules.append(self._rule(f"422:{case}", partial(self._unprocessable, body)))
         if self.key:
             report.rules.append(self._rule("auth", self._auth))
         report.cleanup = self._cleanup()

@@ -119,6 +119,7 @@ class Services:
         self.add_status("redaction", lambda: _index_wiring().redaction_status(self))
         # Hand saves that met a machine write at its final step (each kept: re-planned on, or in history).
         self.add_status("hand_edit_conflicts", lambda: self.store.conflict_report())
+        self.add_status("aml", self._aml_status)
 
     @property
     def mode(self) -> str:
@@ -184,7 +185,24 @@ class Services:
         from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse  # the agent's folder: made by the first Add
 
         return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
-                             ensure=self.store.ensure_agent)
+                             ensure=self.store.ensure_agent, reranker=self._reranker())
+
+    def _reranker(self) -> Any:
+        """`aml.rerank` (llm/rerank.py), None while its url is empty."""
+        rerank = self.settings.aml.rerank
+        if not rerank.url:
+            return None
+        from mateclaw_mem.llm.rerank import Reranker
+        from mateclaw_mem.llm.usage import UsageLog
+
+        usage = self.model.usage if self.model is not None else None
+        if usage is None:  # rules mode: the reranker's calls and failures still go to the usage log
+            usage = UsageLog(self.settings.log_db)
+            self.on_close(usage)
+        key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None
+        reranker = Reranker(rerank, usage, api_key=key)
+        self.on_close(reranker)
+        return reranker
 
     @_service
     def aml_users(self) -> AmlUsers:
@@ -365,6 +383,15 @@ class Services:
 
         Read once; never logged or rendered (not even by repr)."""
         return os.environ.get(self.settings.server.api_key_env) or None
+
+    def _aml_status(self) -> dict[str, Any]:
+        """Add/Search's options: the reranker (with its counts once built here), windows, retention."""
+        aml = self.settings.aml
+        reranker = self.aml.reranker if self.built("aml") else None
+        rerank: Any = reranker.status() if reranker is not None else (
+            {"url": aml.rerank.url, "kind": aml.rerank.kind} if aml.rerank.url else "off")
+        return {"rerank": rerank, "neighbours": aml.neighbours or "off",
+                "retention_days": aml.retention_days or "off"}
 
     def _extraction_status(self) -> dict[str, Any]:
         """Extraction runs, buckets and model usage. Safe from a `status` command: building the

@@ -11,6 +11,11 @@ http://127.0.0.1:8931/v1) also runs dense-only and fused rankings over the same 
 prints the three side by side with the search latency ratio; `--embed-cache FILE` keeps passage
 vectors between runs (queries are embedded live unless `--cache-queries`).
 
+`--rerank-url URL` (with `--rerank-kind rerank|chat`, `--rerank-model`, `--rerank-top-n`,
+`--rerank-deadline`) also runs the search with `aml.rerank` pointed at that server (a /rerank endpoint
+such as `llama-server --rerank`, vLLM, TEI; or a chat model's …/v1) and prints it beside the lexical
+run with the reranker's call counts: anyone with a model can measure it.
+
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
 a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
 merge, e.g. b='{"body": 0.2}').
@@ -39,7 +44,8 @@ from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
 from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
 from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
 from mateclaw_mem.index.messages.ranking import Ranking  # noqa: E402
-from mateclaw_mem.settings import SearchSettings  # noqa: E402
+from mateclaw_mem.llm.rerank import Reranker  # noqa: E402
+from mateclaw_mem.settings import RerankSettings, SearchSettings  # noqa: E402
 from scripts.bench._embeddings import bench_embedder, random_embedder  # noqa: E402
 
 
@@ -103,6 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dense-weight", type=float, default=SearchSettings().dense_weight)
     ap.add_argument("--embed-cache", default=None, help="SQLite file caching vectors between runs")
     ap.add_argument("--cache-queries", action="store_true", help="cache query vectors too (no latency figures)")
+    ap.add_argument("--rerank-url", default="", help="aml.rerank.url: a /rerank endpoint or a chat base URL")
+    ap.add_argument("--rerank-kind", default="rerank", choices=("rerank", "chat"))
+    ap.add_argument("--rerank-model", default="")
+    ap.add_argument("--rerank-top-n", type=int, default=RerankSettings().top_n)
+    ap.add_argument("--rerank-deadline", type=float, default=30.0, help="seconds per search (default 30: a bench"
+                    " measures the model, not the daemon's default deadline)")
     args = ap.parse_args(argv)
     for name in ("data", "bench"):
         value = getattr(args, name)
@@ -155,6 +167,15 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             print(f"backfill: {dense.progress()[0]} vectors in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         runs = {}
+        if args.rerank_url:
+            reranker = Reranker(RerankSettings(url=args.rerank_url, kind=args.rerank_kind, model=args.rerank_model,
+                                               top_n=args.rerank_top_n, deadline_seconds=args.rerank_deadline), None)
+            svc.reranker = reranker
+            t0 = time.perf_counter()
+            runs["reranked"] = evaluate(bench, svc, questions, args.top_k)
+            print(f"reranked: {reranker.status()} in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+            svc.reranker = None
+            reranker.close()
         for mode in ("lexical", "dense", "fused") if dense is not None else ("lexical",):
             index.dense = None if mode == "lexical" else dense
             if dense is not None:
@@ -183,6 +204,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(fused: search.dense-weight {args.dense_weight}; model {args.embedding_model} at {args.embeddings};"
               f" agreement gate: mean z {dense.gate.mean:.2f}, factor {dense.gate.factor:.2f})\n")
 
+    if "reranked" in runs:
+        load = os.getloadavg()[0]
+        print(f"{'mode':<9} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7} {'p50 ms':>8} (load {load:.2f})")
+        for mode in ("lexical", "reranked"):
+            a, ms = bench.aggregate(runs[mode][0]), runs[mode][1]
+            print(f"{mode:<9} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
+                  f" {a['recall@2k']:>7.4f} {bench.percentile(ms, 50):>8.2f}")
+        print(f"(reranked: aml.rerank {args.rerank_kind} at {args.rerank_url}, top-n {args.rerank_top_n})\n")
     cats = sorted({r["category"] for r in rows})
     print(f"{'category':<14} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}")
     for name, sub in [(str(c), [r for r in rows if r["category"] == c]) for c in cats] + [("overall", rows)]:
