@@ -382,3 +382,14 @@ def test_without_owner_isolation_every_owner_shares_the_inbox(tmp_path: Path, cl
         assert svc.contradictions.list(AGENT, None) == []
     finally:
         svc.close()
+
+
+def test_the_same_claim_twice_is_one_pair_not_a_failed_sync(svc: Services) -> None:
+    # The same words in two structured entries make the same pair twice (its id is the two texts):
+    # one inbox row, and the projection that found it does not fail on a duplicate id.
+    for kind in ("user", "reference"):
+        svc.structured.remember(AGENT, kind, "timezone", "Asia/Tokyo", actor="person")
+    pairs = svc.contradictions.list(AGENT, None)
+    texts = sorted((p.a.text, p.b.text) for p in pairs)
+    assert len(texts) == len(set(texts)), texts
+    assert any("Asia/Tokyo" in a + b for a, b in texts), texts
