@@ -20,13 +20,13 @@ def text(path: Path) -> str:
 
 
 def test_no_doc_calls_a_working_key_not_supported() -> None:
-    for doc in (REPO / "README.md", REPO / "docs" / "seed-differences.md"):
+    for doc in DOCS:
         assert "not supported yet" not in text(doc).lower(), doc.name
 
 
-def test_the_readme_describes_global_memory() -> None:
-    readme = text(REPO / "README.md")
-    paragraph = readme[readme.index("**GLOBAL memory**"):].split("\n\n", 1)[0]
+def test_the_manual_describes_global_memory() -> None:
+    page = text(REPO / "docs" / "configuration.md")
+    paragraph = page[page.index("**GLOBAL memory**"):].split("\n\n", 1)[0]
     assert "`global/`" in paragraph and "every agent" in paragraph
 
 

@@ -324,7 +324,7 @@ def search(
     limit: int = Query(10, ge=1, le=50),
     scope: Literal["all", "memory", "profile", "persona", "conversations", "files"] = Query(
         "all", description="all (default): every memory file and the conversation log; files: every memory file; "
-        "memory, profile, persona, conversations: one kind (see the README's Search)"
+        "memory, profile, persona, conversations: one kind (see docs/faces.md, Search)"
     ),
     owner: OwnerQuery = None,
     services: Services = Depends(get_services),

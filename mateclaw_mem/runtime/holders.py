@@ -14,7 +14,7 @@ the history last (a cut writes new copies of what it cut).
 Not here, with why: the memory files' derived rows in `index.db` and `facts.db` are re-made by the
 writes of "memory files" (the store's listeners) - registered below so the census and the checks
 see them; the embeddings in both index files are floats keyed by a text hash (no words; see the
-README's Forget section for what that leaves); `provenance/` keeps hashes of lines, never lines.
+docs/prompt.md, Forget, for what that leaves); `provenance/` keeps hashes of lines, never lines.
 """
 
 from __future__ import annotations
