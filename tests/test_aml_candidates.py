@@ -8,7 +8,7 @@ import random
 
 from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.ranking import Ranking
-from mateclaw_mem.index.messages.view import OwnerView, _saturate
+from tests.support.owner_view import OwnerView, _saturate
 from tests.support.random_views import WORDS, random_view
 
 

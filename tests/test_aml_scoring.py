@@ -9,7 +9,7 @@ import random
 from dataclasses import replace
 
 from mateclaw_mem.index.messages.ranking import Ranking, _rank
-from mateclaw_mem.index.messages.view import OwnerView
+from tests.support.owner_view import OwnerView
 from tests.support.random_views import WORDS, random_view
 from tests.support.reference_ranking import reference_rank
 

@@ -1,9 +1,8 @@
-"""Per-message index: the cached per-owner view stays exact under interleaved and concurrent Adds."""
+"""Per-message index: the on-disk index stays exact under interleaved and concurrent Adds."""
 
 from __future__ import annotations
 
 import threading
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,8 +11,8 @@ import pytest
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking
-from mateclaw_mem.index.messages.turns import unpack
-from mateclaw_mem.index.messages.view import OwnerView
+from mateclaw_mem.index.tokenizer import tokenize
+from tests.support.disk_reference import disk_state, disk_view, reference_state, reference_view
 
 TS = 1683554160000
 QUERIES = ["cats names", "pottery class", "when did she go camping", "Melanie painting", "adoption agency"]
@@ -58,34 +57,12 @@ def test_view_updated_after_each_add_ranks_exactly_like_a_fresh_one(tmp_path: Pa
     assert seen_changes >= 3  # the live view really was updated along the way
     assert _results(live, "u1") == _results(fresh, "u1")
     assert _results(live, "u2") == _results(fresh, "u2")
-    # Neighbour links and statistics match too, not just the top results.
-    lv, fv = live._views[("aml", "u1")], fresh._view("aml", "u1")
-    assert fv is not None
-    assert (lv.n, lv.len_sum, lv.avg, +lv.df) == (fv.n, fv.len_sum, fv.avg, +fv.df)
-    assert {i: (d.prev, d.next, lv.tf(i), d.lens) for i, d in lv.by_id.items()} == {
-        i: (d.prev, d.next, fv.tf(i), d.lens) for i, d in fv.by_id.items()
-    }
-    # The postings the ranking walks: same terms, same turns (old parses replaced, not kept), each
-    # entry the turn's own counts; and the columns the later steps read, row by row.
-    assert {t: {lv.ids[p] for p in ds} for t, ds in lv.postings.items()} == {
-        t: {fv.ids[p] for p in ds} for t, ds in fv.postings.items()}
-    assert all(unpack(c) == lv.tf(lv.ids[p])[t] for t, ds in lv.postings.items() for p, c in ds.items())
-    assert all(d.counts is None for d in lv.by_id.values())  # folded into the postings, not kept twice
-    assert _columns(lv) == _columns(fv)
-    for d in lv.by_id.values():
-        prev, nxt, *thread = _columns(lv)[d.id][0]
-        assert (prev, nxt, tuple(k for k in thread if k is not None)) == (d.prev, d.next, d.thread)
+    # The tables hold what a view parsed from scratch holds: statistics, every posting (old parses
+    # replaced, not kept), lengths, features and links, written Add by Add.
+    assert disk_state(live, "aml", "u1") == disk_state(fresh, "aml", "u1") == reference_state(
+        reference_view(fresh, "aml", "u1"))
     for x in (live, fresh, log):
         x.close()
-
-
-def _columns(v: OwnerView) -> dict[int, tuple]:
-    """Each turn's row of the view's columns, positions mapped back to turn ids."""
-    c = v.cols
-    return {i: (tuple(v.ids[int(q)] if q >= 0 else None for q in c.links[p]),
-                c.conv[p] == c.conv_codes[v.by_id[i].conversation_id], int(c.ids[p]), float(c.echo[p]),
-                float(c.question_share[p]), bool(c.has_time[p]), bool(c.has_number[p]), bool(c.is_question[p]))
-            for i, p in v.pos.items()}
 
 
 def test_concurrent_adds_and_searches_leave_the_view_exact(tmp_path: Path) -> None:
@@ -111,7 +88,7 @@ def test_concurrent_adds_and_searches_leave_the_view_exact(tmp_path: Path) -> No
     fresh = MessageIndex(tmp_path / "fresh.db")
     fresh.sync(log)
     assert _results(live, "u1") == _results(fresh, "u1")
-    assert live._views[("aml", "u1")].n == 4 * sum(len(LINES[k % len(LINES) :][:3]) for k in range(10))
+    assert disk_state(live, "aml", "u1").n == 4 * sum(len(LINES[k % len(LINES) :][:3]) for k in range(10))
     for x in (live, fresh, log):
         x.close()
 
@@ -267,16 +244,18 @@ def test_cached_term_scores_survive_an_add_that_does_not_touch_them_and_stay_exa
     live = MessageIndex(tmp_path / "live.db")
     _append(log, "u1", "s1", [f"Caroline: day {k} of the pottery class, glazes and kilns" for k in range(300)], 0)
     live.sync(log)
-    live.search("aml", "u1", "pottery glazes", limit=10)  # warms the cached term scores
+    live.search("aml", "u1", "pottery glazes", limit=10)  # reads the terms' postings into the cache
     live.search("aml", "u1", "day 7", limit=10)
-    view = live._views[("aml", "u1")]
-    avg_before, seven = view.avg, view.arrays["7"]
+    okey = disk_view(live, "aml", "u1").okey
+    seven = live.cache.get(("t", okey, "7"))
+    assert seven is not None and live.cache.get(("t", okey, tokenize("pottery")[0])) is not None
     _append(log, "u1", "s1", ["Melanie: pottery glazes are lovely"], 1000)
     live.sync(log)
+    # Only the terms of the turns the Add touched (the new one and the previous tail, whose
+    # neighbour field grew) left the cache; "7" kept its postings...
+    assert live.cache.get(("t", okey, "7")) is seven
+    assert live.cache.get(("t", okey, tokenize("pottery")[0])) is None
     got = live.search("aml", "u1", "pottery glazes", limit=20)
-    # The Add moved no stepped average, so only the terms of the turns it touched (the new one and
-    # the previous tail, whose neighbour field grew) were scored again; "7" kept its scores...
-    assert view.avg == avg_before and view.arrays["7"] is seven
     fresh = MessageIndex(tmp_path / "fresh.db")
     fresh.sync(log)
     # ...and the touched ones score exactly what a fresh view scores.
@@ -345,57 +324,3 @@ def test_a_rewrite_by_another_process_reaches_a_view_cached_here(tmp_path: Path)
     log.close()
 
 
-def test_a_view_parsed_aside_blocks_no_add_nor_other_owner_and_folds_in_what_came_meanwhile(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """While one owner's long history is parsed (the first search after a start), the index lock is
-    free between batches: an Add and another owner's search go through, a second search of that
-    owner waits for the same parse instead of starting one, and the view then holds the Add too -
-    ranked exactly as a view parsed from scratch afterwards."""
-    import mateclaw_mem.index.messages.index as index_module
-
-    log = ConversationLog(tmp_path / "log.db")
-    for k in range(12):
-        _append(log, "u1", f"s{k % 3}", LINES, base=100 * k)
-    _append(log, "u2", "t", LINES[:3], base=5000)
-    MessageIndex(tmp_path / "m.db").sync(log)
-    index = MessageIndex(tmp_path / "m.db")  # a daemon's restart: nothing parsed yet
-    index.sync(log)
-    monkeypatch.setattr(MessageIndex, "_READ_BATCH", 10)
-    parser = threading.current_thread()
-    paused, resume, parsed = threading.Event(), threading.Event(), []
-    real = index_module.parse_doc
-
-    def slow_parse(row):  # type: ignore[no-untyped-def]
-        parsed.append(row["id"])
-        if threading.current_thread() is parser and len(parsed) == 30:
-            paused.set()
-            assert resume.wait(60)
-        return real(row)
-
-    monkeypatch.setattr(index_module, "parse_doc", slow_parse)
-    first: list[list[tuple[int, float]]] = []
-    parser = threading.Thread(target=lambda: first.append([(h.id, h.score) for h in index.search(
-        "aml", "u1", "pottery class", limit=20)]))
-    parser.start()
-    assert paused.wait(60)
-    waiter_done: list[int] = []
-    waiter = threading.Thread(target=lambda: waiter_done.append(len(index.search("aml", "u1", "cats", limit=5))))
-    waiter.start()
-    # Meanwhile: another owner's search, and an Add of the owner being parsed.
-    assert [h.content for h in index.search("aml", "u2", "cats names", limit=1)] == [LINES[2]]
-    _append(log, "u1", "s1", ["Caroline: the kiln exploded at the pottery class"], base=9000)
-    assert index.sync(log) == 1
-    assert not first and not waiter_done  # both still waiting for the parse
-    resume.set()
-    parser.join(60)
-    waiter.join(60)
-    assert not parser.is_alive() and not waiter.is_alive() and waiter_done == [5]
-    # One parse of each turn, by the first search only; again only the turn the Add grew (the tail
-    # of its conversation, whose `nb` field now holds the new turn), as after any Add.
-    assert sorted(n for n in Counter(parsed).values() if n > 1) == [2]
-    after = [(h.id, h.score) for h in index.search("aml", "u1", "pottery class", limit=20)]
-    fresh = MessageIndex(tmp_path / "m.db")
-    assert after == [(h.id, h.score) for h in fresh.search("aml", "u1", "pottery class", limit=20)]
-    assert "kiln" in index.search("aml", "u1", "kiln exploded", limit=1)[0].content
-    for x in (index, fresh, log):
-        x.close()

@@ -59,8 +59,6 @@ def background_status(services: Services) -> dict[str, Any]:
         parts["AML fact worker"] = "off (rules mode)"
     if services.built("watcher"):
         parts["file watcher"] = services.watcher.status()["state"]
-    if "AML views" in running:
-        parts["AML views"] = services.view_warmup.state
     parts["next_runs"] = services.scheduler.next_runs() if services.built("scheduler") else {}
     return parts
 

@@ -35,7 +35,8 @@ def build_message_index(services: Services) -> MessageIndex:
     from mateclaw_mem.index.messages.index import MessageIndex
 
     index = MessageIndex(services.settings.messages_db, embedder=services.embeddings,
-                         dense_weight=services.settings.search.dense_weight)
+                         dense_weight=services.settings.search.dense_weight,
+                         cache_bytes=services.settings.aml.cache_bytes)
     services.on_close(index)
 
     def rebuild() -> None:
@@ -145,16 +146,6 @@ def build_backfill(services: Services) -> Any:
     if services.message_index.dense is not None:
         sources["aml_messages"] = services.message_index.dense
     return Backfill(sources) if sources else None
-
-
-def build_view_warmup(services: Services) -> Any:
-    import gc
-
-    from mateclaw_mem.index.messages.warmup import ViewWarmup
-
-    # The views live as long as the daemon: frozen out of the cyclic GC, as the start-up's objects
-    # are (Daemon.run_forever), or every later full collection walks them all (45 ms at 30,000 turns).
-    return ViewWarmup(services.message_index, on_done=gc.freeze)
 
 
 def build_watcher(services: Services) -> Watcher:

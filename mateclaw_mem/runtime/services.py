@@ -63,11 +63,11 @@ BUILD_ORDER = (
     "contradictions", "search", "message_index", "aml", "aml_users", "forget", "lineage", "learning", "structured",
     "providers",
     "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "chat_proxy", "watcher",
-    "scheduler", "backfill", "view_warmup",
+    "scheduler", "backfill",
 )
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
 START_ORDER = ("WAL checkpoints", "extraction workers", "AML fact worker", "file watcher", "scheduler",
-               "embeddings backfill", "AML views")
+               "embeddings backfill")
 
 
 class _service(Generic[T]):  # lower case: a decorator, like the cached_property it replaces
@@ -247,7 +247,6 @@ class Services:
 
     embeddings = _service(lambda s: _index_wiring().build_embedder(s))  # None without model.embedding-model
     backfill = _service(lambda s: _index_wiring().build_backfill(s))  # vectors for what has none, in the background
-    view_warmup = _service(lambda s: _index_wiring().build_view_warmup(s))  # AML views parsed once started
 
     @_service
     def watcher(self) -> Watcher:
@@ -438,7 +437,6 @@ class Services:
             parts["AML fact worker"] = self.aml
         if self.backfill is not None:  # embeddings configured
             parts["embeddings backfill"] = self.backfill
-        parts["AML views"] = self.view_warmup
         return [(label, parts[label]) for label in START_ORDER if label in parts]
 
     def start(self) -> None:

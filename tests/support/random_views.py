@@ -9,7 +9,7 @@ import random
 from collections.abc import Callable
 
 from mateclaw_mem.index.messages.turns import Doc
-from mateclaw_mem.index.messages.view import OwnerView
+from tests.support.owner_view import OwnerView
 
 WORDS = [f"w{i}" for i in range(60)]
 SPEAKERS = ("Ann", "Bo", "Cy", None)

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from mateclaw_mem.index.messages.candidates import candidates
 from mateclaw_mem.index.messages.ranking import Boosts, Ranking, analyse, first_slot_to
 from mateclaw_mem.index.messages.turns import Doc, unpack
-from mateclaw_mem.index.messages.view import OwnerView, _saturate
 from mateclaw_mem.index.tokenizer import STOPWORDS
+from tests.support.owner_view import OwnerView, _saturate
 
 
 def reference_rank(view: OwnerView, query: str, options: list[str], r: Ranking, *, need: int,

@@ -15,19 +15,25 @@ compares the two on random histories).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.index.messages.view import OwnerView, SatKey
+from mateclaw_mem.index.messages.bm25f import SatKey
+
+if TYPE_CHECKING:
+    from mateclaw_mem.index.messages.ranking import View
 
 
-def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
+def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
                limit: int) -> tuple[Any, Any]:
     """(positions, raw scores) of the best `limit` turns (0 = all) holding any query term or any
     related term of a lexicon group. Raw score: the sum over query terms of weight x idf x
     saturated tf, plus, per group, the best of its related terms (each question word counts once
-    per turn through its best related term). Ties at the cut go to the turn met first."""
+    per turn through its best related term). Ties at the cut go to the lower turn id."""
     import numpy as np
 
+    groups = list(groups)
+    # Every term read (and its turns given positions) before the arrays over positions are sized.
+    view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
     n = len(view.ids)
     acc = np.zeros(n)
     hit = np.zeros(n, dtype=bool)
@@ -56,5 +62,7 @@ def candidates(view: OwnerView, qweights: dict[str, float], groups: Iterable[dic
         cut = chosen.size - limit
         theta = np.partition(scores, cut)[cut]  # the limit-th best score
         above = chosen[scores > theta]
-        chosen = np.concatenate((above, chosen[scores == theta][: limit - above.size]))
+        tied = chosen[scores == theta]
+        tied = tied[np.argsort(view.cols.ids[tied], kind="stable")]  # a tie goes to the lower id
+        chosen = np.concatenate((above, tied[: limit - above.size]))
     return chosen, acc[chosen]

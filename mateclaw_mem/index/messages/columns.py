@@ -46,6 +46,11 @@ class Columns:
             setattr(self, name, new)
         self.cap = cap
 
+    def reserve(self, n: int) -> None:
+        """Room for positions 0 .. n - 1."""
+        if n > self.cap:
+            self._grow(n)
+
     def put(self, p: int, d: Doc) -> None:
         """Row p from `d` (its echo is set apart, by `put_echo`, once its predecessor is known)."""
         if p >= self.cap:

@@ -20,7 +20,6 @@ from mateclaw_mem.index.dense import DENSE_EXTRA, Embedder, Gate, Matrix, fuse, 
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.storage import MessageStorage
-    from mateclaw_mem.index.messages.view import OwnerView
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +72,11 @@ class MessageVectors:
     def query(self, text: str) -> bytes:
         return self.embedder.query(text)
 
-    def fuse(self, agent: str, owner: str | None, view: OwnerView, q: bytes, lexical: list[tuple[float, int]],
+    def fuse(self, agent: str, owner: str | None, docs: dict[int, str], q: bytes, lexical: list[tuple[float, int]],
              limit: int) -> list[tuple[float, int]]:
-        """`lexical` ((score, turn id) best first) fused with the cosines of the owner's turns."""
-        matrix = self._matrix(agent, owner, view)
+        """`lexical` ((score, turn id) best first) fused with the cosines of the owner's turns
+        (`docs`: turn id -> its text)."""
+        matrix = self._matrix(agent, owner, docs)
         if matrix is None or not len(matrix):
             return lexical
         cosine = list(zip(matrix.ids, matrix.scores(q), strict=True))
@@ -87,7 +87,7 @@ class MessageVectors:
         fused = fuse(pairs, cosine, weight, extra=self.extra)
         return [(s, i) for i, s in fused[:limit]]
 
-    def _matrix(self, agent: str, owner: str | None, view: OwnerView) -> Matrix | None:
+    def _matrix(self, agent: str, owner: str | None, docs: dict[int, str]) -> Matrix | None:
         with self._lock:
             key = (agent, owner)
             cache = self._owners.get(key)
@@ -96,12 +96,11 @@ class MessageVectors:
                 while len(self._owners) > self.max_owners:
                     self._owners.popitem(last=False)
             self._owners.move_to_end(key)
-            docs = view.by_id
-            stale = [i for i, t in cache.texts.items() if i not in docs or docs[i].content is not t]
+            stale = [i for i, t in cache.texts.items() if docs.get(i) != t]
             for i in stale:  # gone or rewritten (a forget): its old vector must not count
                 cache.blobs.pop(i, None)
                 cache.texts.pop(i, None)
-            todo = {i: d.content for i, d in docs.items() if i not in cache.texts}
+            todo = {i: t for i, t in docs.items() if i not in cache.texts}
             if todo:
                 shas = {i: text_sha(t) for i, t in todo.items()}
                 found = self._read(list(set(shas.values())))

@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from mateclaw_mem.index.lexicon import related
-from mateclaw_mem.index.messages.storage import FIELDS
-from mateclaw_mem.index.messages.view import OwnerView, SatKey
+from mateclaw_mem.index.messages.bm25f import SatKey
+from mateclaw_mem.index.messages.fields import FIELDS
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS, STOPWORDS, tokenize
 
 _COUNT_RE = re.compile(r"\bhow (?:many|much|old|often|far)\b", re.IGNORECASE)
@@ -25,6 +25,25 @@ _WHO_RE = re.compile(r"\b(?:who|whom|whose|where)\b", re.IGNORECASE)
 _WHEN_RE = re.compile(
     r"\b(when|how long|what (?:year|month|day|date|time)|which (?:year|month|day))\b", re.IGNORECASE
 )
+
+
+class View(Protocol):
+    """What the ranking reads of an owner's turns: the on-disk index (disk_view.DiskView, one per
+    search) or the in-memory view it replaced (tests/support/owner_view.OwnerView, the reference).
+    Positions index `cols` and `ids`; `load` and `prepare` read what the next step needs."""
+
+    speakers: dict[str, frozenset[str]]
+    df: Any  # term -> body document frequency (`get`)
+    cols: Any  # columns.Columns over positions
+    by_id: Any  # turn id -> its `content`, `names`, `body`, `prev`, `next`, ...
+
+    @property
+    def ids(self) -> Any: ...
+    def idf(self, term: str) -> float: ...
+    def load(self, terms: Iterable[str]) -> None: ...
+    def prepare(self, pos: Any) -> None: ...
+    def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]: ...
+    def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any] | None: ...
 
 
 @dataclass(frozen=True)
@@ -102,7 +121,7 @@ class Ranking:
         return self.k1, tuple(self.weights[f] for f in FIELDS), tuple(self.b[f] for f in FIELDS)
 
 
-def rank(view: OwnerView, query: str, options: Iterable[str], r: Ranking, *, limit: int) -> list[tuple[float, int]]:
+def rank(view: View, query: str, options: Iterable[str], r: Ranking, *, limit: int) -> list[tuple[float, int]]:
     """(score, turn id) of the view's turns best matching `query`, best first, at most `limit`."""
     options = list(options)
     with_tail = bool(r.tail_overrides) and limit > r.tail_start
@@ -155,7 +174,7 @@ def _not_possessive(speaker: str) -> re.Pattern[str]:
     return re.compile(rf"\b{re.escape(speaker)}\b(?![\'\u2019]s\b)", re.I)
 
 
-def analyse(view: OwnerView, query: str, options: list[str], r: Ranking) -> Query | None:
+def analyse(view: View, query: str, options: list[str], r: Ranking) -> Query | None:
     """The query's terms (None: no term to search by) and what it asks of a turn."""
     qtoks = tokenize(query)
     named = {s for s, toks in view.speakers.items() if not toks.isdisjoint(qtoks)}
@@ -198,7 +217,7 @@ def analyse(view: OwnerView, query: str, options: list[str], r: Ranking) -> Quer
 
 
 def _rank(
-    view: OwnerView, query: str, options: list[str], r: Ranking, *, need: int, first_slot: bool = False
+    view: View, query: str, options: list[str], r: Ranking, *, need: int, first_slot: bool = False
 ) -> list[tuple[float, int]]:
     """(score, turn id) for the best `need` turns that score, best first; with `first_slot`, the
     turn in position 1 is chosen by the weighted feedback (`Ranking.first_prf_weight`)."""
@@ -263,7 +282,7 @@ def first_slot_to(ranked: list[tuple[float, int]], best: int) -> list[tuple[floa
     return [(top + max(top * 1e-3, 1e-6), best), *(x for x in ranked if x[1] != best)]
 
 
-def _padding(view: OwnerView, ranked: list[tuple[float, int]], room: int, r: Ranking) -> list[tuple[float, int]]:
+def _padding(view: View, ranked: list[tuple[float, int]], room: int, r: Ranking) -> list[tuple[float, int]]:
     """Turns around the best hits that matched nothing, after every matching turn.
 
     When a question matches few turns, the rest of the reader's budget is better spent on the
@@ -291,7 +310,7 @@ def _padding(view: OwnerView, ranked: list[tuple[float, int]], room: int, r: Ran
 
 
 def _feedback(
-    view: OwnerView, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
+    view: View, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
 ) -> dict[str, float]:
     """The strongest body terms of the top turns, (score, id) best first (RM3-like, idf-weighted)
     -> their weight."""
@@ -304,7 +323,7 @@ def _feedback(
 
 
 def _weighted_feedback(
-    view: OwnerView, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
+    view: View, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
 ) -> dict[str, float]:
     """Like `_feedback`, but a top turn counts by its share of the top turns' scores (a clear
     first match says more than the fifth) and a term by its gain relative to the strongest."""

@@ -21,12 +21,13 @@ import numpy as np
 from mateclaw_mem.index.messages.columns import NEXT, PREV, THREAD_NEXT, THREAD_PREV
 
 if TYPE_CHECKING:
-    from mateclaw_mem.index.messages.ranking import Boosts, Ranking
-    from mateclaw_mem.index.messages.view import OwnerView, SatKey
+    from mateclaw_mem.index.messages.bm25f import SatKey
+    from mateclaw_mem.index.messages.ranking import Boosts, Ranking, View
 
 
-def factors(view: OwnerView, pos: Any, q: Boosts, r: Ranking) -> list[Any]:
+def factors(view: View, pos: Any, q: Boosts, r: Ranking) -> list[Any]:
     """Each turn's boosts at `pos`, one array per boost in the fixed order they multiply."""
+    view.prepare(pos)  # (the on-disk view reads these turns' columns and links now)
     cols = view.cols
     out = []
     if r.question_mode == "share":
@@ -57,7 +58,7 @@ def boosted(pos: Any, raw: Any, fs: list[Any]) -> tuple[Any, Any]:
     return pos[keep], s[keep]
 
 
-def among(view: OwnerView, qweights: dict[str, float], key: SatKey, pos: Any) -> Any:
+def among(view: View, qweights: dict[str, float], key: SatKey, pos: Any) -> Any:
     """The sums over `qweights`' terms of weight x idf x saturated tf for the turns at `pos` (0.0
     where a turn holds none of them), added term by term in the terms' order."""
     slot = None
@@ -81,8 +82,9 @@ def among(view: OwnerView, qweights: dict[str, float], key: SatKey, pos: Any) ->
     return acc
 
 
-def everywhere(view: OwnerView, qweights: dict[str, float], key: SatKey) -> Any:
-    """`among` for every turn of the view (a dense array over positions)."""
+def everywhere(view: View, qweights: dict[str, float], key: SatKey) -> Any:
+    """`among` for every turn holding one of the terms (a dense array over positions)."""
+    view.load(qweights)
     acc = np.zeros(len(view.ids))
     for t, qw in qweights.items():
         idx, vals = view.sat_arrays(t, key)
@@ -91,7 +93,7 @@ def everywhere(view: OwnerView, qweights: dict[str, float], key: SatKey) -> Any:
     return acc
 
 
-def settle(view: OwnerView, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]:
+def settle(view: View, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]:
     """Scores after the steps that pass them along the conversation: a turn inherits a share of the
     best neighbouring turn's score and of the same speaker's turn two steps away (never rising above
     that one), then the turns of the sessions that match best are raised. `val` > 0."""
@@ -118,7 +120,7 @@ def settle(view: OwnerView, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]:
     return pos, val
 
 
-def _inherit(view: OwnerView, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]:
+def _inherit(view: View, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]:
     n = len(view.ids)
     links = view.cols.links
     out = np.zeros(n)
@@ -152,7 +154,7 @@ def _inherit(view: OwnerView, pos: Any, val: Any, r: Ranking) -> tuple[Any, Any]
     return kept, out[kept]
 
 
-def best(view: OwnerView, pos: Any, val: Any, need: int) -> list[tuple[float, int]]:
+def best(view: View, pos: Any, val: Any, need: int) -> list[tuple[float, int]]:
     """(score, turn id) of the best `need` turns scoring above 0, best first, ties by lower id."""
     if need <= 0:
         return []
@@ -167,7 +169,7 @@ def best(view: OwnerView, pos: Any, val: Any, need: int) -> list[tuple[float, in
     return list(zip(val[order].tolist(), ids[order].tolist(), strict=True))
 
 
-def top_one(view: OwnerView, pos: Any, val: Any) -> int:
+def top_one(view: View, pos: Any, val: Any) -> int:
     """The id of the best-scoring turn (ties: the lower id)."""
     ids = view.cols.ids[pos]
     return int(ids[val == val.max()].min())

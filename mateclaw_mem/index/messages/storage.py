@@ -15,7 +15,6 @@ Owners: `None` is "no owner" everywhere above this module; the tables store it a
 from __future__ import annotations
 
 import hashlib
-import re
 import sqlite3
 import threading
 import uuid
@@ -25,6 +24,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
+from mateclaw_mem.index.messages import postings
+from mateclaw_mem.index.messages.fields import FACT_BASE, MONTHS, WEEKDAYS, _is_question, split_speaker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -74,34 +75,7 @@ ALTER TABLE fts_plain RENAME TO fts
 
 _SCHEMA = _META + _tables()
 _REDACTED = "redacted:messages.db"  # `meta` marker (and count) of the one-time redaction in place
-
-FIELDS = ("body", "ctx", "nb", "dt")
-# "Caroline: text" - a short name before a colon. Up to four words and no sentence punctuation,
-# so "Note: buy milk" is a false positive we accept (it only changes how the line is displayed).
-_SPEAKER_RE = re.compile(r"^([^\s:?!.,][^:?!\n]{0,39}?):\s+(?=\S)")
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september",
-          "october", "november", "december")
-WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-
-# Facts (model mode) live in the same documents table with ids from here on, so one view, one
-# set of statistics and one ranking cover both; log message ids never get near 2**40.
-FACT_BASE = 1 << 40
-
-
-def split_speaker(content: str) -> tuple[str | None, str]:
-    """("Caroline", "hi") for "Caroline: hi"; (None, content) when there is no speaker prefix."""
-    m = _SPEAKER_RE.match(content)
-    if m and len(m.group(1).split()) <= 4:
-        return m.group(1).strip(), content[m.end() :]
-    return None, content
-
-
-def _is_question(text: str) -> bool:
-    # Image captions are appended as "[shares image: ...]"; the turn is a question when its
-    # spoken part ends with a question mark.
-    spoken = re.sub(r"\[shares image:[^\]]*\]\s*$", "", text).rstrip()
-    return spoken.endswith("?")
-
+_POSTINGS = "migrated:postings-1"  # `meta` marker (and count) of the one-time build of the postings
 
 def _date_tokens(ts_ms: int) -> list[str]:
     d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
@@ -149,12 +123,18 @@ class MessageStorage:
         self.lock = threading.RLock()
         self._conn = connect(db_path)
         self.writes = 0  # commits through this connection (data_version only counts others')
+        self.cache: postings.Invalidate | None = None  # the search's cache, told what a write rewrote
+        self._postings = False  # maintained by `_add_batch` once built (`postings.derive`, once)
         with self.lock:
             self._plain_fts()
-            self._conn.executescript(_SCHEMA)
+            self._conn.executescript(_SCHEMA + postings.tables())
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
                 self._set_tokenizer()
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
+        # An older file's documents are folded into the postings once, in place (history-sized,
+        # once ever: every later start finds the marker and goes on at once).
+        run_once(self._conn, self.lock, _POSTINGS, postings.derive)
+        self._postings = True
 
     def _plain_fts(self) -> None:
         """Convert an FTS5 `fts` (older versions) to the plain table, once (see `_PLAIN_FTS`)."""
@@ -276,7 +256,9 @@ class MessageStorage:
         file - reads the complete old index, never a half-built one. Returns what was indexed."""
         s = "_new"
         with self.lock:
-            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s}; DROP TABLE IF EXISTS fts{s};" + _tables(s))
+            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s}; DROP TABLE IF EXISTS fts{s};"
+                                     + "".join(f"DROP TABLE IF EXISTS {t}{s};" for t in postings.TABLES)
+                                     + _tables(s) + postings.tables(s))
         last, last_fact, done = 0, 0, 0
         while True:  # the bulk, in batches, releasing the lock so searches and Adds go on meanwhile
             with immediate(self._conn, self.lock):
@@ -296,8 +278,10 @@ class MessageStorage:
                     self._add_facts(found, s)
                     last_fact, done = found[-1].id, done + len(found)
                 conn = self._conn
-                for t in ("fts", "docs"):
+                for t in ("fts", "docs", *postings.TABLES):
                     conn.execute(f"DROP TABLE IF EXISTS {t}")
+                for t in postings.TABLES:
+                    conn.execute(f"ALTER TABLE {t}{s} RENAME TO {t}")
                 for name in ("docs_by_owner", "docs_by_conversation"):
                     conn.execute(f"DROP INDEX IF EXISTS {name}{s}")
                 conn.execute(f"ALTER TABLE docs{s} RENAME TO docs")
@@ -305,7 +289,7 @@ class MessageStorage:
                 for statement in _tables().split(";"):
                     if "CREATE INDEX" in statement:
                         conn.execute(statement)
-                conn.execute("DELETE FROM meta WHERE key NOT LIKE 'redacted:%'")  # migrations stay done
+                conn.execute("DELETE FROM meta WHERE key NOT LIKE 'redacted:%' AND key NOT LIKE 'migrated:%'")
                 conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
                                  [("watermark", str(last)), ("fact_watermark", str(last_fact)),
                                   ("tokenizer", TOKENIZER_VERSION), ("generation", uuid.uuid4().hex)])
@@ -344,6 +328,15 @@ class MessageStorage:
                     return done
 
     def _add_facts(self, found: Sequence[StoredFact], s: str = "") -> None:
+        self._add_fact_docs(found, s)
+        self._index(s, [FACT_BASE + f.id for f in found])
+
+    def _index(self, s: str, ids: list[int]) -> None:
+        """The postings of these stored documents, in the same transaction (`postings.index_docs`)."""
+        if self._postings or s:
+            postings.index_docs(self._conn, ids, s, self.cache)
+
+    def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> None:
         for f in found:
             src = self._conn.execute(
                 f"SELECT speaker FROM docs{s} WHERE id = ?", (f.source_ids[0],)
@@ -415,6 +408,7 @@ class MessageStorage:
                 for p in pending
             ],
         )
+        self._index(s, [*grown, *(p.msg.id for p in pending)])
 
     # ------------------------------------------------------------------ reading (for the views)
 
@@ -460,6 +454,7 @@ def delete_owner(path: Path, agent: str, owner: str) -> int:
         conn.execute("PRAGMA secure_delete = ON")
         with immediate(conn, threading.Lock()) as c:
             key = (agent, owner_column(owner))
+            postings.delete_owner(c, agent, owner)
             c.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE agent = ? AND owner = ?)", key)
             n = c.execute("DELETE FROM docs WHERE agent = ? AND owner = ?", key).rowcount
             c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))

@@ -13,7 +13,7 @@ import sqlite3
 from collections import Counter
 from dataclasses import dataclass, field
 
-from mateclaw_mem.index.messages.storage import FIELDS, MONTHS, WEEKDAYS, split_speaker
+from mateclaw_mem.index.messages.fields import FIELDS, MONTHS, WEEKDAYS, split_speaker
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 
 # Words that place an event in time. A "when" question's answer usually sits in a turn that says

@@ -1,7 +1,9 @@
-"""One owner's messages parsed into memory: documents, term postings and BM25F statistics.
+"""The in-memory view the message ranking was first written for, kept as the reference the on-disk
+index is held to (tests/test_aml_disk_index.py): one owner's turns parsed into memory - documents,
+term postings and BM25F statistics - and kept up to date in place as turns are added.
 
-Parsing field text into term counts is what made pure-SQL ranking slow (10+ ms per search), so
-search runs on this view and the view is kept up to date in place (see `OwnerView`).
+Production searches read the same values from disk (mateclaw_mem/index/messages/postings.py,
+disk_view.py); this view computes them from the parsed turns the simplest way.
 """
 
 from __future__ import annotations
@@ -9,60 +11,28 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
+from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.storage import FACT_BASE
+from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, unpack
 from mateclaw_mem.index.tokenizer import tokenize
 
-_AVG_STEP = 1.01  # average field lengths are used in 1% steps (see `OwnerView.apply`)
-
-# (k1, per-field weights, per-field b): what a saturated term frequency depends on.
-SatKey = tuple[float, tuple[float, ...], tuple[float, ...]]
-
-
-def _saturate(
-    c: tuple[int, int, int, int], lens: tuple[int, int, int, int], w: tuple[float, ...], b: tuple[float, ...],
-    k1: float, avg: tuple[float, ...],
-) -> float:
-    """BM25F: field-weighted, length-normalised term frequency, saturated."""
-    tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
-    return tf / (k1 + tf) if tf > 0 else 0.0
-
-
-def _normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
-    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
-    import numpy as np
-
-    bb = np.array(b, dtype=np.float64)
-    return (1.0 - bb) + (bb * lens) / np.array(avg, dtype=np.float64)
+_saturate = saturate
+_normalisation = normalisation
 
 
 def _saturate_all(view: OwnerView, idx: Any, packed: Any, keys: list[SatKey]) -> list[tuple[Any, Any]]:
     """`_saturate` of the docs at positions `idx` with a term's `packed` counts (`unpack`), at once
-    in numpy, for each of `keys`: (a mask of the docs scoring > 0, their values) per key. The same
-    operations in the same order, so the same floats (a field a doc lacks adds 0.0, which changes no
-    sum). A term's first search in a long history computes this over every turn holding it, so the
-    postings are plain ints, read by C loops: as tuples of counts keyed by turn id, reading them into
-    arrays took 14 ms for a word in 24,000 turns (now 2 ms)."""
+    in numpy, for each of `keys`: (a mask of the docs scoring > 0, their values) per key."""
     import numpy as np
 
-    n = len(idx)
-    if not n:  # a word no turn holds (and nothing to normalise by in a view without turns)
+    if not len(idx):  # a word no turn holds (and nothing to normalise by in a view without turns)
         return [(np.zeros(0, dtype=bool), np.zeros(0)) for _ in keys]
-    c = np.empty((n, 4))
-    for f in range(4):
-        c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
-    out = []
-    for key in keys:
-        k1, w, _ = key
-        x = (np.array(w, dtype=np.float64) * c) / view.norms_of(key)[idx]
-        tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
-        keep = tf > 0
-        tf = tf[keep]
-        out.append((keep, tf / (k1 + tf)))
-    return out
+    c = counts(packed)
+    return [saturate_rows(c, view.norms_of(key)[idx], key) for key in keys]
 
 
 class OwnerView:
@@ -174,8 +144,7 @@ class OwnerView:
             self._relink(self.by_id[i])
         # Stepped so that a single Add rarely moves it (which would drop every cached term); a
         # fresh view over the same turns computes the same steps, so scores stay exact.
-        avg = tuple(_AVG_STEP ** round(math.log(max(self.len_sum[i] / max(self.n, 1), 1.0), _AVG_STEP))
-                    for i in range(4))
+        avg = stepped_averages(self.len_sum, self.n)
         if avg != self.avg:
             self.avg = avg
             self.norms.clear()
@@ -215,6 +184,12 @@ class OwnerView:
         for (_, _, b), norms in self.norms.items():
             norms[p] = _normalisation(b, self.lens[p], self.avg)
         self.cols.put(p, d)
+
+    def load(self, terms: Iterable[str]) -> None:
+        """(Every term's postings are in memory already: see disk_view.DiskView.load.)"""
+
+    def prepare(self, pos: Any) -> None:
+        """(Every turn's columns are in memory already: see disk_view.DiskView.prepare.)"""
 
     def norms_of(self, key: SatKey) -> Any:
         """Every position's BM25F length normalisation per field under `key`, 1 - b + b x len / avg

@@ -1,0 +1,62 @@
+"""BM25F's saturated term frequency, the one formula both the on-disk search (messages/disk_view.py)
+and the in-memory reference view (tests/support/owner_view.py) compute, so their floats are equal:
+the same operations in the same order, one document or many at once in numpy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# (k1, per-field weights, per-field b): what a saturated term frequency depends on.
+SatKey = tuple[float, tuple[float, ...], tuple[float, ...]]
+
+
+def saturate(
+    c: tuple[int, int, int, int], lens: tuple[int, int, int, int], w: tuple[float, ...], b: tuple[float, ...],
+    k1: float, avg: tuple[float, ...],
+) -> float:
+    """BM25F: field-weighted, length-normalised term frequency, saturated."""
+    tf = sum(w[f] * c[f] / (1.0 - b[f] + b[f] * lens[f] / avg[f]) for f in range(4) if c[f])
+    return tf / (k1 + tf) if tf > 0 else 0.0
+
+
+def normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
+    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
+    import numpy as np
+
+    bb = np.array(b, dtype=np.float64)
+    return (1.0 - bb) + (bb * lens) / np.array(avg, dtype=np.float64)
+
+
+def counts(packed: Any) -> Any:
+    """Packed postings (`turns.unpack`, uint64) as an (n, 4) float array of field counts."""
+    import numpy as np
+
+    c = np.empty((len(packed), 4))
+    for f in range(4):
+        c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
+    return c
+
+
+def saturate_rows(c: Any, norms: Any, key: SatKey) -> tuple[Any, Any]:
+    """`saturate` of many documents at once: `c` their field counts (`counts`), `norms` their
+    `normalisation` under `key`. (A mask of the documents scoring > 0, their values.) A field a
+    document lacks adds 0.0, which changes no sum: the same floats as `saturate`."""
+    import numpy as np
+
+    k1, w, _ = key
+    x = (np.array(w, dtype=np.float64) * c) / norms
+    tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
+    keep = tf > 0
+    tf = tf[keep]
+    return keep, tf / (k1 + tf)
+
+
+def stepped_averages(len_sum: list[int], n: int) -> tuple[float, ...]:
+    """Average field lengths in 1% steps: a single Add rarely moves them (which changes every
+    score), and the same sums give the same steps whichever way they were reached."""
+    import math
+
+    return tuple(AVG_STEP ** round(math.log(max(len_sum[i] / max(n, 1), 1.0), AVG_STEP)) for i in range(4))
+
+
+AVG_STEP = 1.01

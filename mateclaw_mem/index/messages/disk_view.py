@@ -1,0 +1,456 @@
+"""One search's window on an owner's on-disk index (messages/postings.py): what the ranking reads,
+read when it asks, at positions local to the search.
+
+The ranking (messages/ranking.py, candidates.py, scoring.py) works on numpy arrays indexed by
+position. Here a position is given to each document the search touches - those holding a query
+term, the candidates' neighbours - in the order met, so every array is as long as what the search
+read, never the owner's history. The floats are those of the in-memory view the ranking was written
+for (tests/support/owner_view.py): the same counts, lengths and statistics, the same operations
+(tests/test_aml_disk_index.py compares the two on random histories).
+
+Postings, document segments and speakers read from disk are kept in a `ByteCache`, bounded in
+bytes (`aml.cache-bytes`) and never needed for an answer: the writer (postings.PostingWriter) tells
+it which rows it rewrote, and a write by another process (the owner's version moved) drops the
+owner's entries.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
+from mateclaw_mem.index.messages.columns import Columns
+from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
+from mateclaw_mem.index.tokenizer import tokenize
+
+_CHUNK = 500  # ids per `IN (...)` read
+_ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+class ByteCache:
+    """Least recently used entries up to `max_bytes` (their arrays' bytes plus a fixed overhead),
+    keyed per owner; thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._lock = threading.Lock()
+        self._d: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+        self._owners: dict[int, set[tuple[Any, ...]]] = {}
+        self._known: dict[int, int] = {}  # okey -> the version the entries are of
+        self._generation: str | None = None
+
+    def check(self, generation: str | None, okey: int, version: int) -> None:
+        """Before reading an owner: entries of another index generation or owner version go."""
+        with self._lock:
+            if generation != self._generation:
+                self._d.clear()
+                self._owners.clear()
+                self._known.clear()
+                self.size = 0
+                self._generation = generation
+            if self._known.get(okey) != version:
+                self._purge(okey)
+                self._known[okey] = version
+
+    def _purge(self, okey: int) -> None:
+        for key in self._owners.pop(okey, ()):
+            got = self._d.pop(key, None)
+            if got is not None:
+                self.size -= got[1]
+
+    def get(self, key: tuple[Any, ...]) -> Any:
+        with self._lock:
+            got = self._d.get(key)
+            if got is None:
+                return None
+            self._d.move_to_end(key)
+            return got[0]
+
+    def put(self, key: tuple[Any, ...], value: Any, nbytes: int) -> None:
+        nbytes += _ENTRY
+        if nbytes > self.max_bytes // 4:
+            return  # one term's postings never push out everything else
+        with self._lock:
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self._d[key] = (value, nbytes)
+            self._owners.setdefault(key[1], set()).add(key)
+            self.size += nbytes
+            while self.size > self.max_bytes and self._d:
+                k, (_, b) = self._d.popitem(last=False)
+                self.size -= b
+                self._owners.get(k[1], set()).discard(k)
+
+    def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
+              speakers: bool) -> None:
+        """A writer of this process rewrote these rows of the owner (postings.Invalidate)."""
+        with self._lock:
+            if self._known.get(okey) != old_version:
+                self._purge(okey)
+                self._known.pop(okey, None)
+                return
+            keys: list[tuple[Any, ...]] = [("t", okey, t) for t in terms] + [("d", okey, s) for s in segs]
+            if speakers:
+                keys.append(("s", okey))
+            for key in keys:
+                got = self._d.pop(key, None)
+                if got is not None:
+                    self.size -= got[1]
+                    self._owners.get(okey, set()).discard(key)
+            self._known[okey] = new_version
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self._owners.clear()
+            self._known.clear()
+            self.size = 0
+
+
+class DocInfo:
+    """What a search reads of one document beyond its columns: what a hit shows, its names, its
+    neighbours (padding) and its body terms (feedback), the last read only when asked."""
+
+    __slots__ = (
+        "_body",
+        "_view",
+        "content",
+        "conversation_id",
+        "id",
+        "names",
+        "next",
+        "prev",
+        "role",
+        "speaker",
+        "ts_ms",
+    )
+
+    def __init__(self, view: DiskView, r: sqlite3.Row) -> None:
+        self._view = view
+        self._body: tuple[str, ...] | None = None
+        self.id: int = r["id"]
+        self.speaker: str | None = r["speaker"]
+        self.conversation_id: str = r["conversation_id"]
+        self.role: str = r["role"]
+        self.content: str = r["content"]
+        self.ts_ms: int = r["ts_ms"]
+        self.names = frozenset(r["names"].split())
+        self.prev: int | None = r["prev"]
+        self.next: int | None = r["next"]
+
+    @property
+    def body(self) -> tuple[str, ...]:
+        """The body's terms in first-seen order (`turns.Doc.body`)."""
+        if self._body is None:
+            r = self._view.conn.execute("SELECT body FROM fts WHERE rowid = ?", (self.id,)).fetchone()
+            self._body = tuple(dict.fromkeys(r[0].split())) if r is not None else ()
+        return self._body
+
+
+_FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.role, d.content, d.ts_ms, d.is_question, p.qshare, p.echo,"
+             " p.flags, p.names, p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id"
+             " WHERE d.id IN ({marks})")
+
+
+class _Docs:
+    """`DiskView.by_id`: documents by id, read when first asked for."""
+
+    def __init__(self, view: DiskView) -> None:
+        self.view = view
+        self.got: dict[int, DocInfo] = {}
+
+    def __getitem__(self, doc_id: int) -> DocInfo:
+        doc_id = int(doc_id)
+        got = self.got.get(doc_id)
+        if got is None:
+            self.view.fetch([doc_id])
+            got = self.got[doc_id]
+        return got
+
+
+class _Df:
+    """`DiskView.df`: body document frequencies, read per term when first asked for."""
+
+    def __init__(self, view: DiskView) -> None:
+        self.view = view
+        self.got: dict[str, int] = {}
+
+    def get(self, term: str, default: int | None = None) -> int | None:
+        got = self.got.get(term)
+        if got is None:
+            cached = self.view.cache.get(("t", self.view.okey, term))
+            if cached is not None:
+                got = cached[2]
+            else:
+                r = self.view.conn.execute("SELECT df FROM postings WHERE okey = ? AND term = ? ORDER BY first DESC"
+                                           " LIMIT 1", (self.view.okey, term)).fetchone()
+                got = r[0] if r is not None else 0
+            self.got[term] = got
+        return got if got else default
+
+
+class DiskView:
+    """The ranking's view of one owner for one search (read under the index lock)."""
+
+    def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row, cache: ByteCache) -> None:
+        self.conn, self.cache = conn, cache
+        self.okey: int = row["okey"]
+        self.agent: str = row["agent"]
+        self.owner: str = row["owner"]
+        self.n: int = row["n"]
+        self.avg = stepped_averages([row["l0"], row["l1"], row["l2"], row["l3"]], self.n)
+        self.speakers = self._speakers()
+        self.df = _Df(self)
+        self.by_id = _Docs(self)
+        self.cols = Columns()
+        self.size = 0
+        self.lens: Any = np.zeros((0, 4))
+        self._ords: Any = _EMPTY_I64  # per position: its ordinal, -1 for a neighbour known by id only
+        self._feat: Any = np.zeros(0, dtype=bool)  # per position: its columns are read
+        self._terms: dict[str, tuple[Any, Any]] = {}  # term -> (positions, packed counts)
+        self._sat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}
+        self._by_id: tuple[Any, Any] | None = None  # (sorted ids, their positions), made when asked
+        self._by_ord: tuple[Any, Any] | None = None
+
+    @property
+    def ids(self) -> Any:
+        return self.cols.ids[: self.size]
+
+    def idf(self, term: str) -> float:
+        df = self.df.get(term, 0) or 0
+        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+
+    # -- reading ---------------------------------------------------------------------------------------
+
+    def _speakers(self) -> dict[str, frozenset[str]]:
+        key = ("s", self.okey)
+        got = self.cache.get(key)
+        if got is None:
+            names = [r[0] for r in self.conn.execute("SELECT speaker FROM pspeakers WHERE okey = ?", (self.okey,))]
+            got = {s: frozenset(tokenize(s)) for s in names}
+            self.cache.put(key, got, sum(64 + 2 * len(s) for s in names))
+        return got
+
+    def _term(self, term: str) -> tuple[Any, Any, int]:
+        """(ordinals ascending, packed counts, body df) of a term's postings."""
+        key = ("t", self.okey, term)
+        got = self.cache.get(key)
+        if got is None:
+            rows = self.conn.execute("SELECT df, ords, packed FROM postings WHERE okey = ? AND term = ? ORDER BY first",
+                                     (self.okey, term)).fetchall()
+            if not rows:
+                got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
+            elif len(rows) == 1:
+                got = (np.frombuffer(rows[0][1], dtype=np.uint32), np.frombuffer(rows[0][2], dtype=np.uint64),
+                       rows[0][0])
+            else:
+                got = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint32),
+                       np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint64), rows[-1][0])
+            self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term))
+        self.df.got[term] = got[2]
+        return got
+
+    def _resolve(self, ords: Any) -> tuple[Any, Any]:
+        """(ids, lengths) of the documents at these ordinals (`pdocs`)."""
+        segs = ords // SEG_DOCS
+        wanted = np.unique(segs).tolist()
+        arrays: dict[int, tuple[Any, Any]] = {}
+        missing = []
+        for s in wanted:
+            got = self.cache.get(("d", self.okey, s))
+            if got is None:
+                missing.append(s)
+            else:
+                arrays[s] = got
+        for k in range(0, len(missing), _CHUNK):
+            part = missing[k : k + _CHUNK]
+            for seg, ids, lens in self.conn.execute(
+                    f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({','.join('?' * len(part))})",
+                    (self.okey, *part)):
+                got = (np.frombuffer(ids, dtype=np.int64), np.frombuffer(lens, dtype=np.uint32).reshape(-1, 4))
+                arrays[seg] = got
+                self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes)
+        out_ids = np.empty(len(ords), dtype=np.int64)
+        out_lens = np.empty((len(ords), 4))
+        for s in wanted:
+            at = np.flatnonzero(segs == s) if len(wanted) > 1 else np.arange(len(ords))
+            within = ords[at] - s * SEG_DOCS
+            ids, lens = arrays[s]
+            out_ids[at] = ids[within]
+            out_lens[at] = lens[within]
+        return out_ids, out_lens
+
+    # -- positions -------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _lookup(index: tuple[Any, Any], values: Any) -> Any:
+        keys, positions = index
+        if not len(keys):
+            return np.full(len(values), -1, dtype=np.int64)
+        j = np.searchsorted(keys, values)
+        jj = np.minimum(j, len(keys) - 1)
+        return np.where((j < len(keys)) & (keys[jj] == values), positions[jj], -1)
+
+    def _id_index(self) -> tuple[Any, Any]:
+        if self._by_id is None:
+            order = np.argsort(self.ids, kind="stable")
+            self._by_id = (self.ids[order], order)
+        return self._by_id
+
+    def _ord_index(self) -> tuple[Any, Any]:
+        if self._by_ord is None:
+            order = np.argsort(self._ords[: self.size], kind="stable")
+            self._by_ord = (self._ords[: self.size][order], order)
+        return self._by_ord
+
+    def _register(self, ids: Any, ords: Any | None = None, lens: Any | None = None) -> Any:
+        """Positions of these (distinct) documents, new ones appended; with `ords`, their ordinals and
+        lengths are stored too (a neighbour known by id only gets them when a term holds it)."""
+        at = self._lookup(self._id_index(), ids) if self.size else np.full(len(ids), -1, dtype=np.int64)
+        new = at < 0
+        k = int(new.sum())
+        if k:
+            start, end = self.size, self.size + k
+            at[new] = np.arange(start, end)
+            if end > self.cols.cap:
+                self.cols.reserve(end)
+            if end > len(self.lens):
+                cap = max(64, 2 * end)
+                lens_, ords_, feat_ = np.zeros((cap, 4)), np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=bool)
+                lens_[: self.size], ords_[: self.size], feat_[: self.size] = (
+                    self.lens[: self.size], self._ords[: self.size], self._feat[: self.size])
+                self.lens, self._ords, self._feat = lens_, ords_, feat_
+            self.cols.ids[start:end] = ids[new]
+            self.size = end
+            self._by_id = None
+        if ords is not None:
+            self._ords[at] = ords
+            self.lens[at] = lens
+            self._by_ord = None
+        return at
+
+    def load(self, terms: Iterable[str]) -> None:
+        """Read the postings of `terms` and give every document holding one a position."""
+        new = [t for t in dict.fromkeys(terms) if t not in self._terms]
+        if not new:
+            return
+        read = {t: self._term(t) for t in new}
+        every = np.unique(np.concatenate([o for o, _, _ in read.values()]).astype(np.int64))
+        if every.size:
+            pos = self._lookup(self._ord_index(), every)
+            miss = every[pos < 0]
+            if miss.size:
+                ids, lens = self._resolve(miss)
+                self._register(ids, miss, lens)
+            pos = self._lookup(self._ord_index(), every)
+        else:
+            pos = _EMPTY_I64
+        for t, (o, packed, _) in read.items():
+            self._terms[t] = (pos[np.searchsorted(every, o)] if len(o) else _EMPTY_I64, packed)
+
+    def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
+        """(positions, values > 0) of `term`'s saturated BM25F term frequency under `key` over the
+        documents holding it (`OwnerView.sat_arrays`)."""
+        got = self._sat.get((term, key))
+        if got is None:
+            self.load([term])
+            idx, packed = self._terms[term]
+            if not len(idx):
+                got = (_EMPTY_I64, np.zeros(0))
+            else:
+                keep, vals = saturate_rows(counts(packed), normalisation(key[2], self.lens[idx], self.avg), key)
+                got = (idx[keep], vals)
+            self._sat[(term, key)] = got
+        return got
+
+    def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any]:
+        """`sat_arrays(term, key)` for the documents at `pos` only, as (indices into `pos`, values):
+        no position is given to the term's other documents."""
+        if (term, key) in self._sat or term in self._terms:
+            idx, vals = self.sat_arrays(term, key)
+            slot = self._lookup((np.sort(np.asarray(pos, dtype=np.int64)), np.argsort(np.asarray(pos), kind="stable")),
+                                idx) if len(pos) else _EMPTY_I64
+            hit = slot >= 0
+            return slot[hit], vals[hit]
+        o, packed, _ = self._term(term)
+        p = np.asarray(pos, dtype=np.int64)
+        mine = self._ords[p]
+        if not len(o) or not len(p):
+            return _EMPTY_I64, np.zeros(0)
+        j = np.searchsorted(o, mine)
+        jj = np.minimum(j, len(o) - 1)
+        at = np.flatnonzero((j < len(o)) & (o[jj] == mine) & (mine >= 0))
+        keep, vals = saturate_rows(counts(packed[jj[at]]), normalisation(key[2], self.lens[p[at]], self.avg), key)
+        return at[keep], vals
+
+    def prepare(self, pos: Any) -> None:
+        """Read the columns of the documents at `pos` (the boosts' inputs and links) and give their
+        neighbours positions (in the same conversation: their conversation is known)."""
+        todo = np.unique(pos[~self._feat[pos]]) if len(pos) else pos
+        if not len(todo):
+            return
+        rows = self.fetch(self.cols.ids[todo].tolist())
+        cols = self.cols
+        at = self._lookup(self._id_index(), np.array([r["id"] for r in rows], dtype=np.int64))
+        links: list[tuple[int, int, int | None]] = []
+        for p, r in zip(at.tolist(), rows, strict=True):
+            conv = cols.conv[p] = cols.conv_codes.setdefault(r["conversation_id"], len(cols.conv_codes))
+            sp = r["speaker"]
+            cols.speaker[p] = -1 if sp is None else cols.speaker_codes.setdefault(sp, len(cols.speaker_codes))
+            cols.question_share[p] = r["qshare"]
+            cols.is_question[p] = bool(r["is_question"])
+            cols.echo[p] = r["echo"]
+            cols.has_time[p] = bool(r["flags"] & HAS_TIME)
+            cols.has_number[p] = bool(r["flags"] & HAS_NUMBER)
+            for c, name in enumerate(("prev", "next", "tprev", "tnext")):
+                links.append((p, c, r[name]))
+            self._feat[p] = True
+            links.append((p, -1, conv))
+        linked = sorted({j for _, c, j in links if c >= 0 and j is not None})
+        if linked:
+            lp = self._register(np.array(linked, dtype=np.int64))
+            where = dict(zip(linked, lp.tolist(), strict=True))
+            conv_of: dict[int, int] = {p: j for p, c, j in links if c < 0 and j is not None}
+            for p, c, j in links:
+                if c >= 0 and j is not None:
+                    q = where[j]
+                    cols.links[p, c] = q
+                    if not self._feat[q]:
+                        cols.conv[q] = conv_of[p]
+
+    def fetch(self, ids: Sequence[int]) -> list[sqlite3.Row]:
+        """Rows of `_FEATURES` for these documents, kept in `by_id`."""
+        rows: list[sqlite3.Row] = []
+        for k in range(0, len(ids), _CHUNK):
+            part = ids[k : k + _CHUNK]
+            rows += self.conn.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
+        got = self.by_id.got
+        for r in rows:
+            if r["id"] not in got:
+                got[r["id"]] = DocInfo(self, r)
+        return rows
+
+    def contents(self) -> dict[int, str]:
+        """Every document's text (the dense side reads them all: only with embeddings configured)."""
+        return dict(self.conn.execute("SELECT id, content FROM docs WHERE agent = ? AND owner = ?",
+                                      (self.agent, self.owner)).fetchall())
+
+
+def open_view(conn: sqlite3.Connection, agent: str, owner: str, cache: ByteCache) -> DiskView | None:
+    """The owner's view (None: nothing of it is indexed), its cache entries checked first."""
+    row = conn.execute("SELECT o.*, (SELECT value FROM meta WHERE key = 'generation') AS generation FROM powners o"
+                       " WHERE agent = ? AND owner = ?", (agent, owner)).fetchone()
+    if row is None or not row["n"]:
+        return None
+    cache.check(row["generation"], row["okey"], row["version"])
+    return DiskView(conn, row, cache)

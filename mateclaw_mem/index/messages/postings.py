@@ -1,0 +1,355 @@
+"""What the message ranking reads, kept on disk beside `docs` and `fts` (messages.db), written in the
+same transaction as the documents, so a search reads only its query terms' postings and the
+features of its candidates (messages/disk_view.py), never a whole history.
+
+Per owner (`powners`: an integer key, the document count, the four field-length sums, a version
+bumped by every write) each document gets an ordinal, 0, 1, ... in the order it was indexed:
+
+- `pdocs`: per segment of `SEG_DOCS` ordinals, the documents' ids (int64) and field lengths (four
+  uint32 each) - what a term's saturated BM25F scores divide by.
+- `postings`: per (owner, term) segments of at most `SEG_POSTINGS` entries, ascending ordinals
+  (uint32) with the four field counts packed in one uint64 (`turns.unpack`), keyed by their first
+  ordinal. An Add appends to the last segment of each term it touches (rewriting a few KB, not the
+  term's history); the last segment's `df` is the term's body document frequency.
+- `pfeat`: per document, what the later ranking steps read (question share, echo, a time, a number,
+  names) and its links: the turns before and after it in its conversation, and the same speaker's
+  turns two steps away (the in-memory view's `Doc.around` / `Doc.thread`).
+- `pspeakers`: the owner's speakers (the query's named speakers are matched against them).
+
+Blobs are in this machine's byte order, as numpy and `array` write them. Every value is what
+`tests/support/owner_view.OwnerView` computes from the same turns (tests/test_aml_disk_index.py).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from array import array
+from bisect import bisect_left
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from mateclaw_mem.db import owner_column
+from mateclaw_mem.index.messages.fields import FACT_BASE
+from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
+
+SEG_DOCS = 512  # ordinals per `pdocs` row: 12 KB of ids and lengths, rewritten by an Add
+SEG_POSTINGS = 256  # entries per `postings` row: at most 3 KB rewritten per term an Add touches
+_CHUNK = 500  # ids per `IN (...)` read
+
+# Flags of `pfeat.flags`.
+HAS_TIME, HAS_NUMBER = 1, 2
+
+
+def tables(s: str = "") -> str:
+    """The tables; `s` is the suffix of a copy built aside (`MessageStorage.rebuild`)."""
+    return f"""
+CREATE TABLE IF NOT EXISTS powners{s} (
+    okey INTEGER PRIMARY KEY, agent TEXT NOT NULL, owner TEXT NOT NULL,
+    n INTEGER NOT NULL, l0 INTEGER NOT NULL, l1 INTEGER NOT NULL, l2 INTEGER NOT NULL, l3 INTEGER NOT NULL,
+    version INTEGER NOT NULL, UNIQUE (agent, owner));
+CREATE TABLE IF NOT EXISTS pspeakers{s} (okey INTEGER NOT NULL, speaker TEXT NOT NULL,
+    PRIMARY KEY (okey, speaker)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pdocs{s} (okey INTEGER NOT NULL, seg INTEGER NOT NULL, ids BLOB NOT NULL,
+    lens BLOB NOT NULL, PRIMARY KEY (okey, seg)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS postings{s} (okey INTEGER NOT NULL, term TEXT NOT NULL, first INTEGER NOT NULL,
+    df INTEGER NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL, PRIMARY KEY (okey, term, first)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS pfeat{s} (id INTEGER PRIMARY KEY, ord INTEGER NOT NULL, qshare REAL NOT NULL,
+    echo REAL NOT NULL, flags INTEGER NOT NULL, names TEXT NOT NULL,
+    prev INTEGER, next INTEGER, tprev INTEGER, tnext INTEGER);
+"""
+
+
+TABLES = ("powners", "pspeakers", "pdocs", "postings", "pfeat")
+
+
+class Invalidate(Protocol):
+    """What a writer tells the read cache (disk_view.ByteCache) about the rows it rewrote."""
+
+    def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
+              speakers: bool) -> None: ...
+
+
+@dataclass
+class _Seg:
+    key: int | None  # its `first` as stored (None: not stored yet)
+    df: int
+    ords: array
+    packed: array
+    dirty: bool = False
+
+
+@dataclass
+class _Owner:
+    okey: int
+    n: int
+    lens: list[int]
+    version: int
+    new: bool
+    terms: set[str] = field(default_factory=set)
+    segs: set[int] = field(default_factory=set)
+    speakers: bool = False
+
+
+class PostingWriter:
+    """Folds parsed documents into the tables inside the caller's write transaction, then `flush`."""
+
+    def __init__(self, conn: sqlite3.Connection, s: str = "", cache: Invalidate | None = None) -> None:
+        self.conn, self.s, self.cache = conn, s, cache
+        self.owners: dict[tuple[str, str], _Owner] = {}
+        self.docsegs: dict[tuple[int, int], tuple[array, array]] = {}
+        self.segs: dict[tuple[int, str, int], _Seg] = {}  # by (okey, term, key or -1 - id(new))
+        self.last: dict[tuple[int, str], _Seg | None] = {}
+        self.feat: dict[int, list[object]] = {}  # doc id -> its pfeat row, as written at flush
+        self.parsed: dict[int, Doc] = {}
+        self.speaker: dict[int, str | None] = {}
+
+    # -- reading what is stored --------------------------------------------------------------------
+
+    def _owner(self, agent: str, owner: str) -> _Owner:
+        o = self.owners.get((agent, owner))
+        if o is None:
+            r = self.conn.execute(f"SELECT okey, n, l0, l1, l2, l3, version FROM powners{self.s}"
+                                  " WHERE agent = ? AND owner = ?", (agent, owner)).fetchone()
+            if r is None:
+                okey = self.conn.execute(f"INSERT INTO powners{self.s} (agent, owner, n, l0, l1, l2, l3, version)"
+                                         " VALUES (?, ?, 0, 0, 0, 0, 0, 0)", (agent, owner)).lastrowid
+                assert okey is not None
+                o = _Owner(okey, 0, [0, 0, 0, 0], 0, True)
+            else:
+                o = _Owner(r[0], r[1], [r[2], r[3], r[4], r[5]], r[6], False)
+            self.owners[(agent, owner)] = o
+        return o
+
+    def _docseg(self, okey: int, seg: int) -> tuple[array, array]:
+        got = self.docsegs.get((okey, seg))
+        if got is None:
+            r = self.conn.execute(f"SELECT ids, lens FROM pdocs{self.s} WHERE okey = ? AND seg = ?",
+                                  (okey, seg)).fetchone()
+            ids, lens = array("q"), array("I")
+            if r is not None:
+                ids.frombytes(r[0])
+                lens.frombytes(r[1])
+            got = self.docsegs[(okey, seg)] = (ids, lens)
+        return got
+
+    def _seg_of(self, r: sqlite3.Row | None) -> _Seg | None:
+        if r is None:
+            return None
+        okey, term, first = r["okey"], r["term"], r["first"]
+        got = self.segs.get((okey, term, first))
+        if got is None:
+            ords, packed = array("I"), array("Q")
+            ords.frombytes(r["ords"])
+            packed.frombytes(r["packed"])
+            got = self.segs[(okey, term, first)] = _Seg(first, r["df"], ords, packed)
+        return got
+
+    def _last(self, okey: int, term: str) -> _Seg | None:
+        if (okey, term) not in self.last:
+            self.last[(okey, term)] = self._seg_of(self.conn.execute(
+                f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? ORDER BY first DESC LIMIT 1",
+                (okey, term)).fetchone())
+        return self.last[(okey, term)]
+
+    def _doc(self, doc_id: int) -> Doc:
+        """A stored document parsed (the previous turn of a new one, when not in this batch)."""
+        got = self.parsed.get(doc_id)
+        if got is None:
+            r = self.conn.execute(_ROWS.format(s=self.s, where="d.id = ?"), (doc_id,)).fetchone()
+            got = self.parsed[doc_id] = parse_doc(r)
+            self.speaker[doc_id] = r["speaker"]
+        return got
+
+    def _links(self, doc_id: int) -> list[object]:
+        got = self.feat.get(doc_id)
+        if got is None:
+            r = self.conn.execute(f"SELECT * FROM pfeat{self.s} WHERE id = ?", (doc_id,)).fetchone()
+            got = self.feat[doc_id] = list(r)
+        return got
+
+    # -- folding documents in ----------------------------------------------------------------------
+
+    def put(self, agent: str, owner: str, d: Doc) -> None:
+        """A document new to the tables, or one stored whose fields grew (its `nb` when the next
+        turn of its conversation arrived): its counts and lengths replace the old ones."""
+        o = self._owner(agent, owner)
+        self.parsed[d.id] = d
+        self.speaker[d.id] = d.speaker
+        stored = self.feat.get(d.id) or self._stored_feat(d.id)
+        if stored is not None:
+            ordinal = int(stored[1])  # type: ignore[call-overload]
+            ids, lens = self._docseg(o.okey, ordinal // SEG_DOCS)
+            at = ordinal % SEG_DOCS
+            for f in range(4):
+                o.lens[f] += d.lens[f] - lens[4 * at + f]
+                lens[4 * at + f] = d.lens[f]
+            o.segs.add(ordinal // SEG_DOCS)
+            for t, packed in (d.counts or {}).items():
+                self._upsert(o, t, ordinal, packed)
+            return
+        ordinal = o.n
+        o.n += 1
+        for f in range(4):
+            o.lens[f] += d.lens[f]
+        ids, lens = self._docseg(o.okey, ordinal // SEG_DOCS)
+        ids.append(d.id)
+        lens.extend(d.lens)
+        o.segs.add(ordinal // SEG_DOCS)
+        body = set(d.body)
+        for t, packed in (d.counts or {}).items():
+            self._append(o, t, ordinal, packed, t in body)
+        if d.speaker is not None:
+            self.conn.execute(f"INSERT OR IGNORE INTO pspeakers{self.s} (okey, speaker) VALUES (?, ?)",
+                              (o.okey, d.speaker))
+            o.speakers = True
+        prev = None
+        if d.id < FACT_BASE:  # a fact is no turn: no neighbours
+            r = self.conn.execute(
+                f"SELECT id FROM docs{self.s} WHERE agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
+                " ORDER BY id DESC LIMIT 1", (agent, owner, d.conversation_id, d.id)).fetchone()
+            prev = r[0] if r is not None else None
+        echo, tprev = 0.0, None
+        if prev is not None:
+            p = self._doc(prev)
+            echo = echo_of(d, p)
+            plinks = self._links(prev)
+            plinks[7] = d.id  # its next
+            pp = plinks[6]
+            if pp is not None:
+                pp = int(pp)  # type: ignore[call-overload]
+                self._doc(pp)
+                if self.speaker[pp] == d.speaker:  # (None == None: two turns without a speaker)
+                    tprev = pp
+                    self._links(pp)[9] = d.id  # its thread's next
+        self.feat[d.id] = [d.id, ordinal, d.question_share, echo, HAS_TIME * d.has_time + HAS_NUMBER * d.has_number,
+                           " ".join(sorted(d.names)), prev, None, tprev, None]
+
+    def _stored_feat(self, doc_id: int) -> list[object] | None:
+        r = self.conn.execute(f"SELECT * FROM pfeat{self.s} WHERE id = ?", (doc_id,)).fetchone()
+        if r is None:
+            return None
+        got = self.feat[doc_id] = list(r)
+        return got
+
+    def _new_seg(self, o: _Owner, t: str, df: int) -> _Seg:
+        seg = _Seg(None, df, array("I"), array("Q"))
+        self.segs[(o.okey, t, -1 - id(seg))] = seg
+        return seg
+
+    def _append(self, o: _Owner, t: str, ordinal: int, packed: int, in_body: bool) -> None:
+        last = self._last(o.okey, t)
+        if last is None or len(last.ords) >= SEG_POSTINGS:
+            last = self.last[(o.okey, t)] = self._new_seg(o, t, last.df if last is not None else 0)
+        last.ords.append(ordinal)
+        last.packed.append(packed)
+        last.df += in_body
+        last.dirty = True
+        o.terms.add(t)
+
+    def _upsert(self, o: _Owner, t: str, ordinal: int, packed: int) -> None:
+        last = self._last(o.okey, t)
+        if last is not None and last.ords and last.ords[0] <= ordinal:
+            seg = last
+        else:
+            found = self._seg_of(self.conn.execute(
+                f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? AND first <= ?"
+                " ORDER BY first DESC LIMIT 1", (o.okey, t, ordinal)).fetchone()) or self._seg_of(self.conn.execute(
+                    f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? ORDER BY first LIMIT 1",
+                    (o.okey, t)).fetchone())
+            if found is None:  # (no stored segment: `_last` was None too)
+                found = self.last[(o.okey, t)] = self._new_seg(o, t, 0)
+            seg = found
+        k = bisect_left(seg.ords, ordinal)
+        if k < len(seg.ords) and seg.ords[k] == ordinal:
+            seg.packed[k] = packed
+        else:
+            seg.ords.insert(k, ordinal)
+            seg.packed.insert(k, packed)
+        seg.dirty = True
+        o.terms.add(t)
+
+    def flush(self) -> None:
+        s, conn = self.s, self.conn
+        for (okey, term, _), seg in self.segs.items():
+            if not seg.dirty:
+                continue
+            first = seg.ords[0]
+            if seg.key is not None and seg.key != first:
+                conn.execute(f"DELETE FROM postings{s} WHERE okey = ? AND term = ? AND first = ?",
+                             (okey, term, seg.key))
+            conn.execute(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
+                         " VALUES (?, ?, ?, ?, ?, ?)",
+                         (okey, term, first, seg.df, seg.ords.tobytes(), seg.packed.tobytes()))
+        conn.executemany(f"INSERT OR REPLACE INTO pdocs{s} (okey, seg, ids, lens) VALUES (?, ?, ?, ?)",
+                         [(okey, seg, ids.tobytes(), lens.tobytes())
+                          for (okey, seg), (ids, lens) in self.docsegs.items()])
+        conn.executemany(f"INSERT OR REPLACE INTO pfeat{s} (id, ord, qshare, echo, flags, names, prev, next,"
+                         " tprev, tnext) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(self.feat.values()))
+        for o in self.owners.values():
+            conn.execute(f"UPDATE powners{s} SET n = ?, l0 = ?, l1 = ?, l2 = ?, l3 = ?, version = ? WHERE okey = ?",
+                         (o.n, *o.lens, o.version + 1, o.okey))
+            if self.cache is not None and not s:
+                self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers)
+
+
+_ROWS = ("SELECT d.id, d.agent, d.owner, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
+         " f.body, f.ctx, f.nb, f.dt FROM docs{s} d JOIN fts{s} f ON f.rowid = d.id WHERE {where}")
+
+
+def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None) -> None:
+    """Fold the stored documents `ids` (new, or grown since they were folded in) into the tables;
+    the caller holds the write transaction (the documents' own)."""
+    if not ids:
+        return
+    rows: list[sqlite3.Row] = []
+    unique = sorted(set(ids))
+    for k in range(0, len(unique), _CHUNK):
+        part = unique[k : k + _CHUNK]
+        rows += conn.execute(_ROWS.format(s=s, where=f"d.id IN ({','.join('?' * len(part))})"), part).fetchall()
+    w = PostingWriter(conn, s, cache)
+    for r in sorted(rows, key=lambda r: r["id"]):
+        w.put(r["agent"], r["owner"], parse_doc(r))
+    w.flush()
+
+
+def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None = None, s: str = "",
+           cache: Invalidate | None = None, batch: int = 2000) -> int:
+    """Build the tables afresh from `docs`/`fts` for one owner (`agent` given), or all of them: the
+    one-time migration of an older file, and after a forget rewrote words. Returns documents folded."""
+    where, params = ("d.agent = ? AND d.owner = ?", (agent, owner_column(owner))) if agent is not None else ("1", ())
+    if agent is not None:
+        r = conn.execute(f"SELECT okey, version FROM powners{s} WHERE agent = ? AND owner = ?", params).fetchone()
+        if r is not None:
+            delete(conn, r[0], s)
+            conn.execute(f"INSERT INTO powners{s} (okey, agent, owner, n, l0, l1, l2, l3, version)"
+                         " VALUES (?, ?, ?, 0, 0, 0, 0, 0, ?)", (r[0], *params, r[1] + 1))
+    else:
+        for t in TABLES:
+            conn.execute(f"DELETE FROM {t}{s}")
+    done, after = 0, -1
+    while True:
+        rows = conn.execute(_ROWS.format(s=s, where=f"{where} AND d.id > ?") + " ORDER BY d.id LIMIT ?",
+                            (*params, after, batch)).fetchall()
+        if not rows:
+            return done
+        w = PostingWriter(conn, s, cache)
+        for r in rows:
+            w.put(r["agent"], r["owner"], parse_doc(r))
+        w.flush()
+        done += len(rows)
+        after = rows[-1]["id"]
+
+
+def delete(conn: sqlite3.Connection, okey: int, s: str = "") -> None:
+    """Every row of one owner (its words included) removed from the tables."""
+    conn.execute(f"DELETE FROM pfeat{s} WHERE id IN (SELECT id FROM docs{s} d JOIN powners{s} o"
+                 " ON d.agent = o.agent AND d.owner = o.owner WHERE o.okey = ?)", (okey,))
+    for t in ("postings", "pdocs", "pspeakers", "powners"):
+        conn.execute(f"DELETE FROM {t}{s} WHERE okey = ?", (okey,))
+
+
+def delete_owner(conn: sqlite3.Connection, agent: str, owner: str | None) -> None:
+    r = conn.execute("SELECT okey FROM powners WHERE agent = ? AND owner = ?", (agent, owner_column(owner))).fetchone()
+    if r is not None:
+        delete(conn, r[0])

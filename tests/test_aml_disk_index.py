@@ -1,0 +1,186 @@
+"""The on-disk message index ranks exactly as the in-memory view it replaced: on random
+conversations of several owners, added in chunks with searches between them (so the byte cache is
+kept and invalidated along the way) and with facts among the turns, the tables hold the view's
+statistics, counts, lengths, features and links, and every search gives the view's top 100 - the
+same turns, the same order, the same scores - for the default ranking and knobs that take other
+branches. The in-memory view is itself held to the plain loops (test_aml_candidates.py,
+test_aml_scoring.py)."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.index.messages.disk_view import ByteCache
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.ranking import Ranking, rank
+from mateclaw_mem.index.tokenizer import tokenize
+from tests.support.disk_reference import (
+    disk_state,
+    disk_view,
+    random_line,
+    random_query,
+    reference_state,
+    reference_view,
+)
+
+TS = 1683554160000
+BASE = Ranking()
+RANKINGS = {
+    "default": BASE,
+    "requery": replace(BASE, prf_requery=True),
+    "last-question": replace(BASE, question_mode="last"),
+    "few-candidates": replace(BASE, max_candidates=7),
+    "all-candidates": replace(BASE, max_candidates=0),
+}
+
+
+@dataclass(frozen=True)
+class _Fact:
+    id: int
+    agent: str
+    owner: str | None
+    conversation_id: str
+    text: str
+    ts_ms: int
+    source_ids: tuple[int, ...]
+
+
+class _Facts:
+    """A fact store's `facts_since` over a list (index.sources.FactSource)."""
+
+    def __init__(self) -> None:
+        self.facts: list[_Fact] = []
+
+    def facts_since(self, after_id: int, *, limit: int = 1000) -> list[_Fact]:
+        return [f for f in self.facts if f.id > after_id][:limit]
+
+
+def _grown(tmp_path: Path, seed: int, owners: tuple[str, ...], adds: int, convs: int, *, searches: bool = True,
+           **kw: int) -> tuple[random.Random, ConversationLog, MessageIndex]:
+    rng = random.Random(seed)
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db", **kw)
+    _grow(rng, log, index, _Facts(), owners, adds=adds, convs=convs, searches=searches)
+    return rng, log, index
+
+
+def _grow(rng: random.Random, log: ConversationLog, index: MessageIndex, facts: _Facts, owners: tuple[str, ...],
+          adds: int, convs: int, searches: bool) -> None:
+    for k in range(adds):
+        owner = rng.choice(owners)
+        conv = f"{owner}-c{rng.randint(0, convs - 1)}"
+        lines = [random_line(rng) for _ in range(rng.randint(1, 9))]
+        ts = TS + rng.randint(0, 400) * 86_400_000
+        log.append("aml", conv, [NewMessage("user", t, ts + i) for i, t in enumerate(lines)], owner=owner, now_ms=TS)
+        index.sync(log)
+        if rng.random() < 0.15:
+            last = log.since(0, limit=100_000)[-1]
+            facts.facts.append(_Fact(len(facts.facts) + 1, "aml", last.owner, last.conversation_id,
+                                     random_line(rng).split(": ", 1)[-1], last.ts_ms, (last.id,)))
+            index.sync_facts(facts)
+        if searches and k % 3 == 0:
+            index.search("aml", owner, random_query(rng)[0], limit=10)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_disk_index_ranks_exactly_like_the_in_memory_view(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    facts = _Facts()
+    owners = ("u1", "u2")
+    _grow(rng, log, index, facts, owners, adds=20 + 25 * seed, convs=2 + seed % 5, searches=True)
+    compared = found = 0
+    for owner in owners:
+        ref = reference_view(index, "aml", owner)
+        assert disk_state(index, "aml", owner) == reference_state(ref)
+        for _ in range(12):
+            query, options = random_query(rng)
+            for name, r in RANKINGS.items():
+                # A fresh view per search, as the index opens one; the cache carries between them.
+                got = rank(disk_view(index, "aml", owner), query, options, r, limit=100)
+                want = rank(ref, query, options, r, limit=100)
+                assert got == want, (seed, owner, query, options, name)
+                compared += 1
+                found += bool(got)
+        # And through the index's own search (its cache warm from the searches above).
+        query, options = random_query(rng)
+        hits = index.search("aml", owner, query, limit=100, options=options)
+        assert [(h.score, h.id) for h in hits] == [(round(s, 6), i) for s, i in rank(ref, query, options, BASE,
+                                                                                       limit=100)]
+    assert found > compared * 0.7
+    for x in (index, log):
+        x.close()
+
+
+def test_a_cache_too_small_for_anything_and_a_cold_one_answer_the_same(tmp_path: Path) -> None:
+    rng, log, index = _grown(tmp_path, 99, ("u1",), adds=60, convs=3)
+    tiny = ByteCache(0)
+    for _ in range(20):
+        query, options = random_query(rng)
+        want = rank(reference_view(index, "aml", "u1"), query, options, BASE, limit=100)
+        assert rank(disk_view(index, "aml", "u1", tiny), query, options, BASE, limit=100) == want
+        assert rank(disk_view(index, "aml", "u1", ByteCache(1 << 30)), query, options, BASE, limit=100) == want
+    assert tiny.size == 0
+    for x in (index, log):
+        x.close()
+
+
+def test_the_cache_stays_within_its_bytes(tmp_path: Path) -> None:
+    rng, log, index = _grown(tmp_path, 5, ("u1", "u2", "u3"), adds=80, convs=4, searches=False, cache_bytes=20_000)
+    for _ in range(40):
+        index.search("aml", rng.choice(("u1", "u2", "u3")), random_query(rng)[0], limit=20)
+        assert 0 < index.cache.size <= 20_000
+    for x in (index, log):
+        x.close()
+
+
+def test_an_older_file_is_migrated_once_in_place(tmp_path: Path) -> None:
+    """A messages.db written before the postings existed (documents only) gets them at its first
+    open, once: the next open finds the marker, and the searches rank as the in-memory view did."""
+    rng, log, index = _grown(tmp_path, 11, ("u1",), adds=30, convs=3, searches=False)
+    ref = reference_view(index, "aml", "u1")
+    index.close()
+    with sqlite3.connect(tmp_path / "messages.db") as old:  # as an older version left it
+        old.executescript("DROP TABLE powners; DROP TABLE postings; DROP TABLE pdocs; DROP TABLE pfeat;"
+                          " DROP TABLE pspeakers; DELETE FROM meta WHERE key = 'migrated:postings-1';")
+    again = MessageIndex(tmp_path / "messages.db")
+    with sqlite3.connect(tmp_path / "messages.db") as conn:
+        assert conn.execute("SELECT value FROM meta WHERE key = 'migrated:postings-1'").fetchone()[0] == str(ref.n)
+    assert disk_state(again, "aml", "u1") == reference_state(ref)
+    for _ in range(10):
+        query, options = random_query(rng)
+        assert rank(disk_view(again, "aml", "u1"), query, options, BASE, limit=100) == \
+            rank(ref, query, options, BASE, limit=100)
+    again.close()
+    with sqlite3.connect(tmp_path / "messages.db") as conn:  # a postings row the next open must not rebuild
+        conn.execute("UPDATE powners SET version = version + 1000")
+    third = MessageIndex(tmp_path / "messages.db")
+    with sqlite3.connect(tmp_path / "messages.db") as conn:
+        assert conn.execute("SELECT MIN(version) FROM powners").fetchone()[0] >= 1000
+    for x in (third, log):
+        x.close()
+
+
+def test_a_rebuild_and_a_forget_leave_the_tables_as_a_fresh_index_would(tmp_path: Path) -> None:
+    _, log, index = _grown(tmp_path, 21, ("u1", "u2"), adds=40, convs=3)
+    assert index.rebuild(log, batch=7) > 0
+    for owner in ("u1", "u2"):
+        assert disk_state(index, "aml", owner) == reference_state(reference_view(index, "aml", owner))
+    assert index.rebuild(log) > 0  # twice: the tables built aside are swapped in again
+    hits = index.search("aml", "u1", "pottery glazes kiln camping", limit=5)
+    target = hits[0].id if hits else log.since(0, limit=1)[0].id
+    assert index.rewrite("aml", "u1", {target: "Ann: [forgotten]"}) == 1
+    state = disk_state(index, "aml", "u1")
+    assert state == reference_state(reference_view(index, "aml", "u1"))
+    # The forgotten words left the turn's own field: only the new text's terms count in its body.
+    in_body = {t for t, d in state.postings.items() if d.get(target, 0) & 0xFFFF}
+    assert in_body == set(tokenize("[forgotten]"))
+    for x in (index, log):
+        x.close()
