@@ -273,3 +273,37 @@ def test_mem0_is_off_by_default(tmp_path: Path, clock: ManualClock) -> None:
         assert svc.providers.names == ["search_hits", "conversation_hits"]
     finally:
         svc.close()
+
+
+# -- hostile answers: a byte cap and one deadline for the whole call ------------------------------
+
+
+@pytest.mark.parametrize("mode", ["huge", "huge-declared"])
+def test_an_80_mb_answer_is_refused_at_the_byte_cap_not_read_whole(make, mem0: Mem0Server, mode: str) -> None:
+    mem0.modes[SEARCH] = mode
+    svc = make(maxAnswerBytes=200_000)
+    got = svc.providers.prefetch("default", OWNER, "tea")
+    assert got.outcome("mem0") == "error" and "mem0" not in got.items
+    assert "200,000-byte cap" in (_call(got).error or "")
+    assert got.outcome("search_hits") == "ok"  # the others answered
+    assert svc.providers.wait_idle(10)
+    # The reader stopped at the cap: the server never got to push its 80 MB into the socket.
+    assert mem0.sent.get(SEARCH, 0) < mem0.huge_bytes
+
+
+@pytest.mark.parametrize("mode", ["drip", "drip-head"])
+def test_a_dripping_mem0_is_cut_at_its_deadline_and_frees_its_thread(make, mem0: Mem0Server, mode: str) -> None:
+    """One byte every 50 ms never trips a socket timeout; `timeoutMs` bounds the whole call, so
+    the provider's thread is free again while the server would still be dripping (it drips until
+    released at teardown, minutes for this answer)."""
+    mem0.modes[SEARCH] = mode
+    svc = make(timeoutMs=600)
+    svc.store.write("default", "MEMORY.md", "# Memory\n\n## Tea\n\nTakes tea without sugar.\n",
+                    expected_sha=None, actor="person")
+    ctx = svc.context.build("default", owner=OWNER, query="tea")
+    assert ctx.prefetch is not None and ctx.prefetch.outcome("search_hits") == "ok"
+    assert "Takes tea without sugar" in ctx.system  # the prompt came
+    assert svc.providers.wait_idle(10)  # the call ended: no thread pinned by the drip
+    report = svc.providers.status()["providers"]["mem0"]
+    assert "deadline" in (report["last_error"] or ""), report
+    assert mem0.sent.get(SEARCH, 0) > 0  # it was dripping when it was cut

@@ -9,7 +9,9 @@
   queue (`syncQueueCapacity` 256); a full queue drops the turn with a warning and counts it.
 - `searchEnabled` / `syncEnabled` (both true) switch each half off, as in the seed: recall-only (no
   turn is sent) or sync-only (no prefetch request; the provider answers no items).
-- `timeoutMs` (3000) bounds both requests (a prefetch also stops at the registry's deadline);
+- `timeoutMs` (3000) bounds each request whole, a server dripping bytes included (a prefetch also
+  stops at the registry's deadline), and `maxAnswerBytes` (1 MiB) its answer: a longer one fails the
+  call unread (providers/bounded_http.py);
   the key is `apiKey` (the seed's) or, to keep it out of the config file, `apiKeyEnv` naming the
   environment variable holding it; either is sent as `Authorization: Bearer …`.
 - No owner: neither call is made (Mem0 memory is per person; there is no "shared" user).
@@ -31,13 +33,12 @@ import os
 import queue
 import threading
 import time
-import urllib.error
-import urllib.request
 from typing import Any
 
 from pydantic import ConfigDict, Field, StrictBool, ValidationError
 
 from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.providers import bounded_http
 from mateclaw_mem.providers.base import ProviderContext, ProviderItem
 from mateclaw_mem.providers.plugins import as_written, option_keys
 from mateclaw_mem.wire import Wire
@@ -57,7 +58,8 @@ class Mem0Options(Wire):
     api_key_env: str | None = Field(None, min_length=1)  # ours: the variable's name, the key out of the file
     search_enabled: StrictBool = True
     sync_enabled: StrictBool = True
-    timeout_ms: int = Field(3000, ge=1)
+    timeout_ms: int = Field(3000, ge=1)  # the whole call, a slow drip of bytes included
+    max_answer_bytes: int = Field(1_048_576, ge=1024)  # ours: a longer answer is refused unread
     max_results: int = Field(5, ge=1)
     sync_queue_capacity: int = Field(256, ge=1)
     search_path: str = "/memories/search/"
@@ -75,8 +77,6 @@ class Mem0Provider:
         self.options = options
         self._base = options.base_url.rstrip("/")
         self._key = options.api_key or (os.environ.get(options.api_key_env, "") if options.api_key_env else "")
-        # No proxy: a Mem0 next to the daemon must not be routed through a shell's http_proxy.
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=options.sync_queue_capacity)
         self._worker: threading.Thread | None = None  # started by the first turn, not by building
         self._lock = threading.Lock()
@@ -203,10 +203,12 @@ class Mem0Provider:
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *,
                  deadline: float | None = None) -> Any:
-        """One call to Mem0: its JSON answer (None for an empty one); Mem0Error naming the call."""
-        timeout = self.options.timeout_ms / 1000
+        """One call to Mem0: its JSON answer (None for an empty one); Mem0Error naming the call.
+        `timeoutMs` bounds the whole call, a slow drip of bytes included, and `maxAnswerBytes` its
+        answer (providers/bounded_http.py)."""
+        end = time.monotonic() + self.options.timeout_ms / 1000
         if deadline is not None:  # no use waiting past the point the registry stops listening
-            timeout = max(0.01, min(timeout, deadline - time.monotonic()))
+            end = min(end, deadline)
         where = f"{method} {path.split('?')[0]}"
         headers = {"Accept": "application/json"}
         if body is not None:
@@ -214,14 +216,14 @@ class Mem0Provider:
         if self._key:
             headers["Authorization"] = f"Bearer {self._key}"
         data = json.dumps(body).encode("utf-8") if body is not None else None
-        req = urllib.request.Request(self._base + path, data=data, headers=headers, method=method)
         try:
-            with self._opener.open(req, timeout=timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as exc:
-            raise Mem0Error(f"{where} answered HTTP {exc.code}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise Mem0Error(f"{where} failed: {getattr(exc, 'reason', None) or exc}") from None
+            answer = bounded_http.call(method, self._base + path, body=data, headers=headers, deadline=end,
+                                       max_bytes=self.options.max_answer_bytes)
+        except bounded_http.CallFailed as exc:
+            raise Mem0Error(f"{where}: {exc}") from None
+        if answer.status >= 300:
+            raise Mem0Error(f"{where} answered HTTP {answer.status}")
+        raw = answer.body
         try:
             return json.loads(raw.decode("utf-8")) if raw.strip() else None
         except ValueError:

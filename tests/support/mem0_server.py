@@ -9,8 +9,12 @@ It speaks the two endpoints the provider uses, with the Mem0 Platform API v1 sha
 - `POST /memories/` `{messages: [{role, content}], user_id, agent_id}` -> a JSON list of
   `{id, data: {memory}, event: "ADD"}`; each user message becomes one memory.
 
-Each endpoint has a mode the test sets: "ok", "500" or "hang" (held until `release()`, then 500).
-Every request is recorded with its path, headers and JSON body; `add_seen` is set on each add.
+Each endpoint has a mode the test sets: "ok", "500" or "hang" (held until `release()`, then 500);
+"huge" answers `huge_bytes` (80 MB) of a JSON list with no Content-Length, "huge-declared" says its
+size up front; "drip" sends the answer's headers and then one byte of its body every `drip_seconds`,
+"drip-head" drips from the status line on (both until `release()` or the client leaves). `sent[path]`
+counts the body bytes the socket took. Every request is recorded with its path, headers and JSON
+body; `add_seen` is set on each add.
 """
 
 from __future__ import annotations
@@ -32,6 +36,9 @@ class Mem0Server:
         self.memories: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.add_seen = threading.Event()
+        self.huge_bytes = 80_000_000
+        self.drip_seconds = 0.05
+        self.sent: dict[str, int] = {}
         self._release = threading.Event()
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -105,6 +112,13 @@ class Mem0Server:
                     server.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
                 if self.path == ADD:
                     server.add_seen.set()
+                mode = server.modes.get(self.path, "")
+                if mode.startswith(("huge", "drip")):
+                    try:
+                        self._hostile(mode)
+                    except OSError:
+                        pass  # the client stopped reading: what we measure
+                    return
                 status, answer = server._answer(self.path, body)
                 data = json.dumps(answer).encode("utf-8")
                 try:
@@ -115,6 +129,36 @@ class Mem0Server:
                     self.wfile.write(data)
                 except OSError:
                     pass  # the client gave up (its deadline): nothing to answer
+
+            def _hostile(self, mode: str) -> None:
+                row = json.dumps(_memory("likes green tea " + "x" * 900, None, None)).encode("utf-8")
+                if mode == "drip-head":
+                    self._drip(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n[]")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if mode == "huge-declared":
+                    self.send_header("Content-Length", str(server.huge_bytes))
+                self.end_headers()
+                if mode == "drip":
+                    self._drip(b"[" + row + b"]")
+                    return
+                self.wfile.write(b"[")
+                written = 1
+                while written < server.huge_bytes:
+                    self.wfile.write(row + b",")
+                    written += len(row) + 1
+                    server.sent[self.path] = written
+                self.wfile.write(row + b"]")
+
+            def _drip(self, data: bytes) -> None:
+                self.close_connection = True
+                for i in range(len(data)):
+                    if server._release.wait(server.drip_seconds):
+                        return
+                    self.wfile.write(data[i:i + 1])
+                    self.wfile.flush()
+                    server.sent[self.path] = i + 1
 
         return Handler
 
