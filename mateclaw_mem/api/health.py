@@ -12,6 +12,7 @@ from fastapi import APIRouter, Depends, Response
 from mateclaw_mem import __version__
 from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.deps import get_services
+from mateclaw_mem.runtime import recovery
 from mateclaw_mem.runtime.daemon_status import STATUS_PATH
 from mateclaw_mem.runtime.heal import report
 from mateclaw_mem.runtime.services import START_ORDER, Services
@@ -38,6 +39,8 @@ def health(services: Services = Depends(get_services)) -> dict[str, Any]:
         "providers": services.providers.status() if services.built("providers") else None,
         # Damaged databases moved aside (runtime/heal.py): which, why, and how to copy their rows back.
         "set_aside": report(services.settings, full_paths=False),
+        # Operations a crash interrupted, finished at start (runtime/recovery.py): which and how.
+        "interrupted_operations": recovery.report(services, full=False),
     }
 
 

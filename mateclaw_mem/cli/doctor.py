@@ -41,6 +41,9 @@ def cmd_doctor(ctx: CliContext) -> int:
         for s in data["set_aside"]:
             lines.append(f"  {s['file']}  ({s['kind']}, {s['set_aside_at']}: {s['problem']})")
             lines.append(f"    {s['recover']}")
+    for e in data.get("finished_now") or []:
+        lines.append(f"interrupted {e['operation']} (run {e['run']}): {e['outcome']} - {e['how']}")
+        lines += [f"  left alone: {f['file']}: {f['why']}" for f in e.get("left_alone", [])]
     ctx.emit(data, "\n".join(lines))
     return 1 if data["daemon"] else 0
 

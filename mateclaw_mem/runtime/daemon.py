@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
-from mateclaw_mem.runtime import heal, pidfile
+from mateclaw_mem.runtime import heal, pidfile, recovery
 from mateclaw_mem.runtime.net import bind, is_loopback
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.atomic import clean_temp_files
@@ -155,6 +155,7 @@ class Daemon:
         # that comes before a worker runs is not lost: pending work is in state.db and start()
         # resumes it; /health says "catching up" until the watcher's first reconcile is done.
         # Stopped after the HTTP API (stoppers run newest first): no request meets a stopping worker.
+        recovery.at_start(self.services)  # operations a crash interrupted, finished before any worker runs
         self.add_stopper("background work", self.services.stop)
         if sock is not None:
             server = self._prepare_http()

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
-from mateclaw_mem.runtime import heal
+from mateclaw_mem.runtime import heal, recovery
 
 if TYPE_CHECKING:
     from mateclaw_mem.runtime.services import Services
@@ -39,6 +39,8 @@ def check(services: Services) -> dict[str, Any]:
                                     for s in services.set_aside_now]
             out["rebuilt"] = _rebuild(services)
     out["set_aside"] = heal.report(settings)
+    # Operations a crash interrupted: finished now (runtime/recovery.py), as the daemon's start would.
+    out["finished_now"] = recovery.at_start(services)
     return out
 
 

@@ -110,6 +110,7 @@ class Services:
         # runtime/heal.py: whether this process checked its databases before opening one; what it set aside.
         self.heal_checked = False
         self.set_aside_now: list[Any] = []
+        self.journal_checked = False  # runtime/recovery.py: interrupted operations finished at start
         self.add_status("index", lambda: _index_wiring().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
@@ -413,6 +414,7 @@ class Services:
             if not self.heal_checked and name not in _NO_DATABASE:  # a damaged file set aside before any opens it
                 _heal().before_first_open(self)
             if name not in self._built:  # a waiting prefetch worker finds it built
+                _recovery().at_start(self)
                 self._built[name] = build(self)
             return self._built[name]  # type: ignore[no-any-return]
 
@@ -499,6 +501,12 @@ def _heal() -> Any:
 
 
 def _index_wiring() -> Any:
+def _recovery() -> Any:
+    from mateclaw_mem.runtime import recovery
+
+    return recovery
+
+
     from mateclaw_mem.runtime import index_wiring
 
     return index_wiring

@@ -78,6 +78,7 @@ def write(store: WorkspaceStore, agent: str, rel: str, data: bytes, *, expected_
             new_sha = sha256(data)
             if current.exists and new_sha == current.sha:
                 return WriteResult(rel, where, new_sha, current.sha, False)
+            store.journal.note(batch, store.agent_key(agent, owner), rel, current.sha, new_sha)
             outcome = replace_verified(store.root, *store._parts(agent, owner, rel), data, expected_sha=current.sha)
             store._keep_superseded(agent, owner, rel, outcome.superseded, actor)
             if not outcome.ok:
@@ -100,6 +101,7 @@ def delete(store: WorkspaceStore, agent: str, rel: str, *, expected_sha: str | N
                 raise NotFoundError(f"{rel} does not exist")
             if expected_sha is not None and expected_sha != current.sha:
                 raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
+            store.journal.note(batch, store.agent_key(agent, owner), rel, current.sha, "")
             outcome = delete_verified(store.root, *store._parts(agent, owner, rel), expected_sha=current.sha)
             store._keep_superseded(agent, owner, rel, outcome.superseded, actor)
             if not outcome.ok:

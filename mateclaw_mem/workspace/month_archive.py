@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import BusyError, ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.workspace import blobs
+from mateclaw_mem.workspace.journal import Step
 from mateclaw_mem.workspace.records import sha256
 
 if TYPE_CHECKING:
@@ -247,10 +248,14 @@ def restore_month(store: WorkspaceStore, agent: str, month: str, *, owner: str |
             f"restore of {month} refused, nothing written: {', '.join(clashes)} already exist(s) with other content "
             f"(a newer note of the same date?); rename or move {'them' if len(clashes) > 1 else 'it'} "
             "and restore again")
-    for member in report.restored:
-        # The person's decision, like an undo: byte for byte, no machine rewriting of pins.
-        store.write(agent, member, got.members[member].decode("utf-8"), expected_sha="", actor=PERSON, owner=owner,
-                    reason=f"restored from {rel}", batch=report.batch)
-    blobs.delete(store, agent, rel, expected_sha=got.sha, actor=PERSON, owner=owner,
-                 reason=f"{month} restored", batch=report.batch)
+    steps = [Step(agent, owner, m, "", got.members[m], PERSON, f"restored from {rel}") for m in report.restored]
+    steps.append(Step(agent, owner, rel, got.sha, None, PERSON, f"{month} restored"))
+    # Journaled (workspace/journal.py): killed half-way, the next start puts the rest back.
+    with store.journal.operation("month-restore", report.batch, steps):
+        for member in report.restored:
+            # The person's decision, like an undo: byte for byte, no machine rewriting of pins.
+            store.write(agent, member, got.members[member].decode("utf-8"), expected_sha="", actor=PERSON,
+                        owner=owner, reason=f"restored from {rel}", batch=report.batch)
+        blobs.delete(store, agent, rel, expected_sha=got.sha, actor=PERSON, owner=owner,
+                     reason=f"{month} restored", batch=report.batch)
     return report

@@ -28,6 +28,7 @@ from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, readin
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
+from mateclaw_mem.workspace.journal import Journal
 from mateclaw_mem.workspace.listing import FileInfo, FileLister
 from mateclaw_mem.workspace.machine_rules import changed_keys
 from mateclaw_mem.workspace.paths import (
@@ -60,14 +61,17 @@ class WorkspaceStore:
         history_keep: int = 50,
         owner_isolation: bool = False,
         lock_timeout: float = 30.0,
+        file_max_bytes: int = 0,
     ) -> None:
         self.root = Path(root)
+        self.file_max_bytes = file_max_bytes  # workspace/oversized.py: bigger files are read in parts
         self.clock = clock
         self.ceilings = {"PROFILE.md": 4000, "MEMORY.md": 8000} if ceilings is None else dict(ceilings)
         self.owner_isolation = owner_isolation
         self.state_dir = self.root / STATE_DIRNAME
         self.history_store = History(self.state_dir / "history", keep=history_keep)
         self.provenance = ProvenanceStore(self.state_dir / "provenance")
+        self.journal = Journal(self.state_dir / "journal")  # multi-file operations' intents (journal.py)
         self._written: dict[str, str] = {}  # path -> sha this process last wrote (its own fresh mtime)
         # Called with the path right before the final exchange: the race tests put a person's save
         # at exactly that instant (a real write to the real file, from outside the store).
@@ -86,6 +90,7 @@ class WorkspaceStore:
             ceilings={"PROFILE.md": memory.profile_max_chars, "MEMORY.md": memory.memory_md_max_chars},
             history_keep=settings.history.keep_versions,
             owner_isolation=settings.owner_isolation,
+            file_max_bytes=memory.memory_file_max_bytes,
         )
 
     # -- paths ---------------------------------------------------------------------------------
@@ -260,6 +265,7 @@ class WorkspaceStore:
                     raise ConflictError(f"{rel} changed since it was read; re-read it and try again")
                 if self.before_replace is not None:
                     self.before_replace(path)
+                self.journal.note(batch, self.agent_key(agent, owner), rel, current.sha, "")
                 outcome = delete_verified(self.root, *self._parts(agent, owner, rel), expected_sha=current.sha)
                 self._keep_superseded(agent, owner, rel, outcome.superseded, actor)
                 if not outcome.ok:
@@ -331,6 +337,7 @@ class WorkspaceStore:
                 mode = os.stat(path).st_mode & 0o777
         if self.before_replace is not None:
             self.before_replace(path)
+        self.journal.note(batch, key, rel, current.sha, new_sha)
         outcome = replace_verified(self.root, *self._parts(agent, owner, rel), data,
                                    expected_sha=current.sha, mode=mode)
         self._keep_superseded(agent, owner, rel, outcome.superseded, actor)
@@ -419,6 +426,10 @@ class WorkspaceStore:
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:
         include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner
         return self._lister.list(self.agent_dir(agent, owner), prefix=prefix, include_owners=include_owners)
+
+    def unreadable_files(self) -> dict[str, str]:
+        """Memory files a listing could not read as text (not UTF-8), relative to the root -> why."""
+        return {os.path.relpath(p, self.root): why for p, why in sorted(self._lister.unreadable.items())}
 
     def one_listing(self) -> contextlib.AbstractContextManager[None]:
         """Within it, this thread lists each folder once: a report that lists the same files twice."""

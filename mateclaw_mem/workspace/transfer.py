@@ -44,6 +44,7 @@ from mateclaw_mem.errors import (
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.merge import append_missing
 from mateclaw_mem.workspace.import_source import MANIFEST, Source, SourceFile, read_source
+from mateclaw_mem.workspace.journal import Step
 from mateclaw_mem.workspace.listing import ALWAYS_ON
 from mateclaw_mem.workspace.paths import check_agent, check_relative, owner_dirname
 from mateclaw_mem.workspace.snapshot_records import (
@@ -254,17 +255,21 @@ class Transfer:
                 report = ImportReport(target, strategy, dry_run, None, items, notes)
             else:
                 batch = self._batch_id(target)
-                done: list[ImportItem] = []
-                for item in items:
-                    if any(i.action == "failed" for i in done):  # all or nothing: stop at the first failure
-                        done.append(replace(item, action="skip", reason="not written: the import stopped"))
-                    else:
-                        done.append(self._apply(target, item, batch, source, strategy)
-                                    if item.action in WRITES and item.source not in self.sidecars else item)
-                if not any(i.action == "failed" for i in done):  # a log, not a file: added once the files are in
-                    done = [self._apply_sidecar(target, i, source) if i.source in self.sidecars
-                            and i.action in WRITES else i for i in done]
-                self._all_or_nothing(source.name, done, batch)
+                steps, finish, staged = self._intent(target, items, source)
+                # Every planned file staged in the journal before the first write: a kill mid-way is
+                # finished at the next start (workspace/journal.py), never left half imported.
+                with self.store.journal.operation("import", batch, steps, finish=finish, staged=staged):
+                    done: list[ImportItem] = []
+                    for item in items:
+                        if any(i.action == "failed" for i in done):  # all or nothing: stop at the first failure
+                            done.append(replace(item, action="skip", reason="not written: the import stopped"))
+                        else:
+                            done.append(self._apply(target, item, batch, source, strategy)
+                                        if item.action in WRITES and item.source not in self.sidecars else item)
+                    if not any(i.action == "failed" for i in done):  # a log, not a file: added once the files are in
+                        done = [self._apply_sidecar(target, i, source) if i.source in self.sidecars
+                                and i.action in WRITES else i for i in done]
+                    self._all_or_nothing(source.name, done, batch)
                 wrote = any(i.action in WRITES for i in done)
                 report = ImportReport(target, strategy, False, batch if wrote else None, done, notes)
         if not dry_run:  # a dry run writes nothing: the face shows its plan
@@ -282,6 +287,30 @@ class Transfer:
             if not zipfile.is_zipfile(path):
                 raise InvalidInputError("the uploaded file is not a zip archive (send an export's .zip as `file`)")
             return self.import_(path, agent=agent, strategy=strategy, dry_run=dry_run, owner=owner)
+
+    def _intent(self, agent: str, items: list[ImportItem], source: Source
+                ) -> tuple[list[Step], dict[str, Any], dict[str, Path | bytes]]:
+        """The journal's plan: each file to write with the text planned for it; a sidecar's bytes
+        staged for `finish_sidecars` (it is applied after the files)."""
+        steps = [Step(agent, i.owner, i.rel, i.old_sha, i.planned.encode("utf-8"), ACTOR,
+                      f"import ({i.action} from {i.source})")
+                 for i in items if i.action in WRITES and i.source not in self.sidecars]
+        staged: dict[str, Path | bytes] = {}
+        for i in items:
+            if i.action in WRITES and i.source in self.sidecars and i.entry is not None:
+                staged[i.source] = source.load(i.entry)
+        return steps, ({"agent": agent, "sidecars": sorted(staged)} if staged else {}), staged
+
+    def finish_sidecars(self, finish: dict[str, Any]) -> str:
+        """The journal's finisher: the sidecars of an import killed after its files (their apply adds
+        only the events not there yet, so one applied before the kill adds nothing again)."""
+        added = 0
+        for name in finish.get("sidecars", []):
+            sidecar = self.sidecars.get(name)
+            if sidecar is not None:
+                data = Path(finish["staged"][name]).read_bytes()
+                added += sidecar.apply(finish["agent"], sidecar.plan(data))
+        return f"{added} fact event(s) added from the import's sidecar" if added else ""
 
     def _apply_sidecar(self, agent: str, item: ImportItem, source: Source) -> ImportItem:
         sidecar = self.sidecars[item.source]

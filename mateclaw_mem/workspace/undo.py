@@ -12,6 +12,7 @@ from urllib.parse import unquote
 from mateclaw_mem.errors import ConflictError, NotFoundError
 from mateclaw_mem.workspace import blobs
 from mateclaw_mem.workspace.history import Version
+from mateclaw_mem.workspace.journal import Step
 from mateclaw_mem.workspace.walk import OWNERS_DIR
 
 if TYPE_CHECKING:
@@ -45,7 +46,8 @@ def _restore(store: WorkspaceStore, agent: str, owner: str | None, chosen: Versi
         return blobs.write(store, agent, rel, data, expected_sha=expected_sha, actor=PERSON, owner=owner,
                            reason=reason, batch=batch)
     if not chosen.existed:
-        return store.delete(agent, rel, expected_sha=expected_sha, actor=actor, owner=owner, reason=reason)
+        return store.delete(agent, rel, expected_sha=expected_sha, actor=actor, owner=owner, reason=reason,
+                            batch=batch)
     content = store.history_store.content(store.agent_key(agent, owner), rel, chosen.version).decode("utf-8")
     # Undo is a person's decision: restore byte for byte, no ceiling or pin rewriting.
     return store.write(agent, rel, content, expected_sha=expected_sha, actor=PERSON, owner=owner,
@@ -77,11 +79,28 @@ def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> lis
                                     f"`mateclaw-mem undo AGENT --run {undo_id}` redoes it")
             raise ConflictError(f"{first.rel} changed after run {batch}; undo it file by file instead")
         plans.append((agent, owner, first, current.sha))
-    return [
-        _restore(store, agent, owner, first, actor=actor, reason=f"undo run {batch}", expected_sha=sha,
-                 batch=undo_id)
-        for agent, owner, first, sha in plans
-    ]
+    # Every restored version staged in the journal first: an undo killed half-way is finished at
+    # the next start (workspace/journal.py) rather than leaving the run half undone.
+    steps = [Step(agent, owner, first.rel, sha, _kept(store, agent, owner, first), _undo_actor(first, actor),
+                  f"undo run {batch}") for agent, owner, first, sha in plans]
+    with store.journal.operation("undo", undo_id, steps):
+        return [
+            _restore(store, agent, owner, first, actor=actor, reason=f"undo run {batch}", expected_sha=sha,
+                     batch=undo_id)
+            for agent, owner, first, sha in plans
+        ]
+
+
+def _kept(store: WorkspaceStore, agent: str, owner: str | None, chosen: Version) -> bytes | None:
+    """The bytes `_restore` puts back (None: it removes the file)."""
+    if not chosen.existed:
+        return None
+    return store.history_store.content(store.agent_key(agent, owner), chosen.rel, chosen.version)
+
+
+def _undo_actor(chosen: Version, actor: str) -> str:
+    # As `_restore` writes: a month archive and a restored text as the person; a removal as asked.
+    return PERSON if blobs.is_binary(chosen.rel) or chosen.existed else actor
 
 
 def _split_key(key: str) -> tuple[str, str | None]:

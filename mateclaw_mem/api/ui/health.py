@@ -12,6 +12,7 @@ from fastapi.responses import Response
 from mateclaw_mem.api.health import background_status
 from mateclaw_mem.api.ui.web import Page, UiRoute, page
 from mateclaw_mem.api.ui.when import short
+from mateclaw_mem.runtime import recovery
 from mateclaw_mem.runtime.services import Services
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
@@ -30,7 +31,8 @@ def _health(services: Services) -> dict[str, Any]:
     runs = {job.replace("_", " "): short(at, services.clock.tz, now) or "not scheduled"
             for job, at in next_runs.items()}
     return {"mode": services.mode, "model": services.settings.model.model or "", "parts": background,
-            "next_runs": runs, "tokens_today": today, "tz": str(services.clock.tz)}
+            "next_runs": runs, "tokens_today": today, "tz": str(services.clock.tz),
+            "interrupted": recovery.report(services)}
 
 
 @router.get("/health")

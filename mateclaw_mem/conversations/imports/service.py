@@ -26,7 +26,9 @@ How a run goes, and why:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -213,9 +215,17 @@ class ChatImport:
                 f"{parsed.file}: the extraction this import causes is estimated at {est.get('total_tokens')} tokens"
                 f" in {est.get('calls')} model calls, over --max-tokens {max_tokens}; nothing was imported (raise"
                 " the budget, or import the export in parts)")
-        self._write(plan, agent, owner, out.messages, progress)
         pending = [w for w in plan if not w.handed_over]
-        out.extraction = self._hand_over(pending, agent, owner, extract or dream, progress)
+        # Journaled (workspace/journal.py) when a store is there to hold it: the messages still to
+        # append staged first, so a kill mid-way is finished at the next start - every conversation
+        # of the file in the log and handed to extraction, not the first half of them.
+        journal = self.store.journal if self.store is not None and pending else None
+        batch = f"import-chats-{agent}-{self.clock.now():%Y%m%dT%H%M%S}"
+        with (journal.operation("import-chats", batch, finish={"agent": agent, "owner": owner},
+                                staged={"chats": _staged(pending)})
+              if journal is not None else contextlib.nullcontext()):
+            self._write(plan, agent, owner, out.messages, progress)
+            out.extraction = self._hand_over(pending, agent, owner, extract or dream, progress)
         if dream:
             out.dreams = self._dream(out.days, agent, owner, progress)
         return out
@@ -296,6 +306,32 @@ class ChatImport:
 
     def _now_ms(self) -> int:
         return int(self.clock.now().timestamp() * 1000)
+
+    def finish_interrupted(self, finish: dict[str, Any]) -> str:
+        """The journal's finisher: the staged chunks appended (each once: a chunk committed before the
+        kill is a replay) and every conversation handed to extraction (queued)."""
+        agent, owner = finish["agent"], finish.get("owner")
+        data = json.loads(Path(finish["staged"]["chats"]).read_text(encoding="utf-8"))
+        done = self.ledger.handed_over(agent, owner)
+        plan = []
+        for w in data:
+            conv = Conversation(w["id"], [Message(*m) for _, _, msgs in w["chunks"] for m in msgs])
+            chunks = [(rid, body, [Message(*m) for m in msgs]) for rid, body, msgs in w["chunks"]]
+            plan.append(_Work(conv, w["sha"], (w["id"], w["sha"]) in done, chunks))
+        pending = [w for w in plan if not w.handed_over]
+        if not pending:
+            return ""  # every conversation handed over, so written before: it was killed at its very end
+        self._write(plan, agent, owner, sum(len(w.new) for w in plan), None)
+        self._hand_over(pending, agent, owner, False, None)
+        return f"{len(plan)} conversation(s) of a chat import in the log, {len(pending)} handed to extraction"
+
+
+def _staged(pending: list[_Work]) -> bytes:
+    """What `finish_interrupted` needs of each conversation: its id, hash and the chunks to append."""
+    return json.dumps([{"id": w.conv.id, "sha": w.sha,
+                        "chunks": [[rid, body, [[m.role, m.content, m.ts_ms] for m in msgs]]
+                                   for rid, body, msgs in w.chunks]} for w in pending],
+                      ensure_ascii=False).encode("utf-8", "surrogatepass")
 
 
 def _iso(ms: int, tz: Any) -> str:

@@ -34,13 +34,16 @@ from mateclaw_mem.markdown.edits import Edit, apply_edits
 from mateclaw_mem.markdown.sections import join, normalise_title, split_sections
 from mateclaw_mem.memory.contradictions.detect import detect, fingerprint
 from mateclaw_mem.memory.contradictions.inbox import InboxDB, PairRow, Side
+from mateclaw_mem.memory.forget.matching import MIN_TOKENS, Fingerprint
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace.journal import Step
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
     from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.facts.storage import Row
     from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.records import Snapshot
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 log = logging.getLogger(__name__)
@@ -58,6 +61,12 @@ class Resolution:
     def to_dict(self) -> dict[str, Any]:
         return {"pair": self.pair.to_dict(), "action": self.action, "files": self.files,
                 "forgot_with": self.forgot_with}
+
+
+# (owner, side, the file as read, its new text) per file a resolution writes; outside the class,
+# whose `list` method would shadow the builtin in its annotations.
+Planned = list[tuple[str | None, Side, "Snapshot", str]]
+Edits = list[Edit]
 
 
 class ContradictionService:
@@ -174,21 +183,73 @@ class ContradictionService:
             raise ConflictError(f"contradiction {pid} is already {pair.status}"
                                 + (f" ({pair.action})" if pair.action else ""))
         out = Resolution(pair, action)
+        batch = f"resolve-{agent}-{pid}-{self.clock.now():%Y%m%dT%H%M%S}"
         # The writes re-project and so re-detect midway (after A changed, before B did): the pair is
         # left alone until its files are as the person decided.
         self._resolving.add(pid)
         try:
-            if action == "KEEP_A":
-                self._remove(agent, owner, pair.b, actor, out)
-            elif action == "KEEP_B":
-                self._remove(agent, owner, pair.a, actor, out)
-            elif action == "MERGE":
-                self._merge(agent, owner, pair, merged, actor, out)
-            self.db.close_pair(pid, "ignored" if action == "IGNORE" else "resolved", action, self._now())
+            loser = pair.b if action == "KEEP_A" else pair.a
+            forget = self._forget() if action in ("KEEP_A", "KEEP_B") else None
+            by_forget = forget is not None and getattr(forget, "enabled", False) and _fingerprintable(loser.text)
+            planned = [] if by_forget or action == "IGNORE" else self._plan(agent, owner, pair, action, merged)
+            if planned and action != "MERGE":
+                out.forgot_with = "edit"
+            # Journaled (workspace/journal.py): a kill between the two sides, or before the pair is
+            # closed, is finished at the next start as the person decided.
+            steps = [Step(agent, o, side.file, snap.sha, text.encode("utf-8"), actor, "contradiction resolved")
+                     for o, side, snap, text in planned]
+            finish = {"agent": agent, "owner": owner, "pair": pid, "action": action, "actor": actor,
+                      "forget": "b" if by_forget and action == "KEEP_A" else "a" if by_forget else ""}
+            with self.store.journal.operation("contradiction", batch, steps, finish=finish):
+                if by_forget:
+                    self._remove(agent, owner, loser, actor, out)
+                for o, side, snap, text in planned:
+                    self.store.write(agent, side.file, text, expected_sha=snap.sha, actor=actor, owner=o,
+                                     reason="contradiction resolved", batch=batch)
+                    self._record(agent, o, side, snap.text, out)
+                self.db.close_pair(pid, "ignored" if action == "IGNORE" else "resolved", action, self._now())
         finally:
             self._resolving.discard(pid)
         out.pair = self.get(agent, owner, pid)
         return out
+
+    def hold(self, finish: dict[str, Any]) -> str:
+        """Before the journal replays an interrupted resolution's files: the pair is being resolved
+        (re-detection between its two files would drop it, as during `resolve`)."""
+        self._resolving.add(str(finish["pair"]))
+        return ""
+
+    def finish_resolve(self, finish: dict[str, Any]) -> str:
+        """The journal's finisher: the files are as planned (replayed before this); a claim given to
+        forget is forgotten (again: a forget is idempotent), and the pair is closed."""
+        agent, owner, pid, action = finish["agent"], finish.get("owner"), str(finish["pair"]), finish["action"]
+        self._resolving.add(pid)
+        try:
+            pair = self.db.get(agent, owner, pid)
+            if pair is None or pair.status != "open":
+                return ""
+            if finish.get("forget"):
+                side = pair.b if finish["forget"] == "b" else pair.a
+                self._remove(agent, owner, side, str(finish.get("actor") or "person"), Resolution(pair, action))
+            self.db.close_pair(pid, "ignored" if action == "IGNORE" else "resolved", action, self._now())
+        finally:
+            self._resolving.discard(pid)
+        return f"contradiction {pid} closed ({action})"
+
+    def _plan(self, agent: str, owner: str | None, pair: PairRow, action: str, merged: str) -> Planned:
+        """Each file's new text, all computed before the first write (a side that changed since the
+        pair was found refuses the whole resolution, nothing written)."""
+        a, b = pair.a, pair.b
+        oa, ob = self._side_owner(owner, a), self._side_owner(owner, b)
+        if action in ("KEEP_A", "KEEP_B"):
+            side = b if action == "KEEP_A" else a
+            o = ob if action == "KEEP_A" else oa
+            return [self._planned(agent, o, side, [Edit("remove", section=side.section, old=side.text)], tidy=True)]
+        update = Edit("update", section=a.section, old=a.text, text=merged)
+        if (a.file, a.scope) == (b.file, b.scope):
+            return [self._planned(agent, oa, a, [update, Edit("remove", section=b.section, old=b.text)])]
+        return [self._planned(agent, oa, a, [update]),
+                self._planned(agent, ob, b, [Edit("remove", section=b.section, old=b.text)])]
 
     def _side_owner(self, owner: str | None, side: Side) -> str | None:
         return owner if side.scope == "personal" else None
@@ -196,19 +257,12 @@ class ContradictionService:
     def _remove(self, agent: str, owner: str | None, side: Side, actor: str, out: Resolution) -> None:
         o = self._side_owner(owner, side)
         forget = self._forget()
-        if forget is not None and getattr(forget, "enabled", False):
-            before = self.store.read(agent, side.file, owner=o).text
-            try:  # forgotten everywhere, tombstoned so extraction and dreaming never bring it back
-                forget.forget(agent, o, side.text, actor=actor)
-            except InvalidInputError:  # too short a claim to fingerprint: removed from its file below
-                pass
-            else:
-                out.forgot_with = "forget"
-                self._drop_emptied(agent, o, side, actor)
-                self._record(agent, o, side, before, out)
-                return
-        out.forgot_with = "edit"
-        self._edit(agent, o, side, [Edit("remove", section=side.section, old=side.text)], actor, out, tidy=True)
+        before = self.store.read(agent, side.file, owner=o).text
+        # forgotten everywhere, tombstoned so extraction and dreaming never bring it back
+        forget.forget(agent, o, side.text, actor=actor)
+        out.forgot_with = "forget"
+        self._drop_emptied(agent, o, side, actor)
+        self._record(agent, o, side, before, out)
 
     def _drop_emptied(self, agent: str, o: str | None, side: Side, actor: str) -> None:
         """The forget service removes lines, never headings: a section it emptied goes here."""
@@ -222,18 +276,8 @@ class ContradictionService:
         except ConflictError:  # changed meanwhile: an empty heading is untidy, never worth a lost edit
             log.info("%s changed while resolving a contradiction; its empty ## %s stays", side.file, side.section)
 
-    def _merge(self, agent: str, owner: str | None, pair: PairRow, merged: str, actor: str, out: Resolution) -> None:
-        a, b = pair.a, pair.b
-        oa, ob = self._side_owner(owner, a), self._side_owner(owner, b)
-        update = Edit("update", section=a.section, old=a.text, text=merged)
-        if (a.file, a.scope) == (b.file, b.scope):
-            self._edit(agent, oa, a, [update, Edit("remove", section=b.section, old=b.text)], actor, out)
-            return
-        self._edit(agent, oa, a, [update], actor, out)
-        self._edit(agent, ob, b, [Edit("remove", section=b.section, old=b.text)], actor, out)
-
-    def _edit(self, agent: str, o: str | None, side: Side, edits: list[Edit], actor: str, out: Resolution,
-              *, tidy: bool = False) -> None:
+    def _planned(self, agent: str, o: str | None, side: Side, edits: Edits, *, tidy: bool = False
+                 ) -> tuple[str | None, Side, Snapshot, str]:
         if side.file.startswith("structured/") and any(e.op == "remove" for e in edits):
             raise InvalidInputError(f"{side.file}: a structured entry is removed with forget "
                                     f"(`mateclaw-mem structured forget`), not from the inbox")
@@ -243,9 +287,7 @@ class ContradictionService:
             raise ConflictError(f"{side.file} changed since the contradiction was found "
                                 f"({result.skipped[0][1]}); list the inbox again")
         body = _without_emptied(result.body, side.section) if tidy else result.body
-        self.store.write(agent, side.file, frontmatter.with_body(snap.text, body), expected_sha=snap.sha,
-                         actor=actor, owner=o, reason="contradiction resolved")
-        self._record(agent, o, side, snap.text, out)
+        return o, side, snap, frontmatter.with_body(snap.text, body)
 
     def _record(self, agent: str, o: str | None, side: Side, before: str, out: Resolution) -> None:
         after = self.store.read(agent, side.file, owner=o).text
@@ -265,6 +307,11 @@ def _without_emptied(body: str, section: str) -> str:
     key = normalise_title(section)
     kept = [s for s in sections if not (s.key == key and not s.text.partition("\n")[2].strip())]
     return body if len(kept) == len(sections) else join(preamble, kept)
+
+
+def _fingerprintable(text: str) -> bool:
+    """Whether forget can take this claim (too short a claim to fingerprint is cut from its file)."""
+    return Fingerprint.of(" ".join(text.split())).n >= MIN_TOKENS
 
 
 def _side(r: Row) -> Side:

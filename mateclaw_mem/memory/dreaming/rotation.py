@@ -31,6 +31,7 @@ from mateclaw_mem.memory.dreaming.candidates import DAILY_RE
 from mateclaw_mem.memory.dreaming.diary import ARCHIVE_DIR as DIARY_ARCHIVE_DIR
 from mateclaw_mem.memory.dreaming.diary import DIARY_REL, SUMMARY_TITLE
 from mateclaw_mem.workspace import month_archive
+from mateclaw_mem.workspace.journal import Step
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.records import Snapshot
@@ -69,6 +70,47 @@ def rotate(
     batch = f"rotate-{agent}-{store.clock.now():%Y%m%dT%H%M%S}"
     plan = _plan(store, agent, owner, cutoff)
     out = Rotation()
+    steps = _steps(store, agent, owner, plan, actor)
+    if not steps:
+        return out
+    # Journaled (workspace/journal.py): a kill between the archive and the removal of what it now
+    # holds is finished at the next start - never a note both archived and still on disk, or a
+    # diary entry gone from DREAMS.md before its month holds it.
+    with store.journal.operation("month-roll", batch, steps):
+        _roll(store, agent, owner, plan, actor, batch, out)
+    return out
+
+
+def _steps(store: WorkspaceStore, agent: str, owner: str | None, plan: dict[str, _Month],
+           actor: str) -> list[Step]:
+    """The whole roll, computed before its first write: each month's archive bytes, each removal,
+    DREAMS.md without the entries moved."""
+    steps: list[Step] = []
+    entries: list[Section] = []
+    for month, pending in sorted(plan.items()):
+        try:
+            current = month_archive.read_month(store, agent, month, owner=owner)
+        except InvalidInputError:
+            continue  # damaged: `_roll` leaves the month alone and reports it
+        members = _merge(dict(current.members) if current else {}, pending, month)
+        rel = month_archive.archive_rel(month)
+        if members is not None:
+            steps.append(Step(agent, owner, rel, current.sha if current else "", month_archive.pack(month, members),
+                              actor, "rotated"))
+        steps += [Step(agent, owner, f, snap.sha, None, actor, f"rotated into {rel}")
+                  for f, snap in sorted(pending.files.items())]
+        entries += pending.entries
+    if entries:
+        diary = store.read(agent, DIARY_REL, owner=owner)
+        dropped = _without_entries(diary.text, {s.text for s in entries})[0]
+        if dropped is not None:
+            steps.append(Step(agent, owner, DIARY_REL, diary.sha, dropped.encode("utf-8"), actor,
+                              "rotated old entries into month archives"))
+    return steps
+
+
+def _roll(store: WorkspaceStore, agent: str, owner: str | None, plan: dict[str, _Month], actor: str, batch: str,
+          out: Rotation) -> None:
     for month, pending in sorted(plan.items()):
         try:
             result = month_archive.update_month(
@@ -90,7 +132,6 @@ def rotate(
             out.moved.append(rel)
         if pending.entries:
             out.moved += _drop_entries(store, agent, owner, pending.entries, actor=actor, batch=batch)
-    return out
 
 
 def _plan(store: WorkspaceStore, agent: str, owner: str | None, cutoff: date) -> dict[str, _Month]:
@@ -169,12 +210,18 @@ def _drop_entries(store: WorkspaceStore, agent: str, owner: str | None, entries:
     gone: list[str] = []
 
     def drop(current: str) -> str | None:
-        block, body = frontmatter.split(current)
-        preamble, sections = split_sections(body)
-        kept = [s for s in sections if s.text not in moved]
-        gone[:] = [f"{DIARY_REL}: {s.title}" for s in sections if s.text in moved]
-        return None if len(kept) == len(sections) else block + join(preamble, kept)
+        text, gone[:] = _without_entries(current, moved)
+        return text
 
     store.update(agent, DIARY_REL, drop, actor=actor, owner=owner, reason="rotated old entries into month archives",
                  batch=batch)
     return gone
+
+
+def _without_entries(current: str, moved: set[str]) -> tuple[str | None, list[str]]:
+    """DREAMS.md without the moved entries (None: none of them is there) and what went."""
+    block, body = frontmatter.split(current)
+    preamble, sections = split_sections(body)
+    kept = [s for s in sections if s.text not in moved]
+    gone = [f"{DIARY_REL}: {s.title}" for s in sections if s.text in moved]
+    return (None if len(kept) == len(sections) else block + join(preamble, kept)), gone

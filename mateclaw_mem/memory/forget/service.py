@@ -139,9 +139,15 @@ class ForgetService:
         self.purge_due()
         batch = f"forget-{agent}-{self.clock.now():%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:6]}"
         cut = self._cut(agent, owner, fp, batch, actor, now, claim)
-        cut.report.tombstone_new = self.db.add(agent, cut.files_owner, fp, at_ms=self._now_ms(), actor=actor,
-                                               batch=batch, asked=owner)
-        self._run(cut)
+        # Journaled (workspace/journal.py) before the tombstone: the process's death is seen at the
+        # very next start (not RESUME_AFTER_MS later) and the forget finished from its fingerprint -
+        # the journal names the fingerprint, never the words.
+        finish = {"agent": agent, "owner": cut.files_owner, "asked": owner, "sha": fp.sha, "n": fp.n,
+                  "batch": batch, "actor": actor}
+        with self.store.journal.operation("forget", batch, finish=finish):
+            cut.report.tombstone_new = self.db.add(agent, cut.files_owner, fp, at_ms=self._now_ms(), actor=actor,
+                                                   batch=batch, asked=owner)
+            self._run(cut)
         if receipt:
             cut.report.scan = self._prove(cut)
         return cut.report
@@ -249,6 +255,27 @@ class ForgetService:
             self._run(cut)
             done += cut.report.status == "done"
         return done
+
+    def finish_interrupted(self, finish: dict[str, Any]) -> str:
+        """The journal's finisher: run again the forget a kill interrupted, from its fingerprint (its
+        tombstone added first if the kill came before it)."""
+        agent, owner, fp = finish["agent"], finish.get("owner"), Fingerprint(finish["sha"], int(finish["n"]))
+        status = self.db.status(agent, owner, fp.sha)
+        if status == "done":
+            return ""
+        try:
+            self.store.require_agent(agent)
+        except MateclawError:
+            return ""  # the agent is gone, and its words with it
+        if status is None:
+            self.db.add(agent, owner, fp, at_ms=self._now_ms(), actor=str(finish.get("actor") or "resume"),
+                        batch=finish["batch"], asked=finish.get("asked"))
+        cut = self._cut(agent, finish.get("asked"), fp, finish["batch"], "resume", False, None)
+        self._run(cut)
+        if cut.report.status != "done":
+            raise MateclawError(f"forget run {cut.batch} is still not done: "
+                                + "; ".join(f"{e['store']}: {e['error']}" for e in cut.report.errors))
+        return f"forget run {cut.batch} finished: every store cut, its record now says done"
 
     def purge_due(self) -> int:
         """Finish the forgets that died midway, then purge the history copies of every forget whose

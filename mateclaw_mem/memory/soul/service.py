@@ -35,6 +35,7 @@ from mateclaw_mem.memory.dreaming.gates import preserve_sections, protected_sect
 from mateclaw_mem.memory.facts.projection import claims, fact_id
 from mateclaw_mem.memory.soul.proposals import Proposal, SoulDB
 from mateclaw_mem.redaction import redact
+from mateclaw_mem.workspace.journal import Step
 from mateclaw_mem.workspace.paths import owner_dirname
 
 if TYPE_CHECKING:
@@ -216,13 +217,28 @@ class SoulService:
         body = preserve_sections(snap.body, proposed, protected)
         tag = f"-{owner_dirname(owner)[:32]}" if owner else ""
         batch = f"soul-{agent}{tag}-{p.id}-{self.clock.now():%Y%m%dT%H%M%S}"
-        # The machine writes (actor "soul"): the store keeps a person's pins and lines whoever confirmed.
-        result = self.store.write(agent, SOUL_REL, frontmatter.with_body(snap.text, body) if snap.exists
-                                  else block + body, expected_sha=snap.sha, actor=ACTOR, owner=owner,
-                                  reason=f"SOUL.md proposal #{p.id} applied ({actor})", batch=batch)
-        self.db.decide(p.id, "applied", self._now(), actor, batch)
+        text = frontmatter.with_body(snap.text, body) if snap.exists else block + body
+        reason = f"SOUL.md proposal #{p.id} applied ({actor})"
+        # Journaled (workspace/journal.py): killed between the file and the proposal's record, the
+        # next start finishes both, so SOUL.md never holds a proposal still shown as waiting.
+        step = Step(agent, owner, SOUL_REL, snap.sha, text.encode("utf-8"), ACTOR, reason)
+        with self.store.journal.operation("soul-apply", batch, [step],
+                                          finish={"agent": agent, "owner": owner, "proposal": p.id,
+                                                  "actor": actor, "batch": batch}):
+            # The machine writes (actor "soul"): the store keeps a person's pins and lines whoever confirmed.
+            result = self.store.write(agent, SOUL_REL, text, expected_sha=snap.sha, actor=ACTOR, owner=owner,
+                                      reason=reason, batch=batch)
+            self.db.decide(p.id, "applied", self._now(), actor, batch)
         return {"proposal": p.id, "status": "applied", "changed": result.changed, "batch": batch,
                 "undo": f"mateclaw-mem undo {agent} --run {batch}"}
+
+    def finish_apply(self, finish: dict[str, Any]) -> str:
+        """The journal's finisher: a proposal whose SOUL.md write a kill interrupted is recorded applied."""
+        p = self.db.get(str(finish["agent"]), finish.get("owner"), int(finish["proposal"]))
+        if p is None or p.status != "pending":
+            return ""
+        self.db.decide(p.id, "applied", self._now(), str(finish.get("actor") or "person"), str(finish["batch"]))
+        return f"SOUL.md proposal #{p.id} recorded as applied"
 
     def reject(self, agent: str, owner: str | None = None, pid: int | None = None, *,
                actor: str = "person") -> dict[str, Any]:

@@ -1,0 +1,72 @@
+"""At start, operations a crash interrupted are finished (workspace/journal.py): the journal's file
+changes are replayed by the store, and what lies outside the files is handed to the service that owns
+it - each built only when a journal needs it.
+
+Who runs it: the daemon at start (after its services are built, before its workers run), and a CLI
+command before it opens its first database (as runtime/heal.py's check), so a person who never runs
+the daemon gets the same repair. `status`, `/health` and the Memory Browser's health page show what
+was finished, and how (`report`).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.workspace.journal import Finisher
+
+if TYPE_CHECKING:
+    from mateclaw_mem.runtime.services import Services
+
+log = logging.getLogger(__name__)
+
+
+def _finishers(services: Services) -> dict[str, Finisher]:
+    # Looked up when called: a workspace with no interrupted forget never builds the forget service here.
+    return {
+        "import": lambda f: services.transfer.finish_sidecars(f),
+        "soul-apply": lambda f: services.soul.finish_apply(f),
+        "contradiction": lambda f: services.contradictions.finish_resolve(f),
+        "forget": lambda f: services.forget.finish_interrupted(f),
+        "import-chats": lambda f: _chat_import(services).finish_interrupted(f),
+    }
+
+
+def _chat_import(services: Services) -> Any:
+    from mateclaw_mem.conversations.imports.service import ChatImport
+
+    return ChatImport.from_services(services)
+
+
+def at_start(services: Services) -> list[dict[str, Any]]:
+    """Finish every interrupted operation whose process is gone; what was done (also logged)."""
+    if services.journal_checked:
+        return []
+    services.journal_checked = True
+    journal = services.store.journal
+    if not journal.unfinished():
+        return []
+    # What follows the files' writes (the search index, and through it the fact projection and the
+    # contradiction inbox) is built first: a replayed write reaches it as any write does.
+    services.file_index  # noqa: B018
+    if services.settings.mate.memory.fact.projection_enabled:
+        services.contradictions  # noqa: B018
+    return journal.recover(services.store, _finishers(services), at=services.clock.now().isoformat(timespec="seconds"),
+                           before_replay={"contradiction": lambda f: services.contradictions.hold(f)})
+
+
+def report(services: Services, *, full: bool = True) -> dict[str, Any]:
+    """{"recovered": the latest recoveries, newest first; "unfinished": journals on disk now}; empty
+    when there is nothing to say. `full=False` (/health, open without a key): no file or run names."""
+    journal = services.store.journal
+    recovered = journal.recovered()
+    unfinished = journal.unfinished()
+    if not full:
+        recovered = [{k: e.get(k) for k in ("at", "operation", "outcome", "how")} for e in recovered]
+        unfinished = [{k: u.get(k) for k in ("operation", "files", "running")} for u in unfinished]
+    out: dict[str, Any] = {}
+    if recovered:
+        out["recovered"] = recovered
+    if unfinished:
+        out["unfinished"] = unfinished
+    return out

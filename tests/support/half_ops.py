@@ -1,0 +1,304 @@
+"""The multi-file operations a kill -9 must never leave half done, each as a scenario: a workspace
+made ready in-process, the operation as a real `mateclaw-mem` command (a subprocess the caller kills),
+and a look at the disk that says "before", "after" or "half" (with what is half).
+
+Used by tests/test_half_operations.py (a crash at a chosen point, MATECLAW_MEM_CRASH_AT) and by
+scripts/bench/half_operations.py (kill -9 at a random moment). "Half" is what must never survive a
+restart: some but not all of an operation's files changed, or a record saying done while work is
+missing (a forget's tombstone "done" with the claim still in a file, a proposal "applied" that
+SOUL.md does not hold, a contradiction "resolved" whose files are not as decided).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import Path
+
+from mateclaw_mem.runtime.services import Services
+from mateclaw_mem.settings import load_settings
+
+AGENT = "default"
+CLAIM = "I take my tea without sugar at the office"
+CONFIG = """timezone: UTC
+mate:
+  memory:
+    snapshot-vault-import: true
+    fact:
+      forget-enabled: true
+      projection-enabled: true
+      contradiction-check-enabled: true
+"""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str  # the journal's operation name (MATECLAW_MEM_CRASH_AT=<name>:<point>)
+    prepare: Callable[[Path, int], list[str]]  # (folder, n) -> the command's arguments
+    state: Callable[[Path, int], tuple[str, str]]  # -> ("before" | "after" | "half", detail)
+
+
+def env(folder: Path, crash_at: str | None = None) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW")}
+    out.update({"MATECLAW_CONFIG": str(folder / "mateclaw.yaml"), "MATECLAW_WORKSPACE": str(folder / "workspace")})
+    if crash_at:
+        out["MATECLAW_MEM_CRASH_AT"] = crash_at
+    return out
+
+
+def cli(folder: Path, *args: str, crash_at: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", *args], env=env(folder, crash_at),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def popen(folder: Path, args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "mateclaw_mem.cli.main", *args], env=env(folder),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+
+
+def services(folder: Path) -> Services:
+    (folder / "mateclaw.yaml").write_text(CONFIG, encoding="utf-8")
+    svc = Services(load_settings(folder / "mateclaw.yaml", folder / "workspace"))
+    svc.store.ensure_agent(AGENT)
+    return svc
+
+
+def _ws(folder: Path) -> Path:
+    return folder / "workspace" / AGENT
+
+
+def _classify(done: int, n: int, what: str) -> tuple[str, str]:
+    if done == 0:
+        return "before", f"0 of {n} {what}"
+    if done == n:
+        return "after", f"{n} of {n} {what}"
+    return "half", f"{done} of {n} {what}"
+
+
+def journal_left(folder: Path) -> list[str]:
+    jdir = folder / "workspace" / ".mateclaw" / "journal"
+    return sorted(p.name for p in jdir.iterdir() if p.is_dir()) if jdir.is_dir() else []
+
+
+# -- snapshot import ----------------------------------------------------------------------------------
+
+
+def _note(i: int) -> str:
+    return f"# Note {i}\n\n- line {i} of an imported vault, kept word for word\n"
+
+
+def prepare_import(folder: Path, n: int) -> list[str]:
+    services(folder).close()
+    src = folder / "vault" / "notes"
+    src.mkdir(parents=True)
+    for i in range(n):
+        (src / f"n{i:04d}.md").write_text(_note(i), encoding="utf-8")
+    return ["import", str(folder / "vault"), "--strategy", "overwrite"]
+
+
+def state_import(folder: Path, n: int) -> tuple[str, str]:
+    done = sum((_ws(folder) / "notes" / f"n{i:04d}.md").is_file() for i in range(n))
+    wrong = [i for i in range(n) if (p := _ws(folder) / "notes" / f"n{i:04d}.md").is_file()
+             and p.read_text(encoding="utf-8") != _note(i)]
+    if wrong:
+        return "half", f"{len(wrong)} imported file(s) differ from the source"
+    return _classify(done, n, "files imported")
+
+
+# -- undo of a run ---------------------------------------------------------------------------------------
+
+
+def prepare_undo(folder: Path, n: int) -> list[str]:
+    args = prepare_import(folder, n)
+    svc = services(folder)
+    try:
+        report = svc.transfer.import_(Path(args[1]), agent=AGENT, strategy="overwrite")
+    finally:
+        svc.close()
+    return ["undo", AGENT, "--run", str(report.batch)]
+
+
+def state_undo(folder: Path, n: int) -> tuple[str, str]:
+    kind, detail = state_import(folder, n)
+    return {"before": "after", "after": "before"}.get(kind, kind), detail.replace("imported", "still there")
+
+
+# -- forget ---------------------------------------------------------------------------------------------
+
+
+def _hand_written(folder: Path, files: dict[str, str]) -> None:
+    svc = services(folder)
+    try:
+        for rel, text in files.items():
+            svc.store.write(AGENT, rel, text, expected_sha="", actor="person")
+    finally:
+        svc.close()
+
+
+def prepare_forget(folder: Path, n: int) -> list[str]:
+    _hand_written(folder, {f"notes/f{i:04d}.md": f"# F{i}\n\n- {CLAIM}\n- a line of its own, number {i}\n"
+                           for i in range(n)})
+    return ["forget", AGENT, CLAIM]
+
+
+def state_forget(folder: Path, n: int) -> tuple[str, str]:
+    holding = sum(CLAIM in (_ws(folder) / "notes" / f"f{i:04d}.md").read_text(encoding="utf-8") for i in range(n))
+    status = None
+    db = folder / "workspace" / ".mateclaw" / "forget.db"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            row = conn.execute("SELECT status FROM tombstones").fetchone()
+            status = row[0] if row else None
+    if status == "done" and holding:
+        return "half", f"the forget's record says done while {holding} of {n} notes still hold the claim"
+    if holding == n:
+        return ("before" if status is None else "half"), f"{n} of {n} notes hold the claim (record: {status})"
+    if holding == 0 and status == "done":
+        return "after", f"0 of {n} notes hold the claim, record done"
+    return "half", f"{holding} of {n} notes hold the claim (record: {status})"
+
+
+# -- month-archive roll ------------------------------------------------------------------------------------
+
+
+def _day(i: int) -> date:
+    return date(2025, 1, 1) + timedelta(days=i)
+
+
+def prepare_roll(folder: Path, n: int) -> list[str]:
+    _hand_written(folder, {f"memory/{_day(i)}.md": f"# {_day(i)}\n\n## 09:00 note\n- what happened on day {i}\n"
+                           for i in range(n)})
+    return ["archive", AGENT, "roll"]
+
+
+def _archived(folder: Path) -> set[str]:
+    from mateclaw_mem.workspace.month_archive import unpack
+
+    out: set[str] = set()
+    for gz in (_ws(folder) / "memory" / "archive").glob("*.md.gz"):
+        rel = f"memory/archive/{gz.name}"
+        out.update(unpack(rel, gz.read_bytes()))
+    return out
+
+
+def state_roll(folder: Path, n: int) -> tuple[str, str]:
+    on_disk = {f"memory/{_day(i)}.md" for i in range(n) if (_ws(folder) / "memory" / f"{_day(i)}.md").is_file()}
+    archived = _archived(folder) & {f"memory/{_day(i)}.md" for i in range(n)}
+    both = on_disk & archived
+    if len(on_disk) == n and not archived:
+        return "before", f"{n} of {n} notes on disk, none archived"
+    if not on_disk and len(archived) == n:
+        return "after", f"{n} of {n} notes archived, none left on disk"
+    return "half", f"{len(on_disk)} of {n} notes on disk, {len(archived)} archived ({len(both)} in both)"
+
+
+# -- SOUL.md proposal ----------------------------------------------------------------------------------------
+
+
+SOUL_PROPOSED = "# SOUL.md\n\n## Voice\n- Warm, brief, and plain-spoken\n\n## Values\n- Says so when unsure\n"
+
+
+def prepare_soul(folder: Path, n: int) -> list[str]:
+    svc = services(folder)
+    try:
+        snap = svc.store.read(AGENT, "SOUL.md")
+        svc.soul.db.add(AGENT, None, "2026-12-01T00:00:00", "rules", snap.sha, SOUL_PROPOSED, "", "a test proposal")
+    finally:
+        svc.close()
+    return ["soul", AGENT, "apply"]
+
+
+def state_soul(folder: Path, n: int) -> tuple[str, str]:
+    text = (_ws(folder) / "SOUL.md").read_text(encoding="utf-8")
+    applied = "Warm, brief, and plain-spoken" in text
+    with sqlite3.connect(folder / "workspace" / ".mateclaw" / "state.db") as conn:
+        status = conn.execute("SELECT status FROM soul_proposals").fetchone()[0]
+    if applied and status == "applied":
+        return "after", "SOUL.md holds the proposal, recorded applied"
+    if not applied and status == "pending":
+        return "before", "SOUL.md as it was, proposal pending"
+    return "half", f"SOUL.md {'holds' if applied else 'lacks'} the proposal, recorded {status}"
+
+
+# -- contradiction resolve -------------------------------------------------------------------------------------
+
+
+def prepare_contradiction(folder: Path, n: int) -> list[str]:
+    svc = services(folder)
+    try:
+        _ = svc.file_index  # writes are ingested, so projected and the pair detected
+        _ = svc.contradictions
+        for rel, body in (("PROFILE.md", "## Basics\n- name: Dana\n- timezone: Europe/Berlin\n"),
+                          ("MEMORY.md", "# MEMORY.md\n\n## Work\n- timezone: Asia/Shanghai\n- Works on Atlas\n")):
+            snap = svc.store.read(AGENT, rel)
+            svc.store.write(AGENT, rel, body, expected_sha=snap.sha, actor="person")
+        pairs = svc.contradictions.list(AGENT, None)
+        assert pairs, "no contradiction detected"
+        pid = pairs[0].id
+    finally:
+        svc.close()
+    return ["contradictions", AGENT, "resolve", pid, "MERGE", "--text", "timezone: Europe/Lisbon"]
+
+
+def state_contradiction(folder: Path, n: int) -> tuple[str, str]:
+    profile = (_ws(folder) / "PROFILE.md").read_text(encoding="utf-8")
+    memory = (_ws(folder) / "MEMORY.md").read_text(encoding="utf-8")
+    with sqlite3.connect(folder / "workspace" / ".mateclaw" / "facts.db") as conn:
+        status = conn.execute("SELECT status FROM contradictions WHERE text_a LIKE '%Berlin%' OR text_b LIKE "
+                              "'%Berlin%'").fetchone()[0]  # the pair decided (a merge may briefly pair anew)
+    a_done, b_done = "Europe/Lisbon" in profile, "Asia/Shanghai" not in memory
+    if a_done and b_done and status == "resolved":
+        return "after", "both files as decided, pair resolved"
+    if not a_done and not b_done and status == "open":
+        return "before", "both files as they were, pair open"
+    return "half", f"PROFILE.md {'merged' if a_done else 'unchanged'}, MEMORY.md " \
+                   f"{'cut' if b_done else 'unchanged'}, pair {status}"
+
+
+# -- chat import ------------------------------------------------------------------------------------------------
+
+
+def prepare_chats(folder: Path, n: int) -> list[str]:
+    services(folder).close()
+    path = folder / "chats.jsonl"
+    lines = [json.dumps({"role": "user" if i % 2 == 0 else "assistant", "content": f"message {i} about the allotment",
+                         "timestamp": 1700000000 + i, "conversation": f"c{i // 400}"}) for i in range(n * 400)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return ["import-chats", str(path)]
+
+
+def state_chats(folder: Path, n: int) -> tuple[str, str]:
+    db = folder / "workspace" / ".mateclaw" / "log.db"
+    if not db.exists():
+        return "before", "no log yet"
+    with sqlite3.connect(db) as conn:
+        try:
+            count = conn.execute("SELECT conversation_id, COUNT(*) FROM messages GROUP BY conversation_id").fetchall()
+        except sqlite3.OperationalError:
+            return "before", "no messages table yet"
+    torn = [c for c, k in count if k != 400]
+    if torn:
+        return "half", f"{len(torn)} conversation(s) torn"
+    return _classify(len(count), n, "conversations in the log")
+
+
+SCENARIOS = {s.name: s for s in (
+    Scenario("import", prepare_import, state_import),
+    Scenario("undo", prepare_undo, state_undo),
+    Scenario("forget", prepare_forget, state_forget),
+    Scenario("month-roll", prepare_roll, state_roll),
+    Scenario("soul-apply", prepare_soul, state_soul),
+    Scenario("contradiction", prepare_contradiction, state_contradiction),
+    Scenario("import-chats", prepare_chats, state_chats),
+)}
+
+
+def restart(folder: Path) -> subprocess.CompletedProcess[str]:
+    """The next start, as a person without the daemon has it: any command that opens a database."""
+    return cli(folder, "doctor", "--json")

@@ -1,0 +1,124 @@
+"""No half operations (issue 35.3): each multi-file operation, run as a real `mateclaw-mem` command,
+killed with SIGKILL at a chosen point of its real code path (MATECLAW_MEM_CRASH_AT, workspace/journal.py),
+is found half done on disk where the point is mid-way, and whole after the next start; a file the person
+edited after the crash is left as they saved it and reported; `status`, `/health` and the health page
+say what was finished. The randomized campaign is scripts/bench/half_operations.py."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import half_ops
+from tests.support.half_ops import SCENARIOS, cli, journal_left, restart
+
+N = 8  # files per operation: enough for a kill to fall between two of them
+
+# (operation, crash point, what the disk must show right after the kill)
+POINTS = [
+    ("import", "begin", "before"), ("import", "write:4", "half"), ("import", "end", "after"),
+    ("undo", "begin", "before"), ("undo", "write:4", "half"), ("undo", "end", "after"),
+    ("forget", "begin", "before"), ("forget", "write:4", "half"), ("forget", "end", "after"),
+    ("month-roll", "write:1", "before"), ("month-roll", "write:4", "half"), ("month-roll", "end", "after"),
+    ("soul-apply", "begin", "before"), ("soul-apply", "write:1", "before"), ("soul-apply", "end", "after"),
+    ("contradiction", "begin", "before"), ("contradiction", "write:2", "half"), ("contradiction", "end", "after"),
+    ("import-chats", "begin", "before"), ("import-chats", "end", "after"),
+]
+
+
+@pytest.mark.parametrize(("op", "point", "right_after"), POINTS, ids=[f"{o}-{p}" for o, p, _ in POINTS])
+def test_a_kill_at_any_point_is_whole_after_the_next_start(tmp_path: Path, op: str, point: str,
+                                                           right_after: str) -> None:
+    scenario = SCENARIOS[op]
+    n = 2 if op == "import-chats" else N
+    args = scenario.prepare(tmp_path, n)
+    killed = cli(tmp_path, *args, crash_at=f"{op}:{point}")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    kind, detail = scenario.state(tmp_path, n)
+    assert kind == right_after, detail  # the point is where the test says: mid-way is really half done
+    assert journal_left(tmp_path), "the kill left no journal"
+
+    done = restart(tmp_path)
+    assert done.returncode == 0, done.stderr
+    kind, detail = scenario.state(tmp_path, n)
+    assert kind == "after", detail
+    assert journal_left(tmp_path) == []
+    finished = json.loads(done.stdout)["finished_now"]
+    assert [(e["operation"], e["outcome"]) for e in finished] == [
+        (op, "already complete" if right_after == "after" else "completed")]
+    assert "Traceback" not in done.stderr
+
+    status = json.loads(cli(tmp_path, "status", "--json").stdout)
+    recovered = status["interrupted_operations"]["recovered"]
+    assert recovered[0]["operation"] == op and recovered[0]["how"]
+
+
+def test_a_file_edited_by_hand_after_the_crash_is_left_alone_and_reported(tmp_path: Path) -> None:
+    scenario = SCENARIOS["import"]
+    args = scenario.prepare(tmp_path, N)
+    assert cli(tmp_path, *args, crash_at="import:write:4").returncode == -signal.SIGKILL
+    # The person saves two files while nothing runs: one the import had written, one it had not reached.
+    notes = tmp_path / "workspace" / "default" / "notes"
+    written = sorted(p.name for p in notes.glob("*.md"))
+    assert 0 < len(written) < N
+    (notes / written[0]).write_text("# mine now\n", encoding="utf-8")
+    (notes / f"n{N - 1:04d}.md").write_text("# also mine\n", encoding="utf-8")
+
+    done = restart(tmp_path)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["finished_now"][0]
+    assert (notes / written[0]).read_text(encoding="utf-8") == "# mine now\n"
+    assert (notes / f"n{N - 1:04d}.md").read_text(encoding="utf-8") == "# also mine\n"
+    assert sorted(f["file"] for f in entry["left_alone"]) == [f"default/notes/{written[0]}",
+                                                                f"default/notes/n{N - 1:04d}.md"]
+    assert entry["files"]["left_alone"] == 2
+    assert entry["files"]["written_now"] + entry["files"]["already_done"] == N - 2
+    for i in range(1, N - 1):  # every other file is the import's
+        if f"n{i:04d}.md" != written[0]:
+            assert (notes / f"n{i:04d}.md").read_text(encoding="utf-8") == half_ops._note(i)
+    assert "left alone" in done.stderr or "left alone" in entry["how"]
+
+
+def test_a_running_operation_is_never_recovered_beside_itself(tmp_path: Path) -> None:
+    """The journal of a live operation is locked: another process's start leaves it alone."""
+    from mateclaw_mem.workspace.journal import Journal, Step
+
+    svc = half_ops.services(tmp_path)
+    try:
+        journal = Journal(svc.store.state_dir / "journal")
+        step = Step("default", None, "notes/live.md", "", b"# live\n", "import")
+        with journal.operation("import", "import-live", [step]):
+            other = cli(tmp_path, "doctor", "--json")
+            assert json.loads(other.stdout)["finished_now"] == []
+            assert not (tmp_path / "workspace" / "default" / "notes" / "live.md").exists()
+            unfinished = json.loads(cli(tmp_path, "status", "--json").stdout)["interrupted_operations"]["unfinished"]
+            assert [(u["operation"], u["running"]) for u in unfinished] == [("import", True)]
+        assert journal_left(tmp_path) == []
+    finally:
+        svc.close()
+
+
+def test_the_daemon_finishes_an_interrupted_import_at_start_and_says_so(tmp_path: Path) -> None:
+    from tests.test_daemon_e2e import Daemon
+
+    args = SCENARIOS["import"].prepare(tmp_path, N)
+    assert cli(tmp_path, *args, crash_at="import:write:4").returncode == -signal.SIGKILL
+    daemon = Daemon(tmp_path)
+    daemon.workspace = tmp_path / "workspace"
+    daemon.start()
+    try:
+        assert SCENARIOS["import"].state(tmp_path, N)[0] == "after"
+        health = httpx.get(f"{daemon.url}/health", timeout=30).json()
+        recovered = health["interrupted_operations"]["recovered"]
+        assert recovered[0]["operation"] == "import" and recovered[0]["outcome"] == "completed"
+        assert "notes/" not in json.dumps(health)  # /health is open without a key: no file names
+        page = httpx.get(f"{daemon.url}/ui/health", timeout=30)
+        assert page.status_code == 200 and "Operations a crash interrupted" in page.text
+        assert "completed at start" in page.text
+        assert "interrupted import" in daemon.log()
+    finally:
+        daemon.stop()
