@@ -413,8 +413,8 @@ class Services:
         with self._build_lock:
             if not self.heal_checked and name not in _NO_DATABASE:  # a damaged file set aside before any opens it
                 _heal().before_first_open(self)
-            if name not in self._built:  # a waiting prefetch worker finds it built
                 _recovery().at_start(self)
+            if name not in self._built:  # a waiting prefetch worker finds it built
                 self._built[name] = build(self)
             return self._built[name]  # type: ignore[no-any-return]
 
@@ -500,13 +500,13 @@ def _heal() -> Any:
     return heal
 
 
-def _index_wiring() -> Any:
 def _recovery() -> Any:
     from mateclaw_mem.runtime import recovery
 
     return recovery
 
 
+def _index_wiring() -> Any:
     from mateclaw_mem.runtime import index_wiring
 
     return index_wiring

@@ -61,10 +61,8 @@ class WorkspaceStore:
         history_keep: int = 50,
         owner_isolation: bool = False,
         lock_timeout: float = 30.0,
-        file_max_bytes: int = 0,
     ) -> None:
         self.root = Path(root)
-        self.file_max_bytes = file_max_bytes  # workspace/oversized.py: bigger files are read in parts
         self.clock = clock
         self.ceilings = {"PROFILE.md": 4000, "MEMORY.md": 8000} if ceilings is None else dict(ceilings)
         self.owner_isolation = owner_isolation
@@ -90,7 +88,6 @@ class WorkspaceStore:
             ceilings={"PROFILE.md": memory.profile_max_chars, "MEMORY.md": memory.memory_md_max_chars},
             history_keep=settings.history.keep_versions,
             owner_isolation=settings.owner_isolation,
-            file_max_bytes=memory.memory_file_max_bytes,
         )
 
     # -- paths ---------------------------------------------------------------------------------
@@ -426,10 +423,6 @@ class WorkspaceStore:
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:
         include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner
         return self._lister.list(self.agent_dir(agent, owner), prefix=prefix, include_owners=include_owners)
-
-    def unreadable_files(self) -> dict[str, str]:
-        """Memory files a listing could not read as text (not UTF-8), relative to the root -> why."""
-        return {os.path.relpath(p, self.root): why for p, why in sorted(self._lister.unreadable.items())}
 
     def one_listing(self) -> contextlib.AbstractContextManager[None]:
         """Within it, this thread lists each folder once: a report that lists the same files twice."""
