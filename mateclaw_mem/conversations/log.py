@@ -345,6 +345,28 @@ class ConversationLog(SharedConnection):
             ).fetchall()
         return [_row_to_message(r) for r in reversed(rows)]
 
+    def around(self, agent: str, owner: str | None, ids: list[int], n: int
+               ) -> dict[int, tuple[list[StoredMessage], list[StoredMessage]]]:
+        """For each of these messages (of this agent and owner), up to `n` messages of its conversation
+        just before it and just after it, in conversation order (AML evidence windows)."""
+        out: dict[int, tuple[list[StoredMessage], list[StoredMessage]]] = {}
+        key = (agent, owner_column(owner))
+        mine = "agent = ? AND owner = ? AND conversation_id = ?"
+        with self._lock:
+            for mid in ids:
+                row = self._conn.execute(
+                    "SELECT conversation_id FROM messages WHERE id = ? AND agent = ? AND owner = ?", (mid, *key)
+                ).fetchone()
+                if row is None:
+                    continue
+                where = (*key, row["conversation_id"], mid, n)
+                before = self._conn.execute(f"SELECT * FROM messages WHERE {mine} AND id < ? ORDER BY id DESC LIMIT ?",
+                                            where).fetchall()
+                after = self._conn.execute(f"SELECT * FROM messages WHERE {mine} AND id > ? ORDER BY id LIMIT ?",
+                                           where).fetchall()
+                out[mid] = ([_row_to_message(r) for r in reversed(before)], [_row_to_message(r) for r in after])
+        return out
+
     def since(self, after_id: int, *, limit: int = 1000) -> list[StoredMessage]:
         """Messages of every conversation with id > `after_id`, in id order (for index catch-up)."""
         with self._lock:

@@ -21,6 +21,7 @@ import yaml
 # Safe loading only; the handler picks libyaml's loader when it is there (~8x the pure-Python one).
 _YAML = library.YAMLHandler()
 _OPEN = re.compile(r"\A---[ \t]*\r?\n")
+MAX_BLOCK_CHARS = 65_536  # a longer front matter is not parsed (its values would go into every listing)
 _CLOSE = re.compile(r"^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.MULTILINE)
 
 
@@ -48,6 +49,8 @@ def parse(text: str) -> Parsed:
     if not block:
         return Parsed("", body, {})
     inner = block[_OPEN.match(block).end() : _CLOSE.search(block, 4).start()]  # type: ignore[union-attr]
+    if refused := _refused(inner):
+        return Parsed(block, body, {}, refused)
     try:
         meta = _YAML.load(inner) if inner.strip() else {}
     except yaml.YAMLError as exc:
@@ -63,6 +66,23 @@ def parse(text: str) -> Parsed:
     if not isinstance(meta, dict):
         return Parsed(block, body, {}, "frontmatter is not a mapping of keys")
     return Parsed(block, body, meta)
+
+
+def _refused(inner: str) -> str | None:
+    """Front matter we do not hand to the YAML loader: a block past MAX_BLOCK_CHARS, or one with
+    aliases (`*name`): nine lines of them expand to 10^9 values ("billion laughs"), which every
+    later reader of the values (a JSON answer, a listing) would walk."""
+    if len(inner) > MAX_BLOCK_CHARS:
+        return f"frontmatter is {len(inner):,} characters, over {MAX_BLOCK_CHARS:,}; it is not read"
+    if "*" not in inner:
+        return None
+    try:
+        for event in yaml.parse(inner, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if isinstance(event, yaml.AliasEvent):
+                return f"frontmatter uses a YAML alias (*{event.anchor}); aliases are not read"
+    except yaml.YAMLError:
+        return None  # the loader reports it, with its line
+    return None
 
 
 def body(text: str) -> str:

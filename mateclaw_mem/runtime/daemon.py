@@ -43,6 +43,11 @@ AppFactory = Callable[[Services, str], Any]
 
 HTTP_START_TIMEOUT = 30.0
 HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing them
+# Seconds from SIGTERM / Ctrl-C to exit whatever is running: a service manager waits about 5 s before
+# its SIGKILL, and a facts rebuild of a 100,000-heading file kept the daemon up for minutes. What is
+# cut short is left as a crash leaves it (every write is atomic, every database transactional, queued
+# work persisted), so the next start picks it up.
+STOP_DEADLINE = 3.5
 _BUILD_SWITCH_INTERVAL = 0.0001  # seconds: how often the later routes' build lets a request run
 
 
@@ -69,6 +74,8 @@ class Daemon:
         self._server: Any = None
         self._server_thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
+        self._stopping = ""  # the part `stop` is waiting for, for the forced exit's log line
+        self._deadline: threading.Timer | None = None
 
     @property
     def lock_path(self) -> Path:
@@ -148,6 +155,7 @@ class Daemon:
         t0 = time.perf_counter()
         self.services.build()
         heal.after_build(self.services)
+        recovery.at_start(self.services)  # operations a crash interrupted, finished before any worker runs
         log.info("services built in %.0f ms", (time.perf_counter() - t0) * 1000)
         # Then the HTTP face, before the background work: every service a request can reach exists
         # (build() sealed them), and the watcher's catch-up with the disk (CPU-bound) and the
@@ -155,7 +163,6 @@ class Daemon:
         # that comes before a worker runs is not lost: pending work is in state.db and start()
         # resumes it; /health says "catching up" until the watcher's first reconcile is done.
         # Stopped after the HTTP API (stoppers run newest first): no request meets a stopping worker.
-        recovery.at_start(self.services)  # operations a crash interrupted, finished before any worker runs
         self.add_stopper("background work", self.services.stop)
         if sock is not None:
             server = self._prepare_http()
@@ -261,6 +268,24 @@ class Daemon:
     def request_stop(self, *_: object) -> None:
         self._stop.set()
 
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        """SIGTERM / SIGINT: stop in order, and exit by STOP_DEADLINE whatever is still running (the
+        timer is a thread of its own: it fires even while this main thread is busy starting)."""
+        self.request_stop()
+        if self._deadline is None:
+            self._deadline = threading.Timer(STOP_DEADLINE, self._forced_exit, args=(signum,))
+            self._deadline.daemon = True
+            self._deadline.start()
+
+    def _forced_exit(self, signum: int) -> None:
+        waiting = self._stopping or "the start"
+        log.warning("stopping took over %.1f s after %s (still waiting for %s): exiting now; work in flight is left "
+                    "as a crash leaves it and is picked up at the next start", STOP_DEADLINE,
+                    signal.Signals(signum).name, waiting)
+        pidfile.remove(self.services.settings.state_dir, os.getpid())
+        logging.shutdown()
+        os._exit(0)
+
     def wait(self) -> None:
         # Event.wait with a timeout keeps the main thread responsive to signals without busy polling.
         while not self._stop.wait(3600):
@@ -269,6 +294,7 @@ class Daemon:
     def stop(self) -> None:
         while self._stoppers:
             label, fn = self._stoppers.pop()
+            self._stopping = label
             try:
                 fn()
                 log.info("%s stopped", label)
@@ -284,8 +310,8 @@ class Daemon:
         log.info("stopped")
 
     def run_forever(self) -> None:
-        signal.signal(signal.SIGTERM, self.request_stop)
-        signal.signal(signal.SIGINT, self.request_stop)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
         self.start()
         if not gc.isenabled():  # the caller kept it off for the start (cli serve says why)
             gc.freeze()  # the start-up's objects (and its few hundred garbage ones) are never walked again
@@ -296,3 +322,5 @@ class Daemon:
         finally:
             log.info("stopping")
             self.stop()
+            if self._deadline is not None:
+                self._deadline.cancel()

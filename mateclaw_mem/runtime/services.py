@@ -186,7 +186,8 @@ class Services:
         from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse  # the agent's folder: made by the first Add
 
         return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
-                             ensure=self.store.ensure_agent, reranker=self._reranker())
+                             ensure=self.store.ensure_agent, reranker=self._reranker(),
+                             neighbours=self.settings.aml.neighbours, neighbour_chars=self.settings.aml.neighbour_chars)
 
     def _reranker(self) -> Any:
         """`aml.rerank` (llm/rerank.py), None while its url is empty."""

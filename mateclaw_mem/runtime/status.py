@@ -70,6 +70,8 @@ def _collect(services: Services, agents: list[str] | None, daemon: dict[str, Any
                     "ceiling": f.ceiling,
                     "over_budget": f.over_budget,
                     "frontmatter_error": f.meta_error,
+                    # workspace/oversized.py: read in parts, facts from its head, no machine writes
+                    "oversized": store.file_max_bytes > 0 and f.size > store.file_max_bytes,
                 }
                 for f in files
             ],
@@ -85,6 +87,8 @@ def _collect(services: Services, agents: list[str] | None, daemon: dict[str, Any
         out["model_health"] = _guarded(lambda: model_health(services))
     from mateclaw_mem.runtime.heal import report
 
+    if unreadable := store.unreadable_files():  # binary junk, not UTF-8: left out until fixed (listing.py)
+        out["unreadable_files"] = unreadable
     if set_aside := report(settings):  # damaged databases moved aside: which, why, how to recover rows
         out["set_aside_databases"] = set_aside
     from mateclaw_mem.runtime import recovery

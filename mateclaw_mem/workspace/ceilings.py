@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.workspace import oversized
 from mateclaw_mem.workspace.machine_rules import plan_machine_write
 from mateclaw_mem.workspace.provenance import Record
 from mateclaw_mem.workspace.records import sha256
@@ -32,6 +33,7 @@ def preview(store: WorkspaceStore, agent: str, owner: str | None, rel: str, old_
             actor: str, erosion: bool = True) -> str:
     """The text a machine write of `new_text` over `old_text` would leave; RejectedError where the
     write would raise it."""
+    oversized.refuse_machine_write(rel, old_text, store.file_max_bytes)
     record = store.provenance.load(store.agent_key(agent, owner), rel)
     if old_text:
         record.note_hand_edit(frontmatter.body(old_text), sha256(old_text))
@@ -44,6 +46,7 @@ def guard(
     actor: str, batch: str | None,
 ) -> tuple[str, tuple[str, ...], int]:
     """(text to write, archives written, pin markers removed) for a machine write."""
+    oversized.refuse_machine_write(rel, old, store.file_max_bytes)
     cap = store.ceiling_for(rel)
     target = archive_rel(store, rel)
     plan = plan_machine_write(rel, old, new, record, actor=actor, cap=cap, archive_rel=target)

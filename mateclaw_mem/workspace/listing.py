@@ -7,6 +7,7 @@ and size stay the same; the store drops an entry whenever it writes that file.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.workspace.paths import check_relative
 from mateclaw_mem.workspace.walk import OWNERS_DIR
 
+log = logging.getLogger(__name__)
 ALWAYS_ON: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "PROFILE.md", "MEMORY.md")
 DEFAULT_SORT_ORDER = 100
 
@@ -46,6 +48,7 @@ class FileLister:
         self._cache: dict[str, tuple[tuple[int, int, int], FileInfo]] = {}
         self._checked_rels: set[str] = set()
         self._memo = threading.local()  # this thread's listings while a `memo()` is open, else None
+        self.unreadable: dict[str, str] = {}  # path -> why it cannot be read as text (last listing)
 
     def forget(self, path: str) -> None:
         self._cache.pop(path, None)
@@ -107,8 +110,14 @@ class FileLister:
                     continue
                 try:
                     snap = self._read(rel, Path(path))
-                except (InvalidPathError, InvalidInputError):
+                except InvalidPathError:
                     continue
+                except InvalidInputError as exc:  # not UTF-8 (binary junk): named in the log and `status`
+                    if self.unreadable.get(path) != str(exc):
+                        log.warning("%s is left out of prompts, search and facts until it is fixed: %s", path, exc)
+                    self.unreadable[path] = str(exc)
+                    continue
+                self.unreadable.pop(path, None)
                 parsed = frontmatter.parse(snap.text)
                 info = FileInfo(
                     rel=rel,

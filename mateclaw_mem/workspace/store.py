@@ -24,7 +24,7 @@ from mateclaw_mem.errors import (
     NotFoundError,
 )
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, reading, seeding, undo, walk
+from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, oversized, reading, seeding, undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
@@ -61,8 +61,10 @@ class WorkspaceStore:
         history_keep: int = 50,
         owner_isolation: bool = False,
         lock_timeout: float = 30.0,
+        file_max_bytes: int = 0,
     ) -> None:
         self.root = Path(root)
+        self.file_max_bytes = file_max_bytes  # workspace/oversized.py: bigger files are read in parts
         self.clock = clock
         self.ceilings = {"PROFILE.md": 4000, "MEMORY.md": 8000} if ceilings is None else dict(ceilings)
         self.owner_isolation = owner_isolation
@@ -88,6 +90,7 @@ class WorkspaceStore:
             ceilings={"PROFILE.md": memory.profile_max_chars, "MEMORY.md": memory.memory_md_max_chars},
             history_keep=settings.history.keep_versions,
             owner_isolation=settings.owner_isolation,
+            file_max_bytes=memory.memory_file_max_bytes,
         )
 
     # -- paths ---------------------------------------------------------------------------------
@@ -200,6 +203,8 @@ class WorkspaceStore:
         with self.lock(path):
             for replans in range(REPLAN_LIMIT):
                 current = self._settled(rel, path)
+                if actor != PERSON:  # before any parsing of it: workspace/oversized.py
+                    oversized.refuse_machine_write(rel, current.text, self.file_max_bytes)
                 if expected_sha is not None and expected_sha != current.sha:
                     raise ConflictError(
                         f"{rel} changed since it was read (expected {expected_sha[:12] or 'no file'}, "
@@ -232,6 +237,8 @@ class WorkspaceStore:
         with self.lock(path):
             for replans in range(REPLAN_LIMIT):
                 current = self._settled(rel, path)
+                if actor != PERSON:  # before `fn` parses it: workspace/oversized.py
+                    oversized.refuse_machine_write(rel, current.text, self.file_max_bytes)
                 new_text = fn(current.text)
                 if new_text is None:
                     return None
@@ -423,6 +430,10 @@ class WorkspaceStore:
     def list_files(self, agent: str, *, owner: str | None = None, prefix: str = "") -> list[FileInfo]:
         include_owners = bool(owner and self.owner_isolation)  # owners/ is listed per owner
         return self._lister.list(self.agent_dir(agent, owner), prefix=prefix, include_owners=include_owners)
+
+    def unreadable_files(self) -> dict[str, str]:
+        """Memory files a listing could not read as text (not UTF-8), relative to the root -> why."""
+        return {os.path.relpath(p, self.root): why for p, why in sorted(self._lister.unreadable.items())}
 
     def one_listing(self) -> contextlib.AbstractContextManager[None]:
         """Within it, this thread lists each folder once: a report that lists the same files twice."""

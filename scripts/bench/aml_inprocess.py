@@ -16,6 +16,9 @@ vectors between runs (queries are embedded live unless `--cache-queries`).
 such as `llama-server --rerank`, vLLM, TEI; or a chat model's …/v1) and prints it beside the lexical
 run with the reranker's call counts: anyone with a model can measure it.
 
+`--neighbours N` (and `--neighbour-chars C`) returns each hit with its evidence window (aml.neighbours),
+and prints the figures with and without windows side by side.
+
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
 a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
 merge, e.g. b='{"body": 0.2}').
@@ -45,7 +48,7 @@ from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
 from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
 from mateclaw_mem.index.messages.ranking import Ranking  # noqa: E402
 from mateclaw_mem.llm.rerank import Reranker  # noqa: E402
-from mateclaw_mem.settings import RerankSettings, SearchSettings  # noqa: E402
+from mateclaw_mem.settings import AmlSettings, RerankSettings, SearchSettings  # noqa: E402
 from scripts.bench._embeddings import bench_embedder, random_embedder  # noqa: E402
 
 
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dense-weight", type=float, default=SearchSettings().dense_weight)
     ap.add_argument("--embed-cache", default=None, help="SQLite file caching vectors between runs")
     ap.add_argument("--cache-queries", action="store_true", help="cache query vectors too (no latency figures)")
+    ap.add_argument("--neighbours", type=int, default=0, help="aml.neighbours: also run with evidence windows")
+    ap.add_argument("--neighbour-chars", type=int, default=AmlSettings().neighbour_chars)
     ap.add_argument("--rerank-url", default="", help="aml.rerank.url: a /rerank endpoint or a chat base URL")
     ap.add_argument("--rerank-kind", default="rerank", choices=("rerank", "chat"))
     ap.add_argument("--rerank-model", default="")
@@ -167,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             print(f"backfill: {dense.progress()[0]} vectors in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
         runs = {}
+        if args.neighbours:
+            svc.neighbours, svc.neighbour_chars = args.neighbours, args.neighbour_chars
+            runs["windows"] = evaluate(bench, svc, questions, args.top_k)
+            svc.neighbours = 0
         if args.rerank_url:
             reranker = Reranker(RerankSettings(url=args.rerank_url, kind=args.rerank_kind, model=args.rerank_model,
                                                top_n=args.rerank_top_n, deadline_seconds=args.rerank_deadline), None)
@@ -204,14 +213,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"(fused: search.dense-weight {args.dense_weight}; model {args.embedding_model} at {args.embeddings};"
               f" agreement gate: mean z {dense.gate.mean:.2f}, factor {dense.gate.factor:.2f})\n")
 
-    if "reranked" in runs:
+    if "reranked" in runs or "windows" in runs:
         load = os.getloadavg()[0]
         print(f"{'mode':<9} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7} {'p50 ms':>8} (load {load:.2f})")
-        for mode in ("lexical", "reranked"):
+        for mode in [m for m in ("lexical", "windows", "reranked") if m in runs]:
             a, ms = bench.aggregate(runs[mode][0]), runs[mode][1]
             print(f"{mode:<9} {a['n']:>5} {a['hit@1']:>7.4f} {a['hit@10']:>7.4f} {a['mrr']:>7.4f}"
                   f" {a['recall@2k']:>7.4f} {bench.percentile(ms, 50):>8.2f}")
-        print(f"(reranked: aml.rerank {args.rerank_kind} at {args.rerank_url}, top-n {args.rerank_top_n})\n")
+        if "windows" in runs:
+            print(f"(windows: aml.neighbours {args.neighbours}, neighbour-chars {args.neighbour_chars}; tokens returned"
+                  f" per search {sum(r['tokens_returned'] for r in runs['windows'][0]) / len(runs['windows'][0]):.0f}"
+                  f" vs {sum(r['tokens_returned'] for r in runs['lexical'][0]) / len(runs['lexical'][0]):.0f})")
+        if "reranked" in runs:
+            print(f"(reranked: aml.rerank {args.rerank_kind} at {args.rerank_url}, top-n {args.rerank_top_n})")
+        print()
     cats = sorted({r["category"] for r in rows})
     print(f"{'category':<14} {'n':>5} {'Hit@1':>7} {'Hit@10':>7} {'MRR':>7} {'R@2k':>7}")
     for name, sub in [(str(c), [r for r in rows if r["category"] == c]) for c in cats] + [("overall", rows)]:

@@ -21,9 +21,12 @@ from mateclaw_mem.api.ui.view import diff_lines, render_markdown, side_by_side, 
 from mateclaw_mem.api.ui.web import Page, UiRoute, form_of, page
 from mateclaw_mem.errors import ConflictError, InvalidInputError, NotFoundError
 from mateclaw_mem.markdown.sections import PIN_MARK, join, normalise_title, split_sections
+from mateclaw_mem.workspace import oversized
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 MAX_EDIT_CHARS = 2_000_000
+VIEW_PART_CHARS = 262_144  # an oversized file's view: one part of about this much text per page
+MAX_SECTIONS_LISTED = 300  # the view's pin list (a file of 100,000 headings made one form each)
 
 
 def _target(p: Page, path: str | None) -> tuple[str, str | None, str]:
@@ -56,14 +59,20 @@ def files(p: Page = Depends(page)) -> Response:
 
 
 @router.get("/files/view")
-def view(path: str = "", p: Page = Depends(page)) -> Response:
+def view(path: str = "", part: int = 1, p: Page = Depends(page)) -> Response:
     rel, owner, scope = _target(p, path)
     snap = p.services.store.read(p.agent, rel, owner=owner)
     if not snap.exists:
         raise NotFoundError(f"{rel} does not exist")
-    sections = split_sections(snap.text)[1]
-    return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(snap.text), sha=snap.sha,
-                    sections=sections)
+    # An oversized file is shown a part at a time (its whole view was 55 MB of HTML at 3 MB).
+    limit = p.services.store.file_max_bytes
+    size = oversized.size_over(snap.text, limit)
+    shown = oversized.part(snap.text, min(limit, VIEW_PART_CHARS), part) if size else oversized.part(snap.text, 0, 1)
+    sections = split_sections(shown.text)[1]
+    return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(shown.text, shown.first_line),
+                    sha=snap.sha, sections=sections[:MAX_SECTIONS_LISTED],
+                    more_sections=len(sections) - MAX_SECTIONS_LISTED,
+                    part=shown, warning=oversized.describe(rel, size, limit) if size else "")
 
 
 @router.post("/files/pin")

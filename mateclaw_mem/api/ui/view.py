@@ -29,10 +29,11 @@ def inline(text: str) -> Markup:
     return Markup(_BOLD.sub(r"<strong>\1</strong>", safe))
 
 
-def render_markdown(text: str) -> Markup:
+def render_markdown(text: str, first_line: int = 1) -> Markup:
+    """`first_line`: the file's line number of `text`'s first line (a part of a file keeps its anchors)."""
     out: list[str] = []
     fenced = False
-    for n, raw in enumerate(text.splitlines(), start=1):
+    for n, raw in enumerate(text.splitlines(), start=first_line):
         line = raw.rstrip()
         anchor = f' id="L{n}"'
         if line.lstrip().startswith("```"):

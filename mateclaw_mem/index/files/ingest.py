@@ -16,16 +16,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from mateclaw_mem.db import owner_column
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import Chunk, chunk_file
 from mateclaw_mem.index.files.storage import FileStorage, schema
 from mateclaw_mem.index.sources import MessageSource
-from mateclaw_mem.workspace import blobs, month_archive
+from mateclaw_mem.workspace import blobs, month_archive, oversized
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
 
 log = logging.getLogger(__name__)
+PART_CHARS = 262_144  # an oversized file's chunks are written in transactions of about this much text
 
 _BATCH_FILES = 200
 _AUTOMERGE = 4  # FTS5's default: what ingests after a rebuild run with
@@ -93,11 +95,18 @@ def ingest_many(
     plans = [_plan(db, store, agent, owner, rel, verify=verify, force=force) for agent, owner, rel in keys]
     if not any(p.write or p.remove or p.row_id is not None for p in plans):
         return [p.result for p in plans]
+    limit = store.file_max_bytes
     results = []
+    for p in plans:
+        if p.write and limit and p.size > limit:
+            _write_in_parts(db, p, limit)
     with db.tx() as conn:
         synced = False
         for p in plans:
             r = p.result
+            if p.write and limit and p.size > limit:
+                results.append(r)  # written above, a part at a time
+                continue
             if p.row_id is not None:
                 conn.execute("UPDATE files SET mtime = ?, size = ? WHERE id = ?", (p.mtime, p.size, p.row_id))
             elif p.remove:
@@ -115,6 +124,37 @@ def ingest_many(
         if synced:
             db.mark_synced(conn)
     return results
+
+
+def _write_in_parts(db: FileStorage, p: _Plan, limit: int) -> None:
+    """An oversized file (workspace/oversized.py) is indexed whole, in transactions of at most
+    PART_CHARS of text each: the index's write lock is free between them (in one, a 50 MB file held
+    it for the whole tokenizing). Until the last part the file's row has no hash and no mtime, so a
+    start after a crash midway indexes it again."""
+    r, chunks = p.result, p.chunks or []
+    bounds, start, size = [], 0, 0
+    for i, ch in enumerate(chunks):
+        size += len(ch.text)
+        if size >= PART_CHARS:
+            bounds.append((start, i + 1))
+            start, size = i + 1, 0
+    if start < len(chunks) or not bounds:
+        bounds.append((start, len(chunks)))
+    log.warning("indexing %s/%s in %d part(s): %s", r.agent, r.rel, len(bounds),
+                oversized.describe(r.rel, p.size, limit))
+    with db.tx() as conn:
+        db.delete_file(conn, "", r.agent, r.owner, r.rel)
+        db.insert_file(conn, "", r.agent, r.owner, r.rel, 0.0, p.size, "", chunks[slice(*bounds[0])])
+        file_id = conn.execute("SELECT id FROM files WHERE agent = ? AND owner = ? AND rel = ?",
+                               (r.agent, owner_column(r.owner), r.rel)).fetchone()["id"]
+    for lo, hi in bounds[1:]:
+        with db.tx() as conn:
+            if conn.execute("SELECT 1 FROM files WHERE id = ?", (file_id,)).fetchone() is None:
+                return  # removed or re-indexed meanwhile: that write is newer than this one
+            db.insert_chunks(conn, file_id, r.agent, r.owner, r.rel, chunks[lo:hi])
+    with db.tx() as conn:
+        conn.execute("UPDATE files SET mtime = ?, sha = ? WHERE id = ?", (p.mtime, p.sha, file_id))
+        db.mark_synced(conn)
 
 
 def _plan(

@@ -343,6 +343,11 @@ class FileStorage:
         self._insert_chunks(conn, "", file_id, agent, owner, rel, fresh)
         return len(fresh)
 
+    def insert_chunks(self, conn: sqlite3.Connection, file_id: int, agent: str, owner: str | None, rel: str,
+                      chunks: list) -> None:
+        """More chunks of an indexed file (an oversized one is written a part at a time)."""
+        self._insert_chunks(conn, "", file_id, agent, owner, rel, chunks)
+
     def _insert_chunks(
         self, conn: sqlite3.Connection, s: str, file_id: int | None, agent: str, owner: str | None, rel: str,
         chunks: list,

@@ -28,6 +28,7 @@ from mateclaw_mem.markdown.edits import Edit, apply_edits, line_key
 from mateclaw_mem.memory.facts.projection import STRUCTURED_PREFIX, claims, fact_id, is_source
 from mateclaw_mem.memory.facts.storage import FactDB, Row
 from mateclaw_mem.memory.facts.trust import Event, trust
+from mateclaw_mem.workspace import oversized
 from mateclaw_mem.workspace.walk import GLOBAL, scope_of
 
 if TYPE_CHECKING:
@@ -120,7 +121,9 @@ class FactService:
         if not is_source(rel):
             return 0
         snap = self.store.read(agent, rel, owner=owner)
-        found = claims(rel, snap.body) if snap.exists else []
+        # An oversized file's facts come from its head: the whole would hold facts.db's lock for minutes.
+        body = oversized.head(rel, snap.body, self.store.file_max_bytes, reader="fact projection")
+        found = claims(rel, body) if snap.exists else []
         rows, seen = [], set()
         for c in found:
             fid = fact_id(agent, owner, c)
@@ -138,7 +141,10 @@ class FactService:
         total, dropped, self._held = 0, 0, set()
         try:
             for a, o, rel in sorted(on_disk, key=lambda k: (k[0], k[1] or "", k[2])):
-                total += self.refresh(a, o, rel)
+                try:
+                    total += self.refresh(a, o, rel)
+                except InvalidInputError as exc:  # not UTF-8, binary: its facts stay as they were
+                    log.warning("facts of %s/%s%s not reprojected: %s", a, f"{o}/" if o else "", rel, exc)
             for key in self.db.files(agent):
                 if key not in on_disk:
                     self.db.replace_file(*key, [], self._now())

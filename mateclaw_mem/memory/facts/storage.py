@@ -103,16 +103,24 @@ class FactDB(SharedConnection):
         a 100,000-heading MEMORY.md hold this lock for minutes)."""
         o = owner_column(owner)
         new_ids = {r.id for r in rows}
+        select = ("SELECT rowid, id, section, line, key, value, text, first_seen_ms, changed_ms FROM facts"
+                  " WHERE agent=? AND owner=? AND file=?")
+        # Tokenizing is most of the work: done before the write lock, for the claims that are new or
+        # changed (a file saved with 20,000 new claims held the lock for all of it).
+        with self._lock:
+            before = {r["id"]: r["text"] for r in self._conn.execute(select, (agent, o, rel))}
+        tokens = {r.id: fts_tokens(f"{r.section} {r.text}") for r in rows if before.get(r.id) != r.text}
         with self._write() as conn:
-            old = {r["id"]: r for r in conn.execute(
-                "SELECT rowid, id, text, first_seen_ms, changed_ms FROM facts WHERE agent=? AND owner=? AND file=?",
-                (agent, o, rel))}
+            old = {r["id"]: r for r in conn.execute(select, (agent, o, rel))}
             for fid, prev in old.items():
                 if fid not in new_ids:
                     conn.execute("DELETE FROM facts WHERE rowid=?", (prev["rowid"],))
                     conn.execute("DELETE FROM facts_fts WHERE rowid=?", (prev["rowid"],))
             for r in rows:
                 prev = old.get(r.id)
+                if prev is not None and (prev["section"], prev["line"], prev["key"], prev["value"], prev["text"]) \
+                        == (r.section, r.line, r.key, r.value, r.text):
+                    continue  # as it was: a rebuild of an unchanged file writes nothing
                 first = prev["first_seen_ms"] if prev else now_ms
                 changed = (prev["changed_ms"] if prev["text"] == r.text else now_ms) if prev else now_ms
                 rowid = conn.execute(
@@ -123,8 +131,9 @@ class FactDB(SharedConnection):
                     (r.id, agent, o, rel, r.section, r.line, r.key, r.value, r.text, first, changed)).fetchone()[0]
                 if prev is None or prev["text"] != r.text:
                     conn.execute("DELETE FROM facts_fts WHERE rowid=?", (rowid,))
+                    made = tokens.get(r.id)  # None only when another writer changed it meanwhile
                     conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
-                                 (rowid, r.id, fts_tokens(f"{r.section} {r.text}")))
+                                 (rowid, r.id, made if made is not None else fts_tokens(f"{r.section} {r.text}")))
 
     def files(self, agent: str | None = None) -> list[tuple[str, str | None, str]]:
         sql, args = "SELECT DISTINCT agent, owner, file FROM facts", ()
