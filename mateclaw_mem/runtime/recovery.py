@@ -44,13 +44,16 @@ def at_start(services: Services) -> list[dict[str, Any]]:
         return []
     services.journal_checked = True
     journal = services.store.journal
-    if not journal.unfinished():
+    if not journal.folder.is_dir():
         return []
-    # What follows the files' writes (the search index, and through it the fact projection and the
-    # contradiction inbox) is built first: a replayed write reaches it as any write does.
-    services.file_index  # noqa: B018
-    if services.settings.mate.memory.fact.projection_enabled:
-        services.contradictions  # noqa: B018
+    if journal.unfinished():
+        # What follows the files' writes (the search index, and through it the fact projection and
+        # the contradiction inbox) is built first: a replayed write reaches it as any write does.
+        services.file_index  # noqa: B018
+        if services.settings.mate.memory.fact.projection_enabled:
+            services.contradictions  # noqa: B018
+    # Also when none is unfinished: a journal killed while it was being written or removed (no
+    # intent in it) is cleared away.
     return journal.recover(services.store, _finishers(services), at=services.clock.now().isoformat(timespec="seconds"),
                            before_replay={"contradiction": lambda f: services.contradictions.hold(f)})
 

@@ -47,6 +47,7 @@ import os
 import shutil
 import signal
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,7 @@ LOCK = "lock"
 RECOVERED = "recovered.jsonl"
 CRASH_ENV = "MATECLAW_MEM_CRASH_AT"
 KEEP_REPORTS = 50  # recovered.jsonl keeps this many lines
+STALE_S = 60.0  # a journal folder with neither intent nor lock older than this is a dead begin
 Finisher = Callable[[dict[str, Any]], str]
 
 
@@ -264,8 +266,7 @@ class Journal:
         for folder in self._folders():
             intent = _read_intent(folder)
             if intent is None:
-                if not (folder / LOCK).exists() or (fd := _lock(folder / LOCK, wait=False)) is not None:
-                    shutil.rmtree(folder, ignore_errors=True)  # closed (its intent gone) but not yet removed
+                self._clear(folder)
                 continue
             fd = _lock(folder / LOCK, wait=False)
             if fd is None:
@@ -284,6 +285,24 @@ class Journal:
         if done:
             self._report(done)
         return done
+
+    @staticmethod
+    def _clear(folder: Path) -> None:
+        """A journal without an intent: closed but not yet removed, or killed while it was being
+        written - nothing to finish. Removed once its lock is free; one without a lock file only when
+        it is old (an operation in another process may be between its mkdir and its lock)."""
+        if (folder / LOCK).exists():
+            fd = _lock(folder / LOCK, wait=False)
+            if fd is None:
+                return
+            os.close(fd)
+        else:
+            try:
+                if time.time() - folder.stat().st_mtime < STALE_S:
+                    return
+            except OSError:
+                return
+        shutil.rmtree(folder, ignore_errors=True)
 
     def _finish(self, store: WorkspaceStore, folder: Path, intent: dict[str, Any],
                 finishers: dict[str, Finisher], at: str, before_replay: dict[str, Finisher]) -> dict[str, Any]:
