@@ -45,7 +45,9 @@ def _search(client: httpx.Client, user: str, query: str) -> list[dict]:
 
 
 def _scan(root: Path) -> dict[str, list[dict]]:
-    return walk(root, {"victim": patterns(VICTIM), "other": patterns(OTHER), "image": patterns(IMAGE)}).hits
+    # The phrases, and one rare word of each alone: the index keeps terms one by one (postings keys).
+    return walk(root, {"victim": patterns(VICTIM), "other": patterns(OTHER), "image": patterns(IMAGE),
+                       "victim_word": patterns("zorbleflax"), "other_word": patterns("grumwhistle")}).hits
 
 
 def test_delete_user_leaves_no_byte_of_their_words(client: httpx.Client, tmp_path: Path,
@@ -68,7 +70,7 @@ def test_delete_user_leaves_no_byte_of_their_words(client: httpx.Client, tmp_pat
     before = _scan(ws)  # the scan sees them before the delete, in each database (or its WAL)
     for db in ("log.db", "messages.db", "index.db"):
         assert any(h["file"].startswith(f".mateclaw/{db}") for h in before["victim"]), (db, before["victim"])
-    assert before["image"]
+    assert before["image"] and before["victim_word"]
 
     assert client.delete(f"/v1/aml/users/{user}").status_code == 401  # authenticated like the other routes
     r = client.delete(f"/v1/aml/users/{user}", headers=AUTH)
@@ -79,9 +81,10 @@ def test_delete_user_leaves_no_byte_of_their_words(client: httpx.Client, tmp_pat
     assert {s["db"] for s in r.json()["scrubbed"]} == {"log.db", "messages.db", "index.db"}
 
     after = _scan(ws)
-    assert after["victim"] == [] and after["image"] == [], after
+    assert after["victim"] == [] and after["image"] == [] and after["victim_word"] == [], after
     assert any(h["file"].startswith(".mateclaw/log.db") for h in after["other"])  # positive control
     assert any(h["file"].startswith(".mateclaw/messages.db") for h in after["other"])
+    assert any(h["file"].startswith(".mateclaw/messages.db") for h in after["other_word"])
     assert _search(client, user, "marmalade harbour") == []
     assert _search(client, "other", "teapot lighthouse")[0]["content"].endswith(f"my {OTHER} is blue")
 
@@ -115,7 +118,7 @@ def test_retention_expires_users_whose_last_add_is_older(tmp_path: Path) -> None
         assert aml.search("marmalade", "old", 5) == []
         assert aml.search("teapot", "recent", 5) and len(aml.search("words", "kept", 5)) == 2
         hits = _scan(tmp_path / "ws")
-        assert hits["victim"] == [] and hits["other"]
+        assert hits["victim"] == [] and hits["victim_word"] == [] and hits["other"] and hits["other_word"]
         clock.advance(days=30)  # every user idle now; the scheduler's heartbeat (hourly gate passed) runs it
         services.aml_users._last_expiry = float("-inf")
         assert ("aml_retention", "2 user(s) deleted") in services.scheduler.tick_all()
