@@ -80,7 +80,10 @@ def test_a_file_edited_by_hand_after_the_crash_is_left_alone_and_reported(tmp_pa
     for i in range(1, N - 1):  # every other file is the import's
         if f"n{i:04d}.md" != written[0]:
             assert (notes / f"n{i:04d}.md").read_text(encoding="utf-8") == half_ops._note(i)
-    assert "left alone" in done.stderr or "left alone" in entry["how"]
+    assert "left alone" in entry["how"]
+    shown = cli(tmp_path, "status").stdout  # the short report says it, without --all
+    assert "interrupted import (run import-default-" in shown and "completed at start" in shown
+    assert f"left alone: default/notes/n{N - 1:04d}.md: changed by hand after the crash" in shown
 
 
 def test_a_running_operation_is_never_recovered_beside_itself(tmp_path: Path) -> None:

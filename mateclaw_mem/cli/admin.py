@@ -109,8 +109,9 @@ def cmd_status(ctx: CliContext) -> int:
                       for w in writes]
     for rel, why in (data.get("unreadable_files") or {}).items():
         lines.append(f"UNREADABLE {rel}: {why} (left out of prompts, search and facts; the file is not touched)")
+    lines += _interrupted_lines(data.get("interrupted_operations") or {})
     shown = ("mode", "model", "workspace", "workspace_source", "config", "config_source", "daemon", "owner_isolation",
-             "agents", "prompt_budget", "model_health", "unreadable_files")
+             "agents", "prompt_budget", "model_health", "unreadable_files", "interrupted_operations")
     rest = {key: value for key, value in data.items() if key not in shown}
     if full:
         from mateclaw_mem.cli.yaml_block import block
@@ -124,6 +125,20 @@ def cmd_status(ctx: CliContext) -> int:
 
 
 SHORT_WRITES = 3  # the latest writes per agent in the short report
+
+
+def _interrupted_lines(report: dict) -> list[str]:
+    """Operations a crash interrupted (runtime/recovery.py): what the start finished, and how; files
+    edited by hand since, left alone; journals still open (running, or waiting for the next start)."""
+    lines = []
+    for e in report.get("recovered") or []:
+        lines.append(f"interrupted {e.get('operation')} (run {e.get('run')}) {e.get('outcome')} at start "
+                     f"{e.get('at')}: {e.get('how')}")
+        lines += [f"  left alone: {f.get('file')}: {f.get('why')}" for f in e.get("left_alone") or []]
+    for u in report.get("unfinished") or []:
+        state = "running now" if u.get("running") else "interrupted; finished at the next start (or `doctor`)"
+        lines.append(f"{u.get('operation')} (run {u.get('run')}): {state}")
+    return lines
 
 
 def _summary(rest: dict) -> list[str]:

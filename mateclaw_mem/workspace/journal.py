@@ -332,7 +332,7 @@ class Journal:
                  "files": {"planned": len(files), "written_now": made, "already_done": len(files) - made - len(left),
                            "left_alone": len(left)}}
         if left:
-            entry["left_alone"] = [{"file": f["file"], "why": f["state"]} for f in left]
+            entry["left_alone"] = [{"file": f["file"], "why": f["state"].removeprefix("left alone: ")} for f in left]
         if error:
             entry["error"] = error
         log.warning("interrupted %s (run %s) %s at start: %s", entry["operation"], entry["run"], outcome,
