@@ -10,7 +10,7 @@ import pytest
 
 from mateclaw_mem.markdown.edits import Edit, apply_edits
 from mateclaw_mem.memory.extraction import remember
-from mateclaw_mem.memory.extraction.service import SHRINK_GUARD_MIN_CHARS
+from mateclaw_mem.memory.extraction.output import SHRINK_GUARD_MIN_CHARS
 from tests.support.extraction_env import AGENT, answer
 
 MEMORY = "# Memory\n\n## Preferences\n- prefers dark mode\n- likes green tea\n\n## Work\n- works at Acme\n"

@@ -9,6 +9,8 @@ import json
 import sys
 from pathlib import Path
 
+from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
+
 
 def fmt(v: float | None, unit: str) -> str:
     if v is None:
@@ -29,6 +31,7 @@ def main() -> int:
         missed += r["met"] is False
         print(f"| {r['figure']} | {fmt(r['ours'], r['unit'])} | {ref} | {ratio} | {r['goal']} | {met} |")
     print(f"\n{len(rows)} figures, {sum(r['met'] is True for r in rows)} goals met, {missed} missed")
+    print(load_average())
     return 0
 
 

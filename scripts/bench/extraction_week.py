@@ -30,7 +30,8 @@ from mateclaw_mem.llm.client import ModelClient  # noqa: E402
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult, TranscriptMessage, build_messages  # noqa: E402
 from mateclaw_mem.llm.usage import UsageLog  # noqa: E402
 from mateclaw_mem.memory.extraction import rules  # noqa: E402
-from mateclaw_mem.memory.extraction.service import MESSAGE_CHARS, ExtractionService  # noqa: E402
+from mateclaw_mem.memory.extraction.input import MESSAGE_CHARS  # noqa: E402
+from mateclaw_mem.memory.extraction.service import ExtractionService  # noqa: E402
 from mateclaw_mem.settings import load_settings  # noqa: E402
 from mateclaw_mem.workspace.store import WorkspaceStore  # noqa: E402
 from tests.support.model_server import ModelServer  # noqa: E402
@@ -279,4 +280,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
     main()
+    print(load_average())

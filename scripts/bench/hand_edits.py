@@ -784,9 +784,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
     try:
         main()
     except SystemExit as exc:
         if exc.code not in (None, 0):
             print(exc.code, file=sys.stderr)
+    print(load_average())
     sys.exit(0)

@@ -69,7 +69,7 @@ def main() -> None:
         with_recall = services.context
         without = ContextService(services.store, services.structured, with_recall.window, log=services.log)
         search_hits = SearchHitsProvider(lambda: services.search)
-        conv_hits = ConversationHitsProvider(lambda: services.search)
+        conv_hits = ConversationHitsProvider(lambda: services.message_index, lambda: services.log, services.clock.tz)
         built = with_recall.build("default", query=query, history=history)
         recalled = built.recalled
         print(f"workspace: {args.daily} daily notes, {args.messages} messages; RECALLED block "
@@ -94,4 +94,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
     main()
+    print(load_average())

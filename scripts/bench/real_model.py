@@ -461,4 +461,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
+    rc = main()
+    print(load_average())
+    raise SystemExit(rc)

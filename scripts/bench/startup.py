@@ -59,4 +59,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
     main()
+    print(load_average())

@@ -76,19 +76,14 @@ from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.memory.extraction import remember
 from mateclaw_mem.memory.extraction.analyse import analyse
-from mateclaw_mem.memory.extraction.gates import NEVER_EXTRACT_SOURCES, TriggerResult, gate
+from mateclaw_mem.memory.extraction.gates import TriggerResult, gate
 from mateclaw_mem.memory.extraction.input import (
-    CONTEXT_MESSAGES,
-    DAILY_TAIL_CHARS,
-    MESSAGE_CHARS,
-    SEEN_CHARS,
     Batch,
     collect,
     said_at,
     worth_a_model_call,
 )
 from mateclaw_mem.memory.extraction.output import (
-    SHRINK_GUARD_MIN_CHARS,
     Rejected,
     sanitise,
     write_answer,
@@ -104,13 +99,6 @@ from mateclaw_mem.workspace.walk import normalise_owner
 
 if TYPE_CHECKING:
     from mateclaw_mem.llm.client import ModelClient
-
-# Re-exported: callers and benches import these from here.
-__all__ = [
-    "ACTOR", "CONFLICT_RETRIES", "CONTEXT_MESSAGES", "DAILY_TAIL_CHARS", "MESSAGE_CHARS",
-    "NEVER_EXTRACT_SOURCES", "SEEN_CHARS", "SHRINK_GUARD_MIN_CHARS", "Bucket", "ExtractionService", "RunOutcome",
-    "TriggerResult",
-]
 
 log = logging.getLogger(__name__)
 MAX_DAYS_PER_EXTRACT = 10_000  # a manual run's bound on the days of one conversation it reads
