@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (first time) and run the whole test suite plus the linter and the type checker. Extra args go to pytest.
+# Set up (first time) and run the whole test suite plus the linter and the type checker. Extra args go to pytest:
+#   scripts/test.sh -m "not slow"    # the quick subset (marks: tests/support/marks.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev

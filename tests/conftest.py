@@ -70,3 +70,15 @@ def services(settings, clock: ManualClock):
 # Shared fixtures from tests/support (the scripted model server, ...).
 from tests.support.extraction_env import make_env  # noqa: E402, F401
 from tests.support.fixtures import model_server, model_settings_overrides  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The marks of tests/support/marks.py's table (`-m "not slow"` is the quick subset)."""
+    from tests.support.marks import MARKS, TIMEOUTS, keys_of
+
+    for item in items:
+        for key in keys_of(item.nodeid):
+            for name in MARKS.get(key, ()):
+                item.add_marker(getattr(pytest.mark, name))
+            if key in TIMEOUTS and item.get_closest_marker("timeout") is None:
+                item.add_marker(pytest.mark.timeout(TIMEOUTS[key]))

@@ -4,7 +4,12 @@
 Pending work is resumed by the new process while it is still starting, so its workers write memory
 files (and the store's listeners reach the search index) while the main thread builds the rest of
 the services. That is the window in which lazily built services under locks deadlocked a restart
-(issue 13, point 5): nothing printed, the port never opened."""
+(issue 13, point 5): nothing printed, the port never opened.
+
+Each restart is made to count instead of counting on many: every kill must leave named conversations
+pending, and the next process must be seen running exactly those (its log names them) before it is
+killed in turn, so every start really overlapped resumed work with its own start-up. Six such starts
+replace the twenty blind ones this test once made."""
 
 from __future__ import annotations
 
@@ -15,13 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_daemon_e2e import MEM, WAIT, WS, Daemon
+from tests.test_daemon_e2e import MEM, WAIT, WS, Daemon, wait_for
 
-RESTARTS = 20
-OWNERS = 4  # one extraction bucket each, so both workers have work when a restart resumes it
+RESTARTS = 5
+# One extraction bucket each, more buckets than the two workers: each start resumes a queue, not a run.
+OWNERS = 6
 # A hang costs one WAIT per start; this bounds the whole test so a hang fails it instead of freezing
 # the suite. It is a guard, not a measurement: healthy restarts take a small fraction of it.
-OVERALL_TIMEOUT = RESTARTS * (WAIT + 15.0)
+OVERALL_TIMEOUT = (RESTARTS + 1) * (2 * WAIT + 15.0)
 
 
 def _config(tmp_path: Path) -> None:
@@ -45,11 +51,11 @@ def started(tmp_path: Path) -> Iterator[list[Daemon]]:
             d.proc.wait()
 
 
-def _pending_runs(workspace: Path) -> int:
+def _pending(workspace: Path) -> set[str]:
     """Conversations whose extraction was requested and not finished, as a killed daemon left them."""
     db = sqlite3.connect(workspace / ".mateclaw" / "state.db")
     try:
-        return int(db.execute("SELECT COUNT(*) FROM extraction_pending").fetchone()[0])
+        return {row[0] for row in db.execute("SELECT conversation_id FROM extraction_pending")}
     finally:
         db.close()
 
@@ -57,8 +63,7 @@ def _pending_runs(workspace: Path) -> int:
 def test_kill_9_with_extraction_pending_comes_back_every_time(started: list[Daemon], tmp_path: Path) -> None:
     _config(tmp_path)
     deadline = time.monotonic() + OVERALL_TIMEOUT
-    served = 0
-    left_pending: list[int] = []
+    left: set[str] = set()  # what the previous kill left pending: this start must resume it
     for round_ in range(RESTARTS + 1):  # the first start plus RESTARTS restarts
         assert time.monotonic() < deadline, f"restarts took longer than the {OVERALL_TIMEOUT:.0f} s guard"
         d = Daemon(tmp_path)
@@ -73,7 +78,9 @@ def test_kill_9_with_extraction_pending_comes_back_every_time(started: list[Daem
             # A real request through the services, not just the liveness route.
             read = c.get(f"{WS}/file", params={"path": "MEMORY.md"})
             assert read.status_code == 200, read.text
-            served += 1
+            # The work the last kill cut off is run by this process (each run logs its conversation).
+            wait_for(lambda d=d, left=left: all(f"extraction default/{conv} " in d.log() for conv in left),
+                     f"start {round_} to resume {sorted(left)}", alive=d.proc)
             # New work for the next start: a burst of turns, each due now, in several buckets.
             for i in range(OWNERS * 2):
                 r = c.post(f"{MEM}/conversations/chat-{round_}-{i % OWNERS}/turns",
@@ -83,7 +90,6 @@ def test_kill_9_with_extraction_pending_comes_back_every_time(started: list[Daem
         assert d.proc is not None
         d.proc.kill()  # SIGKILL: no shutdown, running extractions cut off, pending rows left behind
         d.proc.wait(timeout=WAIT)
-        left_pending.append(_pending_runs(d.workspace))
-    assert served == RESTARTS + 1
-    # The scenario really happened: kills left work behind for the next start to resume.
-    assert any(left_pending), f"no kill left extraction work pending: {left_pending}"
+        left = _pending(d.workspace)
+        # The scenario really happens on every restart, not on some: the kill left work behind.
+        assert left, f"kill {round_} left no extraction work pending for the next start"

@@ -6,6 +6,14 @@ One parametrised case per command group. The template workspace (seeded agent, a
 notes, one logged conversation) is built once per module and copied for each case, so cases are
 independent of each other and of their order. `test_every_command_has_a_case` reads the real parser:
 a command added without a case here fails it.
+
+One process per group: a case's commands run one after another in one `tests/support/cli_runner.py`
+process (the CLI's real `main`, each command with its own stdin, stdout, stderr, environment and exit
+code), so Python and the imports are paid once per group, not once per command (55 processes took about
+a quarter of the suite). That one process runs a whole group also proves that a command leaves nothing
+behind (an open database, a changed environment) that the next one trips on. What only a fresh process
+shows stays a fresh process: `serve`, the MCP stdio server, `--help` / `--version` / no command, and
+`status` finding its workspace through MATECLAW_WORKSPACE.
 """
 
 from __future__ import annotations
@@ -66,15 +74,20 @@ def _command_of(args: tuple[str, ...]) -> str:
     words = [a for a in args if not a.startswith("-")]
     if not words:
         return ""
-    return f"{words[0]} {words[1]}" if words[0] in ("learn", "model", "facts") and len(words) > 1 else words[0]
+    return f"{words[0]} {words[1]}" if words[0] in ("learn", "model", "facts", "aml") and len(words) > 1 else words[0]
+
+
+RUNNER = Path(__file__).parent / "support" / "cli_runner.py"
 
 
 @dataclass
 class Shell:
-    """`mateclaw-mem` in a fresh process, started in `root` (no ./config there) on `root/workspace`."""
+    """`mateclaw-mem` started in `root` (no ./config there) on `root/workspace`: each command in the
+    group's one runner process, or in a fresh process of its own with `fresh=True`."""
 
     root: Path
     invoked: set[str] = field(default_factory=set)
+    runner: subprocess.Popen[str] | None = None
 
     @property
     def ws(self) -> Path:
@@ -85,13 +98,41 @@ class Shell:
         return [*CLI, *args, *(("--workspace", str(self.ws)) if workspace_flag else ())]
 
     def __call__(self, *args: str, stdin: str | None = None, expect: int = 0, env: dict[str, str] | None = None,
-                 workspace_flag: bool = True) -> tuple[str, str]:
-        proc = subprocess.run(self.argv(args, workspace_flag), cwd=self.root, env=_clean_env(**(env or {})),
-                              input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
-                              capture_output=True, text=True, timeout=120)
-        assert proc.returncode == expect, (args, proc.returncode, proc.stdout[-2000:], proc.stderr[-2000:])
-        assert "Traceback" not in proc.stderr, proc.stderr
-        return proc.stdout, proc.stderr
+                 workspace_flag: bool = True, fresh: bool = False) -> tuple[str, str]:
+        argv = self.argv(args, workspace_flag)
+        if fresh:
+            proc = subprocess.run(argv, cwd=self.root, env=_clean_env(**(env or {})),
+                                  input=stdin, stdin=None if stdin is not None else subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=120)
+            rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        else:
+            rc, out, err = self._in_runner(argv[len(CLI):], stdin, env or {})
+        assert rc == expect, (args, rc, out[-2000:], err[-2000:])
+        assert "Traceback" not in err, err
+        return out, err
+
+    def _in_runner(self, argv: list[str], stdin: str | None, env: dict[str, str]) -> tuple[int, str, str]:
+        if self.runner is None:
+            self.runner = subprocess.Popen([sys.executable, str(RUNNER)], cwd=self.root, env=_clean_env(),
+                                           stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.runner.stdin is not None and self.runner.stdout is not None
+        self.runner.stdin.write(json.dumps({"argv": argv, "stdin": stdin, "env": env}) + "\n")
+        self.runner.stdin.flush()
+        line = self.runner.stdout.readline()
+        assert line, f"the CLI runner exited ({self.runner.poll()}) running {argv}"
+        answer = json.loads(line)
+        return int(answer["rc"]), str(answer["stdout"]), str(answer["stderr"])
+
+    def close(self) -> None:
+        if self.runner is not None:
+            assert self.runner.stdin is not None
+            self.runner.stdin.close()  # the runner's loop ends at the end of its input
+            try:
+                self.runner.wait(timeout=30)
+            finally:
+                if self.runner.poll() is None:
+                    self.runner.kill()
+                    self.runner.wait()
 
     def json(self, *args: str, expect: int = 0, **kw: Any) -> Any:
         out, _ = self(*args, "--json", expect=expect, **kw)
@@ -138,9 +179,11 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def shell(template: Path, tmp_path: Path) -> Shell:
+def shell(template: Path, tmp_path: Path) -> Iterator[Shell]:
     shutil.copytree(template / "workspace", tmp_path / "workspace")
-    return Shell(tmp_path)
+    sh = Shell(tmp_path)
+    yield sh
+    sh.close()
 
 
 # -- the cases: one per command group ----------------------------------------------------------------------
@@ -177,7 +220,7 @@ def init(sh: Shell) -> None:
 @case("status")
 def status(sh: Shell) -> None:
     # The workspace from the environment, as service files and cron jobs set it.
-    data = sh.json("status", env={"MATECLAW_WORKSPACE": str(sh.ws)}, workspace_flag=False)
+    data = sh.json("status", env={"MATECLAW_WORKSPACE": str(sh.ws)}, workspace_flag=False, fresh=True)
     assert data["mode"] == "rules"
     assert Path(data["workspace"]).resolve() == sh.ws.resolve()
     files = {f["file"] for f in data["agents"][AGENT]["files"]}
@@ -186,7 +229,7 @@ def status(sh: Shell) -> None:
     assert out.startswith("mode: rules") and "MEMORY.md" in out and "dreaming:" in out
 
 
-@case("serve")
+@case("serve", "aml check")
 def serve(sh: Shell) -> None:
     proc = sh.popen("serve", "--host", "127.0.0.1", "--port", "0", stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL)
@@ -203,6 +246,9 @@ def serve(sh: Shell) -> None:
         assert url, log
         with urllib.request.urlopen(f"{url.group(1)}/health", timeout=30) as r:
             assert r.status == 200
+        # The Add/Search contract, checked against the daemon just started.
+        out, _ = sh("aml", "check", url.group(1))
+        assert "PASS" in out and "FAIL" not in out, out
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert "stopped" in proc.stderr.read()
@@ -544,12 +590,12 @@ def test_every_command_has_a_case() -> None:
 
 def test_help_version_and_no_command(tmp_path: Path) -> None:
     sh = Shell(tmp_path)
-    out, _ = sh("--help", workspace_flag=False)
+    out, _ = sh("--help", workspace_flag=False, fresh=True)
     for command in {c.split()[0] for c in parser_commands()}:
         assert re.search(rf"^\s+{re.escape(command)}\s", out, re.M), command
-    out, _ = sh("--version", workspace_flag=False)
+    out, _ = sh("--version", workspace_flag=False, fresh=True)
     assert re.fullmatch(r"mateclaw-mem \S+\n", out)
-    out, _ = sh(expect=2, workspace_flag=False)
+    out, _ = sh(expect=2, workspace_flag=False, fresh=True)
     assert "usage: mateclaw-mem" in out
     assert not (tmp_path / "workspace").exists()  # neither of them touched a workspace
 
