@@ -198,11 +198,12 @@ def analyse(view: View, query: str, options: list[str], r: Ranking) -> Query | N
     if not qweights:
         return None
     if len(qweights) > MAX_QUERY_TERMS:
-        # Each term walks its postings: a bounded number of them bounds the work. The rarest
-        # that occur at all carry the query (a common word adds little but costs the most; a
-        # word this owner never used costs nothing and finds nothing).
+        # Each term walks its postings: a bounded number of them bounds the work. The question's
+        # words before the options' (the question leads: many long options once left none of it),
+        # then the rarest that occur at all (a common word adds little but costs the most; a word
+        # this owner never used costs nothing and finds nothing).
         keep = heapq.nlargest(MAX_QUERY_TERMS, qweights,
-                              key=lambda t: view.idf(t) if view.df.get(t) else -1.0)
+                              key=lambda t: (qweights[t], view.idf(t) if view.df.get(t) else -1.0))
         qweights = {t: qweights[t] for t in keep}
         content_toks = [t for t in content_toks if t in qweights]
     # Names the answer must not merely repeat: the speakers and whatever the question names.
