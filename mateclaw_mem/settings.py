@@ -113,7 +113,8 @@ class MemorySettings(Section):
     soul: SoulSettings = SoulSettings()  # ours: `soul.auto-apply` applies a proposal unreviewed
 
     _cron = field_validator("structured_consolidation_cron")(_check_cron)
-    # Ours (docs/operations.md, "Export and import"): any .md on import, within wider streamed limits; extras that travel.
+    # Ours (docs/operations.md, "Export and import"): any .md on import, within wider streamed limits;
+    # extras that travel.
     snapshot_vault_import: bool = False
     snapshot_extras: list[Literal["structured", "dreams", "facts", "owners"]] = []
 

@@ -25,7 +25,7 @@ from mateclaw_mem.workspace import oversized
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 MAX_EDIT_CHARS = 2_000_000
-VIEW_PART_CHARS = 262_144  # an oversized file's view: one part of about this much text per page
+VIEW_PART_CHARS = 131_072  # an oversized file's view: one part of about this much text per page
 MAX_SECTIONS_LISTED = 300  # the view's pin list (a file of 100,000 headings made one form each)
 
 

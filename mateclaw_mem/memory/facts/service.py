@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 VERDICTS = ("helpful", "unhelpful")
 RECALL_CANDIDATES = 24
 MIN_RECALL_TRUST = 0.05
+BIG_FILE_CHARS = 65_536  # a file this long is parsed again only when its hash changed (refresh)
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ class FactService:
         self.db = db or FactDB(settings.state_dir / "facts.db")
         self._listeners: list[Callable[[str, str | None], None]] = []
         self._held: set[tuple[str, str | None]] | None = None  # during a rebuild: who changed
+        # (agent, owner, rel) -> (sha, facts) of a big file as last projected: not parsed again unchanged
+        self._projected: dict[tuple[str, str | None, str], tuple[str, int]] = {}
 
     def add_listener(self, fn: Callable[[str, str | None], None]) -> None:
         """`fn(agent, owner)` after a file of theirs was reprojected (once per owner per rebuild);
@@ -121,6 +124,10 @@ class FactService:
         if not is_source(rel):
             return 0
         snap = self.store.read(agent, rel, owner=owner)
+        key = (agent, owner, rel)
+        done = self._projected.get(key)
+        if done is not None and done[0] == snap.sha and self.db.file_count(agent, owner, rel) == done[1]:
+            return done[1]  # a big file projected as it is now: the scheduled rebuild costs no parse
         # An oversized file's facts come from its head: the whole would hold facts.db's lock for minutes.
         body = oversized.head(rel, snap.body, self.store.file_max_bytes, reader="fact projection")
         found = claims(rel, body) if snap.exists else []
@@ -132,6 +139,8 @@ class FactService:
             seen.add(fid)
             rows.append(Row(fid, agent, owner, rel, c.section, c.line, c.key, c.value, c.text, 0, 0))
         self.db.replace_file(agent, owner, rel, rows, self._now())
+        if len(snap.text) > BIG_FILE_CHARS:
+            self._projected[key] = (snap.sha, len(rows))
         self._changed(agent, owner)
         return len(rows)
 

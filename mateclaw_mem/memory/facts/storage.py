@@ -135,6 +135,11 @@ class FactDB(SharedConnection):
                     conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
                                  (rowid, r.id, made if made is not None else fts_tokens(f"{r.section} {r.text}")))
 
+    def file_count(self, agent: str, owner: str | None, rel: str) -> int:
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM facts WHERE agent=? AND owner=? AND file=?",
+                                          (agent, owner_column(owner), rel)).fetchone()[0])
+
     def files(self, agent: str | None = None) -> list[tuple[str, str | None, str]]:
         sql, args = "SELECT DISTINCT agent, owner, file FROM facts", ()
         if agent is not None:
