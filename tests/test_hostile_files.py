@@ -208,3 +208,27 @@ def test_a_dripping_mem0_never_holds_a_prompt_and_sigterm_still_exits(serve, mon
         assert mem0.sent.get(SEARCH, 0) > 0  # it was dripping
         assert _term(d) == 0  # while the server still drips
         mem0.release()
+
+
+def test_a_dream_leaves_an_oversized_memory_file_alone_and_says_why(tmp_path: Path, clock) -> None:
+    """In-process, with a 4 KiB limit: the night's dream does not plan on (or write) an oversized
+    MEMORY.md, and its outcome names the file, its size and the setting."""
+    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.settings import load_settings
+    from tests.test_dreaming import NIGHT, write_week
+
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    memory-file-max-bytes: 4096\n", encoding="utf-8")
+    svc = Services(load_settings(cfg, tmp_path / "ws"), clock)
+    try:
+        svc.store.ensure_agent("default")
+        write_week(svc)
+        clock.set(NIGHT)
+        big = _headings(200).decode()  # ~10 KB, a person's own
+        svc.store.write("default", "MEMORY.md", big, expected_sha=None, actor="person")
+        out = svc.dreaming.dream("default")
+        assert out.status == "rejected", out.reason
+        assert "MEMORY.md is 10 KiB, over mate.memory.memory-file-max-bytes (4 KiB)" in out.reason
+        assert svc.store.read("default", "MEMORY.md").text == big
+    finally:
+        svc.close()

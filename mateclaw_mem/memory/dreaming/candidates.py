@@ -31,6 +31,7 @@ from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.sections import normalise_title, split_sections
 from mateclaw_mem.memory.dreaming import claims
 from mateclaw_mem.memory.dreaming.shingles import containment, idf_weights, shingles
+from mateclaw_mem.workspace import oversized
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
@@ -167,7 +168,8 @@ def collect(
         if not snap.exists:
             continue
         looked_at.append(rel)
-        for c in reversed(parse_daily(rel, day, snap.text)):
+        text = oversized.head(rel, snap.text, store.file_max_bytes, reader="dreaming")
+        for c in reversed(parse_daily(rel, day, text)):
             if len(candidates) >= limit:
                 break
             candidates.append(c)

@@ -74,6 +74,7 @@ from mateclaw_mem.memory.dreaming.rules import DreamPlan, plan_rules
 from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, run_summary, short_reason
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
+from mateclaw_mem.workspace import oversized
 from mateclaw_mem.workspace.cas import retry_on_conflict
 from mateclaw_mem.workspace.paths import check_agent, owner_dirname
 from mateclaw_mem.workspace.store import WorkspaceStore, sha256
@@ -290,6 +291,11 @@ class DreamingService:
         person saved since it was read: the caller plans again on their version)."""
         agent, owner, topic = out.agent, out.owner, out.topic
         snap = self.store.read(agent, MEMORY_REL, owner=owner)
+        try:  # before any planning (a model prompt would carry all of it): the write would be refused
+            oversized.refuse_machine_write(MEMORY_REL, snap.text, self.store.file_max_bytes)
+        except RejectedError as exc:
+            out.status, out.reason = "rejected", exc.message
+            return
         out.memory_before = snap.text
         scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
         out.candidates = [s.as_dict() for s in scored.candidates]
