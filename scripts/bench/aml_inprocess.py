@@ -60,6 +60,15 @@ def load_bench(path: Path):  # returns the aml_bench module
     return mod
 
 
+def require_inputs(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """--data and --bench name files (an argparse error saying which and why, else)."""
+    for name in ("data", "bench"):
+        value = getattr(args, name)
+        if not value or not Path(value).is_file():
+            ap.error(f"--{name}: {'give the path' if not value else f'no such file: {value}'} "
+                     "(the LoCoMo data and aml_bench.py are not part of this repo)")
+
+
 def ranking_with(overrides: list[str]) -> Ranking:
     r = Ranking()
     for item in overrides:
@@ -121,11 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerank-deadline", type=float, default=30.0, help="seconds per search (default 30: a bench"
                     " measures the model, not the daemon's default deadline)")
     args = ap.parse_args(argv)
-    for name in ("data", "bench"):
-        value = getattr(args, name)
-        if not value or not Path(value).is_file():
-            ap.error(f"--{name}: {'give the path' if not value else f'no such file: {value}'} "
-                     "(the LoCoMo data and aml_bench.py are not part of this repo)")
+    require_inputs(ap, args)
     if args.no_stem:
         import mateclaw_mem.index.tokenizer as tokenizer
 

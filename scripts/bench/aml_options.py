@@ -25,7 +25,10 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aml_inprocess import load_bench  # scripts/bench/aml_inprocess.py (this script's folder is on sys.path)
+from aml_inprocess import (  # scripts/bench/aml_inprocess.py (this script's folder is on sys.path)
+    load_bench,
+    require_inputs,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -66,11 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--top-k", type=int, default=10)
     args = ap.parse_args(argv)
-    for name in ("data", "bench"):
-        value = getattr(args, name)
-        if not value or not Path(value).is_file():
-            ap.error(f"--{name}: {'give the path' if not value else f'no such file: {value}'} "
-                     "(the LoCoMo data and aml_bench.py are not part of this repo)")
+    require_inputs(ap, args)
     bench = load_bench(Path(args.bench))
     bargs = argparse.Namespace(categories=bench.parse_categories("all"), repair_evidence=False, chunk_messages=20,
                                chunk_words=2000, ts_step_ms=0)
