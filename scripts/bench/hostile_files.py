@@ -20,7 +20,11 @@ append), then a facts rebuild is started and SIGTERM sent `--sigterm-after` seco
 A probe thread asks `/health`, the facts list and a workspace search in turn throughout; "stall" is
 the longest any probe waited during a step (a lock held across long work shows up there). Prints, per
 file: each step's time, its largest stall, the SIGTERM -> exit time, the prompt size, the view's
-bytes, peak RSS (VmHWM), and whether the file's bytes are unchanged at the end; then the load average.
+bytes, peak RSS (VmHWM), and whether the file's bytes were unchanged before the machine write.
+
+Then `mem0-huge` and `mem0-drip`: the daemon with Mem0 listed, in front of tests/support's Mem0 server
+answering 80 MB, or one byte every 50 ms: five context builds each (time, HTTP status), what Mem0
+pushed, peak RSS, SIGTERM -> exit. Last line: stalls over the bound, the slowest SIGTERM, load average.
 """
 
 from __future__ import annotations
@@ -248,6 +252,51 @@ def run_case(name: str, data: bytes, args: argparse.Namespace) -> dict[str, Any]
     return out
 
 
+def run_mem0(mode: str, args: argparse.Namespace) -> dict[str, Any]:
+    """A Mem0 answering `mode` (tests/support/mem0_server.py: "huge" 80 MB, "drip" one byte per 50 ms)
+    behind the real daemon: each context build's time against the prefetch budget, RSS, SIGTERM."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support.mem0_server import SEARCH, Mem0Server
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"hostile-mem0-{mode}-"))
+    out: dict[str, Any] = {"file": f"mem0-{mode}"}
+    with Mem0Server() as mem0:
+        mem0.modes[SEARCH] = mode
+        mem0.hold()
+        cfg = tmp / "mateclaw.yaml"
+        cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    providers: [search_hits, "
+                       f"{{name: mem0, baseUrl: '{mem0.base_url}'}}]\n", encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
+        cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(tmp / "ws"), "--config",
+               str(cfg), "--port", "0"]
+        proc, url = start_daemon(cmd, tmp / "daemon.log", env=env, cwd=tmp, timeout=120, until_ready=True)
+        if url is None:
+            proc.kill()
+            return {**out, "error": "did not start"}
+        times = []
+        with httpx.Client(base_url=url, timeout=600) as c:
+            for _ in range(5):
+                t = time.perf_counter()
+                r = c.post(f"{MEM}/context", json={"query": "tea", "owner": "user:42"})
+                times.append((time.perf_counter() - t, r.status_code))
+            out["error_seen"] = ((c.get("/api/v1/status").json().get("providers") or {}).get("providers", {})
+                                 .get("mem0", {}).get("last_error"))
+        out["rss_peak_mb"] = _rss_peak_mb(proc.pid)
+        out["times"] = times
+        out["sent_mb"] = mem0.sent.get(SEARCH, 0) / 1e6
+        t0 = time.perf_counter()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=120)
+            out["sigterm_exit_s"] = time.perf_counter() - t0
+        except Exception:
+            proc.kill()
+            out["sigterm_exit_s"] = float("inf")
+        mem0.release()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def _quiet(fn: Callable[[], Any]) -> None:
     try:
         fn()
@@ -282,6 +331,19 @@ def main() -> int:
               f"file unchanged before the machine write: {r['unchanged']}")
         for w in r["warnings"]:
             print(f"  log: {w}")
+    for mode in ("huge", "drip"):
+        if args.only and f"mem0-{mode}" not in args.only:
+            continue
+        r = run_mem0(mode, args)
+        print(f"\nmem0-{mode}: prefetch timeout 1.5 s per provider, 2.5 s in all; Mem0 timeoutMs 3000, "
+              "maxAnswerBytes 1 MiB", flush=True)
+        if "error" in r:
+            print("  ", r["error"])
+            continue
+        print("  context builds: " + ", ".join(f"{t:.2f} s (HTTP {code})" for t, code in r["times"]))
+        print(f"  largest {max(t for t, _ in r['times']):.2f} s; Mem0 pushed {r['sent_mb']:.1f} MB; peak RSS "
+              f"{r['rss_peak_mb']:.0f} MB; SIGTERM -> exit {r['sigterm_exit_s']:.2f} s; status: {r['error_seen']}")
+        worst_term = max(worst_term, r["sigterm_exit_s"])
     print(f"\nstalls over {args.bound:.1f} s: {stalls}; slowest SIGTERM -> exit: {worst_term:.2f} s; "
           f"load average {os.getloadavg()}", flush=True)
     return 0
