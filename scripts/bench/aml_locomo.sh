@@ -11,6 +11,11 @@
 # (search.dense-weight 0), dense (weight 1) and fused (weight $DENSE_WEIGHT, default 0.2) - and print
 # the three tables. (scripts/bench/aml_inprocess.py prints them side by side with the latency ratio.)
 #
+# With --rerank URL (a /rerank endpoint, e.g. llama-server --rerank -> http://127.0.0.1:8080/v1/rerank; or
+# a chat model's base URL with --rerank-kind chat --rerank-model M): the daemon runs with aml.rerank
+# pointed at it (deadline 30 s: the bench measures the model) and the table is the reranked one; run
+# without it for the lexical figures. scripts/bench/aml_inprocess.py --rerank-url prints both at once.
+#
 # Neither file ships with this repo: pass their paths (or set AML_DATA / AML_BENCH).
 # Env: PYTHON (default: the repo's .venv python, else python3), PORT (default: a free port),
 #      AML_DATA, AML_BENCH (instead of --data / --bench), OUT (per-question JSON).
@@ -25,11 +30,17 @@ extra=()
 embeddings=""
 emodel="e5"
 etype="false"
+rerank=""
+rkind="rerank"
+rmodel=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --embeddings) embeddings="${2:-}"; shift 2 || { echo "aml_locomo.sh: --embeddings needs a URL" >&2; exit 2; } ;;
     --embedding-model) emodel="${2:-}"; shift 2 || { echo "aml_locomo.sh: --embedding-model needs a name" >&2; exit 2; } ;;
     --input-type) etype="true"; shift ;;
+    --rerank) rerank="${2:-}"; shift 2 || { echo "aml_locomo.sh: --rerank needs a URL" >&2; exit 2; } ;;
+    --rerank-kind) rkind="${2:-}"; shift 2 || { echo "aml_locomo.sh: --rerank-kind needs rerank|chat" >&2; exit 2; } ;;
+    --rerank-model) rmodel="${2:-}"; shift 2 || { echo "aml_locomo.sh: --rerank-model needs a name" >&2; exit 2; } ;;
     --data) data="${2:-}"; shift 2 || { echo "aml_locomo.sh: --data needs a path" >&2; exit 2; } ;;
     --bench) bench="${2:-}"; shift 2 || { echo "aml_locomo.sh: --bench needs a path" >&2; exit 2; } ;;
     *) extra+=("$1"); shift ;;
@@ -70,6 +81,15 @@ run_bench() {
     --auth-header "Authorization: Bearer $key" --progress-every 0 \
     ${OUT:+--out "$OUT"} ${extra[@]+"${extra[@]}"} "$@"
 }
+
+if [ -n "$rerank" ]; then
+  printf 'aml:\n  rerank:\n    url: "%s"\n    kind: %s\n    model: "%s"\n    deadline-seconds: 30\n' \
+    "$rerank" "$rkind" "$rmodel" >"$work/rerank.yaml"
+  start_server "$work/rerank.yaml"
+  echo "$commit; aml.rerank $rkind at $rerank"
+  run_bench
+  exit 0
+fi
 
 if [ -z "$embeddings" ]; then
   start_server "$work/defaults.yaml"
