@@ -7,6 +7,7 @@ import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -134,5 +135,34 @@ def test_retention_off_by_default(tmp_path: Path) -> None:
         clock.advance(timedelta(days=3650))
         assert services.settings.aml.retention_days == 0
         assert services.aml_users.expire() == [] and services.aml.search("ever", "u", 5)
+    finally:
+        services.close()
+
+
+def test_model_mode_facts_and_their_jobs_go_too(tmp_path: Path, model_server: Any, clock: ManualClock,
+                                                 model_settings_overrides: dict[str, Any]) -> None:
+    fact = f"Melanie keeps a {OTHER} on the shelf"  # the other user's words come back as this user's fact
+    model_server.reply_json({"facts": [{"text": f"Melanie keeps a {VICTIM} on the shelf", "sources": [1]}]})
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: UTC\n", encoding="utf-8")
+    services = Services(load_settings(cfg, tmp_path / "ws", overrides=model_settings_overrides), clock=clock)
+    try:
+        aml = services.aml
+        assert aml.facts is not None
+        aml.add("r1", "victim", "s1", [AmlMessage("user", "Melanie: look at my shelf", TS)])
+        assert aml.facts.run_pending() == 1
+        model_server.reply_json({"facts": [{"text": fact, "sources": [1]}]})
+        # r2, not r1: aml_fact_jobs.request_id is UNIQUE across users (another user's r1 would get no job)
+        aml.add("r2", "other", "s1", [AmlMessage("user", "Melanie: and mine", TS)])
+        assert aml.facts.run_pending() == 1
+        assert any("fact:" in i.content for i in aml.search("marmalade harbour shelf", "victim", 5))
+        deleted = services.aml_users.delete("victim")["deleted"]
+        assert deleted["log.db:aml_facts"] == 1 and deleted["log.db:aml_fact_jobs"] == 1
+        assert deleted["messages.db:docs"] == 2  # the turn and its fact
+        hits = _scan(tmp_path / "ws")
+        assert hits["victim"] == [] and hits["victim_word"] == []
+        assert hits["other"] and hits["other_word"]
+        assert aml.search("marmalade harbour shelf", "victim", 5) == []
+        assert any(OTHER in i.content for i in aml.search("teapot lighthouse shelf", "other", 5))
     finally:
         services.close()
