@@ -16,6 +16,7 @@ owner's facts (the shared files are owner None).
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import datetime
@@ -73,11 +74,12 @@ class FactService:
         self.settings = settings
         self.store = store
         self.clock = clock
-        self.db = db or FactDB(settings.state_dir / "facts.db")
+        self.db = db or FactDB(settings.facts_db)
         self._listeners: list[Callable[[str, str | None], None]] = []
         self._held: set[tuple[str, str | None]] | None = None  # during a rebuild: who changed
         # (agent, owner, rel) -> (sha, facts) of a big file as last projected: not parsed again unchanged
         self._projected: dict[tuple[str, str | None, str], tuple[str, int]] = {}
+        self._refreshing = threading.RLock()
 
     def add_listener(self, fn: Callable[[str, str | None], None]) -> None:
         """`fn(agent, owner)` after a file of theirs was reprojected (once per owner per rebuild);
@@ -123,6 +125,10 @@ class FactService:
         """Reproject one file (a missing file has no facts). Returns how many it has."""
         if not is_source(rel):
             return 0
+        with self._refreshing:  # one at a time: replace_file writes a big file in several transactions
+            return self._refresh(agent, owner, rel)
+
+    def _refresh(self, agent: str, owner: str | None, rel: str) -> int:
         snap = self.store.read(agent, rel, owner=owner)
         key = (agent, owner, rel)
         done = self._projected.get(key)

@@ -48,6 +48,7 @@ CREATE INDEX IF NOT EXISTS fact_events_fact ON fact_events (fact_id, at_ms);
 """
 
 
+WRITE_BATCH = 500  # facts written per transaction by `replace_file`
 _LAYOUT = 1  # PRAGMA user_version: facts_fts rows keyed by their fact's rowid
 
 
@@ -96,44 +97,45 @@ class FactDB(SharedConnection):
     # -- projection ------------------------------------------------------------------------------
 
     def replace_file(self, agent: str, owner: str | None, rel: str, rows: list[Row], now_ms: int) -> None:
-        """The facts of one file are now `rows` (first_seen/changed carried over by id).
+        """The facts of one file are now `rows` (first_seen/changed carried over by id). Callers
+        serialise the refreshes of one file (FactService.refresh).
 
-        Linear in the file's claims: `facts_fts` rows carry their fact's rowid, so one is found by
-        key, not by scanning the FTS table's unindexed `id` (which, with a set rebuilt per row, made
-        a 100,000-heading MEMORY.md hold this lock for minutes)."""
+        Bounded lock holds: tokenizing is done before any write, only new or changed claims are
+        written, and in transactions of WRITE_BATCH rows, so readers and other writers get the lock
+        between them (a 100,000-heading MEMORY.md held it for minutes: each FTS delete scanned the
+        table's unindexed `id`, and a set was rebuilt per row)."""
         o = owner_column(owner)
         new_ids = {r.id for r in rows}
         select = ("SELECT rowid, id, section, line, key, value, text, first_seen_ms, changed_ms FROM facts"
                   " WHERE agent=? AND owner=? AND file=?")
-        # Tokenizing is most of the work: done before the write lock, for the claims that are new or
-        # changed (a file saved with 20,000 new claims held the lock for all of it).
         with self._lock:
-            before = {r["id"]: r["text"] for r in self._conn.execute(select, (agent, o, rel))}
-        tokens = {r.id: fts_tokens(f"{r.section} {r.text}") for r in rows if before.get(r.id) != r.text}
-        with self._write() as conn:
-            old = {r["id"]: r for r in conn.execute(select, (agent, o, rel))}
-            for fid, prev in old.items():
-                if fid not in new_ids:
-                    conn.execute("DELETE FROM facts WHERE rowid=?", (prev["rowid"],))
-                    conn.execute("DELETE FROM facts_fts WHERE rowid=?", (prev["rowid"],))
-            for r in rows:
-                prev = old.get(r.id)
-                if prev is not None and (prev["section"], prev["line"], prev["key"], prev["value"], prev["text"]) \
-                        == (r.section, r.line, r.key, r.value, r.text):
-                    continue  # as it was: a rebuild of an unchanged file writes nothing
-                first = prev["first_seen_ms"] if prev else now_ms
-                changed = (prev["changed_ms"] if prev["text"] == r.text else now_ms) if prev else now_ms
-                rowid = conn.execute(
-                    "INSERT INTO facts(id, agent, owner, file, section, line, key, value, text, first_seen_ms,"
-                    " changed_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
-                    " section=excluded.section, line=excluded.line, key=excluded.key, value=excluded.value,"
-                    " text=excluded.text, changed_ms=excluded.changed_ms RETURNING rowid",
-                    (r.id, agent, o, rel, r.section, r.line, r.key, r.value, r.text, first, changed)).fetchone()[0]
-                if prev is None or prev["text"] != r.text:
-                    conn.execute("DELETE FROM facts_fts WHERE rowid=?", (rowid,))
-                    made = tokens.get(r.id)  # None only when another writer changed it meanwhile
-                    conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
-                                 (rowid, r.id, made if made is not None else fts_tokens(f"{r.section} {r.text}")))
+            old = {r["id"]: r for r in self._conn.execute(select, (agent, o, rel)).fetchall()}
+        gone = [prev["rowid"] for fid, prev in old.items() if fid not in new_ids]
+        todo = [r for r in rows if (prev := old.get(r.id)) is None or (
+            prev["section"], prev["line"], prev["key"], prev["value"], prev["text"]) != (
+            r.section, r.line, r.key, r.value, r.text)]  # as it was: a rebuild of an unchanged file writes nothing
+        tokens = {r.id: fts_tokens(f"{r.section} {r.text}") for r in todo
+                  if (prev := old.get(r.id)) is None or prev["text"] != r.text}
+        for i in range(0, len(gone), WRITE_BATCH):
+            with self._write() as conn:
+                conn.executemany("DELETE FROM facts WHERE rowid=?", [(rid,) for rid in gone[i:i + WRITE_BATCH]])
+                conn.executemany("DELETE FROM facts_fts WHERE rowid=?", [(rid,) for rid in gone[i:i + WRITE_BATCH]])
+        for i in range(0, len(todo), WRITE_BATCH):
+            with self._write() as conn:
+                for r in todo[i:i + WRITE_BATCH]:
+                    prev = old.get(r.id)
+                    first = prev["first_seen_ms"] if prev else now_ms
+                    changed = (prev["changed_ms"] if prev["text"] == r.text else now_ms) if prev else now_ms
+                    rowid = conn.execute(
+                        "INSERT INTO facts(id, agent, owner, file, section, line, key, value, text, first_seen_ms,"
+                        " changed_ms) VALUES (?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(id) DO UPDATE SET"
+                        " section=excluded.section, line=excluded.line, key=excluded.key, value=excluded.value,"
+                        " text=excluded.text, changed_ms=excluded.changed_ms RETURNING rowid",
+                        (r.id, agent, o, rel, r.section, r.line, r.key, r.value, r.text, first, changed)).fetchone()[0]
+                    if r.id in tokens:
+                        conn.execute("DELETE FROM facts_fts WHERE rowid=?", (rowid,))
+                        conn.execute("INSERT INTO facts_fts(rowid, id, tokens) VALUES (?, ?, ?)",
+                                     (rowid, r.id, tokens[r.id]))
 
     def file_count(self, agent: str, owner: str | None, rel: str) -> int:
         with self._lock:
