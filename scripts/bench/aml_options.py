@@ -27,6 +27,7 @@ from pathlib import Path
 
 from aml_inprocess import (  # scripts/bench/aml_inprocess.py (this script's folder is on sys.path)
     load_bench,
+    ranking_with,
     require_inputs,
 )
 
@@ -68,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bench", default=os.environ.get("AML_BENCH"), help="aml_bench.py (env AML_BENCH)")
     ap.add_argument("--seed", type=int, default=39)
     ap.add_argument("--top-k", type=int, default=10)
+    ap.add_argument("--set", action="append", default=[], help="Ranking field=JSON value (e.g. option_weight=0.5)")
     args = ap.parse_args(argv)
     require_inputs(ap, args)
     bench = load_bench(Path(args.bench))
@@ -80,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     over = dict.fromkeys(rows, 0)
     with tempfile.TemporaryDirectory() as tmp:
         log = ConversationLog(Path(tmp) / "log.db")
-        index = MessageIndex(Path(tmp) / "messages.db")
+        index = MessageIndex(Path(tmp) / "messages.db", ranking_with(args.set))
         svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
         for conv in plan:
             for call in conv["calls"]:
@@ -97,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         index.close()
 
     print(f"LoCoMo dev, multiple choice (answer + 3 same-category distractors, seed {args.seed}):"
-          f" {len(mc)} of {len(questions)} questions, top_k {args.top_k}")
+          f" {len(mc)} of {len(questions)} questions, top_k {args.top_k}"
+          + (f", {' '.join(args.set)}" if args.set else ""))
     print(f"{'category':<10} {'n':>5} {'Hit@1 without':>14} {'Hit@1 with':>11} {'MRR without':>12} {'MRR with':>9}")
     cats = sorted({r["category"] for r in rows["without"]})
     for name, pick in [(str(c), lambda r, c=c: r["category"] == c) for c in cats] + [("overall", lambda r: True)]:
