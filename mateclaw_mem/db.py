@@ -1,10 +1,18 @@
 """SQLite connections configured the same way everywhere (WAL, busy timeout, Row factory).
 
-Files under `workspace/.mateclaw/`: `log.db` (conversation log, runs, usage: logs),
-`state.db` (cooldowns, watermarks, schedules, lineage: bookkeeping), `index.db` (derived,
-rebuildable). Table owners subclass `SharedConnection` and take their path from Settings
-(`settings.log_db`, `settings.state_db`), never join it themselves. Which files are derived and
-what happens to a damaged one: runtime/heal.py (`check` and `set_aside` here do the file work).
+Files under `workspace/.mateclaw/`, each a property of Settings:
+- `log.db` (`settings.log_db`): the conversation log, extraction and dream runs, model usage,
+  retrievals, AML facts, chat imports;
+- `state.db` (`settings.state_db`): bookkeeping - queued extraction work, cooldowns, watermarks,
+  schedules, lineage, SOUL proposals;
+- `index.db` (`settings.index_db`): the file search index (derived, rebuildable);
+- `messages.db` (`settings.messages_db`): the Add/Search message index (derived, rebuildable);
+- `facts.db` (`settings.facts_db`): fact events and the contradiction inbox, beside the fact
+  projection (derived);
+- `forget.db` (`settings.forget_db`): tombstones of forgotten claims, purges due.
+Table owners subclass `SharedConnection` and take their path from Settings, never join it
+themselves (tests/test_settings_keys.py checks both). Which files are derived and what happens to a
+damaged one: runtime/heal.py (`check` and `set_aside` here do the file work).
 """
 
 from __future__ import annotations

@@ -393,6 +393,16 @@ class Settings(BaseSettings):
         """Derived, rebuildable: the Add/Search message index."""
         return self.state_dir / "messages.db"
 
+    @property
+    def facts_db(self) -> Path:
+        """Fact events and the contradiction inbox (the fact projection in it is derived)."""
+        return self.state_dir / "facts.db"
+
+    @property
+    def forget_db(self) -> Path:
+        """Tombstones of forgotten claims and the purges due after the undo window."""
+        return self.state_dir / "forget.db"
+
     @classmethod
     def settings_customise_sources(
         cls,

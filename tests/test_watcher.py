@@ -8,11 +8,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import httpx
 import pytest
 
 from mateclaw_mem.api.app import create_app
+from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.runtime.watcher import Watcher, ignored
 from tests.support.server import ApiServer
@@ -313,3 +315,34 @@ def test_the_state_folder_is_not_watched_and_new_agent_folders_are(svc: Services
     assert eventually(lambda: bool(svc.search.search("quokka", agent="late-agent")))
     (notes / "2024-01-04.md").write_text("# d\n\n## d\n\nwombat sighting\n", "utf-8")
     assert eventually(lambda: bool(svc.search.search("wombat", agent="late-agent")))
+
+
+def test_search_watch_false_starts_no_observer_and_a_search_still_finds_a_hand_save(
+        tmp_path: Path, clock: ManualClock) -> None:
+    from mateclaw_mem.settings import load_settings
+
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: Europe/Berlin\nsearch:\n  watch: false\n", encoding="utf-8")
+    svc = Services(load_settings(cfg, tmp_path / "ws"), clock)
+    try:
+        svc.store.ensure_agent("default")
+        assert found(svc, "canoe") == []  # builds the index; nothing about a canoe yet
+        w = svc.watcher
+        assert w.live is False
+        w.reconcile_interval = 1.0  # the setting's floor is 10 s: the test does not wait that long
+        w.start()
+        assert eventually(w.idle)
+        assert w.state == "reconcile only (search.watch: false; every 1 s)" and w._observer is None
+        path = svc.settings.workspace / "default" / "MEMORY.md"
+        path.write_text(path.read_text(encoding="utf-8") + "\n## By hand\n\nthe canoe is moored at Tegel\n",
+                        encoding="utf-8")
+        # No observer delivers the save; the periodic reconcile indexes it.
+        assert eventually(lambda: found(svc, "canoe") == ["MEMORY.md"])
+        assert w.events == 0 and w.last_reconcile is not None
+        w.stop()
+    finally:
+        svc.close()
+
+
+def test_search_watch_true_by_default_runs_the_observer(svc: Services, watcher: Watcher) -> None:
+    assert svc.settings.search.watch is True and watcher.state == "running" and watcher._observer is not None

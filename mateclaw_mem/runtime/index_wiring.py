@@ -165,6 +165,7 @@ def build_watcher(services: Services) -> Watcher:
         services.settings.workspace,
         reconcile_interval=services.settings.search.reconcile_interval_seconds,
         on_reconcile=sync_messages,
+        live=services.settings.search.watch,
     )
     services.on_close(watcher)
     return watcher

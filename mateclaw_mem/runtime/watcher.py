@@ -136,10 +136,15 @@ class Watcher:
         max_wait_seconds: float = 0.5,
         health_interval: float = 5.0,
         on_reconcile: Callable[[], None] | None = None,
+        live: bool = True,
     ) -> None:
         self.index = index
         self.root = Path(root)
         self.reconcile_interval = reconcile_interval
+        # `search.watch: false`: no file observer (a network share without inotify, or a workspace too
+        # big for the watch limit). This process's own writes still reach the index through the store's
+        # listeners; a hand save is found after the next periodic reconcile (reconcile_interval).
+        self.live = live
         self.health_interval = health_interval
         self._on_reconcile = on_reconcile
         self._listeners: list[ChangeListener] = []
@@ -175,6 +180,16 @@ class Watcher:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self._stopping.clear()
+        if not self.live:
+            self.state = f"reconcile only (search.watch: false; every {self.reconcile_interval:g} s)"
+        else:
+            self._start_live()
+        with self._cond:
+            self._busy = True  # the start-up reconcile: not idle until it is done
+        self._worker = threading.Thread(target=self._run, name="index-watcher", daemon=True)
+        self._worker.start()
+
+    def _start_live(self) -> None:
         _forget_dead_inotify_reader()
         try:
             self._start_observer()
@@ -182,10 +197,6 @@ class Watcher:
             self.state = "failed"
             self.last_error = f"file observer could not start: {exc}"
             log.error("file observer could not start: %s (retrying; reconcile keeps the index fresh)", exc)
-        with self._cond:
-            self._busy = True  # the start-up reconcile: not idle until it is done
-        self._worker = threading.Thread(target=self._run, name="index-watcher", daemon=True)
-        self._worker.start()
 
     def stop(self) -> None:
         self._stopping.set()
@@ -268,6 +279,8 @@ class Watcher:
                 log.exception("error while stopping the file observer")
 
     def _check_health(self) -> None:
+        if not self.live:
+            return  # no observer to keep alive
         self._sync_watches()  # a folder removed took its emitter with it: that is no death
         dead = _dead_part(self._observer)
         if dead is None:

@@ -78,7 +78,7 @@ class ContradictionService:
         self.clock = clock
         self._model = model
         self._forget = forget
-        self.db = InboxDB(settings.state_dir / "facts.db")
+        self.db = InboxDB(settings.facts_db)
         self._resolving: set[str] = set()  # pair ids whose files are being changed (re-detection skips them)
 
     @property

@@ -77,7 +77,7 @@ class ForgetService:
         self.log = log
         self.clock = clock
         self.facts = facts
-        self.db = db or TombstoneDB(settings.state_dir / "forget.db")
+        self.db = db or TombstoneDB(settings.forget_db)
         self.places = Places(store, log, self.db, clock, undo_hours=settings.mate.memory.fact.forget_undo_hours,
                              file_index=file_index, message_index=message_index, facts=facts)
         self.holders: list[Holder] = holders(self)
