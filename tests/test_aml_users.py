@@ -166,3 +166,24 @@ def test_model_mode_facts_and_their_jobs_go_too(tmp_path: Path, model_server: An
         assert any(OTHER in i.content for i in aml.search("teapot lighthouse shelf", "other", 5))
     finally:
         services.close()
+
+
+def test_a_fact_job_finishing_after_its_user_was_deleted_stores_nothing(
+        tmp_path: Path, model_server: Any, clock: ManualClock, model_settings_overrides: dict[str, Any]) -> None:
+    cfg = tmp_path / "mateclaw.yaml"
+    cfg.write_text("timezone: UTC\n", encoding="utf-8")
+    services = Services(load_settings(cfg, tmp_path / "ws", overrides=model_settings_overrides), clock=clock)
+    try:
+        aml = services.aml
+        assert aml.facts is not None
+        aml.add("r1", "victim", "s1", [AmlMessage("user", f"Melanie: my {VICTIM}", TS)])
+        store = aml.facts.store
+        job = store.job("r1")  # taken by the worker: the model is answering when the delete comes
+        assert job is not None
+        services.aml_users.delete("victim")
+        store.finish(job, [(f"Melanie owns a {VICTIM}", [1], TS)], now_ms=TS)
+        assert store.facts_since(0) == [] and store.job("r1") is None
+        hits = _scan(tmp_path / "ws")
+        assert hits["victim"] == [] and hits["victim_word"] == []
+    finally:
+        services.close()

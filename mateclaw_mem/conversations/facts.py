@@ -129,6 +129,10 @@ class FactStore(SharedConnection):
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
+                # A job whose user was deleted while the model was answering (conversations/aml_users.py
+                # deletes the jobs with the messages) stores nothing: its facts are that user's words.
+                if self._conn.execute("SELECT 1 FROM aml_fact_jobs WHERE id = ?", (job.id,)).fetchone() is None:
+                    facts = []
                 self._conn.executemany(
                     "INSERT INTO aml_facts (agent, owner, conversation_id, text, source_ids, ts_ms, job_id,"
                     " created_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
