@@ -275,4 +275,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
+    rc = main()
+    print(load_average())  # under the category table too (the reranked/windows one has its own)
+    sys.exit(rc)
