@@ -1,35 +1,44 @@
-"""Search latency of the Add/Search index as one user's history grows (in-process, no HTTP).
+"""AML Add/Search as history grows, over HTTP, beside the floor in the same run.
 
-The LoCoMo dev turns are replayed under a single user_id - copies get their own session ids - up to
-each size, then 200 of the dev questions are searched with top_k 100. The question set is what a
-real user asks; the history is conversational text, so common words match a large share of it.
-"first search" is the search before those: it parses the whole history into the owner's view, as the
-first search after a daemon start does.
+Three servers on loopback, fed the same requests in turn: the daemon (`mateclaw-mem serve` on a temp
+workspace), the floor (scripts/bench/floor_server.py: stdlib HTTP, one SQLite FTS5 table) and the
+floor with an indexed owner column (`--owner-index`, the stronger reference).
 
-    python scripts/bench/aml_scale.py [--sizes 3000,10000,30000] [--data PATH]
+One user: the LoCoMo dev turns replayed under one user_id (copies get their own session ids) up to
+each size, as Adds of 20 turns. Then, per server: Add p50; the first search after the Adds and the
+warm searches (p50/p95, 100 of the dev questions, top_k 100); RSS; the files on disk; and a restart
+(the process stopped, started again) to its first answer, the search's own latency beside it.
+
+Spread: U users x M turns each, then a restart, then searches spread uniformly over the users (every
+user is cold at first: the case that parsed an evicted owner's history before), p50/p95 and RSS.
+
+    python scripts/bench/aml_scale.py --data LOCOMO.json [--sizes 1000,10000,30000,100000]
+        [--spread 100x3000,1000x300] [--searches 100] [--spread-searches 600]
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
-import statistics
+import random
+import signal
+import subprocess
 import sys
 import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from _figures import record  # scripts/bench/_figures.py (this script's folder is on sys.path)
+from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
+from _figures import record  # scripts/bench/_figures.py
+from _load import load_average  # scripts/bench/_load.py
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO))
-
-from mateclaw_mem.clock import ManualClock  # noqa: E402
-from mateclaw_mem.conversations.aml import AmlMessage, AmlService  # noqa: E402
-from mateclaw_mem.conversations.log import ConversationLog  # noqa: E402
-from mateclaw_mem.index.messages.index import MessageIndex  # noqa: E402
+SERVERS = ("ours", "floor", "floor+idx")
 
 
 def turns(data: list[dict]) -> list[tuple[str, str, int]]:
@@ -47,81 +56,219 @@ def turns(data: list[dict]) -> list[tuple[str, str, int]]:
     return out
 
 
+def add_bodies(base: list[tuple[str, str, int]], user: str, size: int, tag: str) -> list[dict[str, Any]]:
+    """`size` turns of `user` as Adds of up to 20 turns, each session copy its own session id."""
+    out: list[dict[str, Any]] = []
+    done = copy = 0
+    while done < size:
+        chunk: dict[str, list[dict[str, Any]]] = {}
+        for session, text, ts in base[: size - done]:
+            chunk.setdefault(f"{session}-c{copy}", []).append({"role": "user", "content": text, "timestamp": ts})
+        for session, msgs in chunk.items():
+            for i in range(0, len(msgs), 20):
+                out.append({"request_id": f"{tag}-{len(out)}", "user_id": user, "session_id": session,
+                            "messages": msgs[i : i + 20]})
+        done += min(len(base), size - done)
+        copy += 1
+    return out
+
+
+class Server:
+    """One server process, restartable on its own files."""
+
+    def __init__(self, name: str, tmp: Path) -> None:
+        self.name, self.tmp = name, tmp
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.conn: http.client.HTTPConnection | None = None
+        tmp.mkdir(parents=True, exist_ok=True)
+        if name == "ours":
+            (tmp / "mateclaw.yaml").write_text("timezone: UTC\n", encoding="utf-8")
+            self.files = tmp / "ws" / ".mateclaw"
+        else:
+            self.files = tmp
+
+    def cmd(self) -> list[str]:
+        if self.name == "ours":
+            return [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(self.tmp / "ws"),
+                    "--config", str(self.tmp / "mateclaw.yaml"), "--port", "0"]
+        extra = ["--owner-index"] if self.name == "floor+idx" else []
+        return [sys.executable, str(REPO / "scripts" / "bench" / "floor_server.py"), "--port", "0",
+                "--db", str(self.tmp / "floor.db"), *extra]
+
+    def start(self) -> float:
+        """Start it; seconds from the spawn to listening."""
+        t0 = time.perf_counter()
+        proc, url = start_daemon(self.cmd(), self.tmp / f"{self.name}.log", timeout=120)
+        if url is None:
+            proc.kill()
+            sys.exit(f"{self.name} did not start:\n{(self.tmp / f'{self.name}.log').read_text(errors='replace')}")
+        self.proc = proc
+        parts = urlsplit(url)
+        self.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+        return time.perf_counter() - t0
+
+    def stop(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+        if self.proc is not None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(60)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def post(self, path: str, body: dict[str, Any]) -> float:
+        """ms for one request (its answer read)."""
+        assert self.conn is not None
+        data = json.dumps(body).encode()
+        t0 = time.perf_counter()
+        self.conn.request("POST", path, data, {"Content-Type": "application/json"})
+        resp = self.conn.getresponse()
+        payload = resp.read()
+        ms = (time.perf_counter() - t0) * 1000
+        if resp.status != 200:
+            sys.exit(f"{self.name} {path}: {resp.status} {payload[:300]!r}")
+        return ms
+
+    def rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def disk_bytes(self) -> int:
+        return sum(p.stat().st_size for p in self.files.iterdir() if p.is_file() and ".db" in p.name)
+
+
+def pct(values: list[float], p: float) -> float:
+    v = sorted(values)
+    return v[max(0, min(len(v) - 1, round(p / 100 * len(v) + 0.5) - 1))] if v else float("nan")
+
+
+def interleaved(servers: list[Server], path: str, bodies: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Each body to every server, the order rotating per body: the same machine load for all."""
+    out: dict[str, list[float]] = {s.name: [] for s in servers}
+    for k, body in enumerate(bodies):
+        for j in range(len(servers)):
+            s = servers[(k + j) % len(servers)]
+            out[s.name].append(s.post(path, body))
+    return out
+
+
+def search_body(user: str, q: str) -> dict[str, Any]:
+    return {"user_id": user, "query": q, "top_k": 100}
+
+
+def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], searches: int) -> None:
+    with tempfile.TemporaryDirectory() as name:
+        servers = [Server(n, Path(name) / n) for n in SERVERS]
+        for s in servers:
+            s.start()
+        user = "scale-user"
+        try:
+            adds = interleaved(servers, "/v1/aml/add", add_bodies(base, user, size, f"s{size}"))
+            first = interleaved(servers, "/v1/aml/search", [search_body(user, questions[0])])
+            warm = interleaved(servers, "/v1/aml/search", [search_body(user, q) for q in questions[1 : 1 + searches]])
+            rss = {s.name: s.rss_mb() for s in servers}
+            disk = {s.name: s.disk_bytes() for s in servers}
+            restart: dict[str, float] = {}
+            after: dict[str, float] = {}
+            for s in servers:
+                s.stop()
+                t0 = time.perf_counter()
+                s.start()
+                after[s.name] = s.post("/v1/aml/search", search_body(user, questions[-1]))
+                restart[s.name] = (time.perf_counter() - t0) * 1000
+        finally:
+            for s in servers:
+                s.stop()
+    print(f"\none user, {size:,} messages ({load_average()})")
+    print(f"| {'figure':<34} | " + " | ".join(f"{n:>10}" for n in SERVERS) + " | ours/floor | ours/floor+idx |")
+    print(f"|{'-' * 36}|" + "|".join("-" * 12 for _ in SERVERS) + f"|{'-' * 12}|{'-' * 16}|")
+
+    def row(label: str, vals: dict[str, float], unit: str, fmt: str = "{:>10.2f}") -> None:
+        o, f, fi = (vals[n] for n in SERVERS)
+        print(f"| {label:<34} | " + " | ".join(fmt.format(vals[n]) for n in SERVERS)
+              + f" | {o / f:>10.2f} | {o / fi:>14.2f} |")
+        record(f"AML scale, {size} messages of one user: {label}", o, unit, ref=f, ref_name="floor")
+
+    row("Add p50 ms (20 turns)", {n: pct(v, 50) for n, v in adds.items()}, "ms")
+    row("first search ms", {n: v[0] for n, v in first.items()}, "ms")
+    row("warm search p50 ms", {n: pct(v, 50) for n, v in warm.items()}, "ms")
+    row("warm search p95 ms", {n: pct(v, 95) for n, v in warm.items()}, "ms")
+    row("RSS MB", rss, "MB", "{:>10.0f}")
+    row("disk bytes per message", {n: disk[n] / size for n in SERVERS}, "B", "{:>10.0f}")
+    row("restart -> first answer ms", restart, "ms", "{:>10.0f}")
+    row("  of which the search ms", after, "ms")
+
+
+def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: list[str], searches: int) -> None:
+    rng = random.Random(users * 7 + each)
+    with tempfile.TemporaryDirectory() as name:
+        servers = [Server(n, Path(name) / n) for n in SERVERS]
+        for s in servers:
+            s.start()
+        try:
+            bodies: list[dict[str, Any]] = []
+            for u in range(users):
+                offset = rng.randrange(len(base))
+                mine = base[offset:] + base[:offset]  # each user starts at another place in the turns
+                bodies += add_bodies(mine, f"user-{u}", each, f"u{u}")
+            adds = interleaved(servers, "/v1/aml/add", bodies)
+            for s in servers:  # every owner cold, as after a restart
+                s.stop()
+                s.start()
+            got = interleaved(servers, "/v1/aml/search", [search_body(f"user-{rng.randrange(users)}",
+                                                                      rng.choice(questions)) for _ in range(searches)])
+            rss = {s.name: s.rss_mb() for s in servers}
+            disk = {s.name: s.disk_bytes() for s in servers}
+        finally:
+            for s in servers:
+                s.stop()
+    total = users * each
+    print(f"\n{users} users x {each:,} messages, {searches} searches spread uniformly after a restart"
+          f" ({load_average()})")
+    print(f"| {'figure':<34} | " + " | ".join(f"{n:>10}" for n in SERVERS) + " | ours/floor | ours/floor+idx |")
+    print(f"|{'-' * 36}|" + "|".join("-" * 12 for _ in SERVERS) + f"|{'-' * 12}|{'-' * 16}|")
+    rows = [("Add p50 ms (20 turns)", {n: pct(v, 50) for n, v in adds.items()}, "{:>10.2f}"),
+            ("search p50 ms", {n: pct(v, 50) for n, v in got.items()}, "{:>10.2f}"),
+            ("search p95 ms", {n: pct(v, 95) for n, v in got.items()}, "{:>10.2f}"),
+            ("RSS MB after the searches", rss, "{:>10.0f}"),
+            ("disk bytes per message", {n: disk[n] / total for n in SERVERS}, "{:>10.0f}")]
+    for label, vals, fmt in rows:
+        o, f, fi = (vals[n] for n in SERVERS)
+        print(f"| {label:<34} | " + " | ".join(fmt.format(vals[n]) for n in SERVERS)
+              + f" | {o / f:>10.2f} | {o / fi:>14.2f} |")
+        record(f"AML spread {users}x{each}: {label}", o, "ms" if "ms" in label else "", ref=f, ref_name="floor")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=os.environ.get("AML_DATA"),
                     help="the LoCoMo dev split (env AML_DATA; not part of this repo)")
-    ap.add_argument("--sizes", default="3000,10000,30000")
+    ap.add_argument("--sizes", default="1000,10000,30000,100000")
+    ap.add_argument("--spread", default="100x3000", help="USERSxMESSAGES[,...]; empty: none")
+    ap.add_argument("--searches", type=int, default=100, help="warm searches per size")
+    ap.add_argument("--spread-searches", type=int, default=600)
     args = ap.parse_args()
     if not args.data or not Path(args.data).is_file():
         ap.error(f"--data: {'give the path' if not args.data else f'no such file: {args.data}'} "
                  "(the LoCoMo data is not part of this repo)")
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
     base = turns(data)
-    questions = [q["question"] for conv in data for q in conv["qa"]][::5][:200]
-    print(f"{'messages':>9} {'add ms/20':>10} {'search p50':>11} {'p95':>8} {'max':>8}"
-          f" {'after-add p50':>14} {'p95':>8} {'first search':>13}")
-    for size in (int(s) for s in args.sizes.split(",")):
-        with tempfile.TemporaryDirectory() as tmp:
-            log = ConversationLog(Path(tmp) / "log.db")
-            index = MessageIndex(Path(tmp) / "messages.db")
-            svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
-            add_ms = []
-            done = 0
-            copy = 0
-            while done < size:
-                chunk: dict[str, list[AmlMessage]] = {}
-                for session, text, ts in base[: size - done]:
-                    chunk.setdefault(f"{session}-c{copy}", []).append(AmlMessage("user", text, ts))
-                for session, msgs in chunk.items():
-                    for i in range(0, len(msgs), 20):
-                        t0 = time.perf_counter()
-                        svc.add(f"{session}-{i}", "one-user", session, msgs[i : i + 20])
-                        add_ms.append((time.perf_counter() - t0) * 1000)
-                done += min(len(base), size - done)
-                copy += 1
-            # The first search parses the whole history into the owner's view (once per process).
-            t0 = time.perf_counter()
-            svc.search("warm up", "one-user", 100)
-            first_ms = (time.perf_counter() - t0) * 1000
-            ms = []
-            for q in questions:
-                t0 = time.perf_counter()
-                svc.search(q, "one-user", 100)
-                ms.append((time.perf_counter() - t0) * 1000)
-            ms.sort()
-            # The agent pattern: a turn is added, then the next prompt searches.
-            mixed = []
-            for k, q in enumerate(questions[:100]):
-                turn = AmlMessage("user", f"Caroline: {q}", 1_800_000_000_000 + k)
-                svc.add(f"mixed-{k}", "one-user", "mixed", [turn])
-                t0 = time.perf_counter()
-                svc.search(q, "one-user", 100)
-                mixed.append((time.perf_counter() - t0) * 1000)
-            mixed.sort()
-            # A restart: a new index on the same file, then its first search.
-            index.close()
-            t0 = time.perf_counter()
-            index = MessageIndex(Path(tmp) / "messages.db")
-            svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
-            svc.search(questions[0], "one-user", 100)
-            restart_ms = (time.perf_counter() - t0) * 1000
-            print(f"{size:>9} {statistics.median(add_ms):>10.2f} {statistics.median(ms):>10.2f}ms"
-                  f" {ms[int(len(ms) * 0.95)]:>7.2f}ms {ms[-1]:>7.2f}ms {statistics.median(mixed):>12.2f}ms"
-                  f" {mixed[int(len(mixed) * 0.95)]:>7.2f}ms {first_ms:>11.0f}ms")
-            record(f"AML Search p50, {size} messages of one user", statistics.median(ms), "ms",
-                   goal="<= 10 ms" if size >= 30000 else "", met=statistics.median(ms) <= 10 if size >= 30000 else None)
-            record(f"AML Search after an Add p50, {size} messages of one user", statistics.median(mixed), "ms")
-            record(f"AML first search after a start (the view parsed), {size} messages of one user", first_ms, "ms")
-            print(f"{'':>9} restart -> first answer {restart_ms:.0f} ms")
-            record(f"AML restart to first answer, {size} messages of one user", restart_ms, "ms")
-            log.close()
-            index.close()
+    questions = [q["question"] for conv in data for q in conv["qa"]][::3]
+    print("AML scale: ours (mateclaw-mem serve) beside the floor and the floor with an indexed owner;",
+          load_average())
+    for size in (int(s) for s in args.sizes.split(",") if s):
+        one_user(size, base, questions, args.searches)
+    for spec in (s for s in args.spread.split(",") if s):
+        users, each = (int(x) for x in spec.split("x"))
+        spread(users, each, base, questions, args.spread_searches)
+    print(load_average())
     return 0
 
 
 if __name__ == "__main__":
-    from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
-    rc = main()
-    print(load_average())
-    sys.exit(rc)
+    sys.exit(main())

@@ -7,7 +7,11 @@ kill -9 of the process, as ours must). Same request and response shapes as `/v1/
 `/v1/aml/search` (mateclaw_mem/api/aml.py), same idempotency per (user_id, request_id), ranking by
 FTS5's bm25 alone. No redaction, no content parts, no validation beyond what the bench client needs.
 
-    python scripts/bench/floor_server.py [--port 0] [--db PATH]   # prints "listening on http://..."
+    python scripts/bench/floor_server.py [--port 0] [--db PATH] [--owner-index]   # prints "listening on http://..."
+
+--owner-index: the stronger floor. The owner is an indexed FTS5 column (one token per owner), and a
+search matches it together with the words, so FTS5 intersects the owner's postings with the words'
+instead of ranking every owner's matches and filtering them after.
 """
 
 from __future__ import annotations
@@ -37,12 +41,17 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 class Store:
     """One connection behind a lock: SQLite serialises writers anyway, and it keeps the floor honest."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, owner_index: bool = False) -> None:
         self.conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(_SCHEMA)
+        self.owner_index = owner_index
+        self.conn.executescript(_SCHEMA.replace("owner UNINDEXED", "owner") if owner_index else _SCHEMA)
         self.lock = threading.Lock()
+
+    def _owner(self, owner: str) -> str:
+        """What the fts `owner` column holds: the owner, or (indexed) its one token."""
+        return "o" + hashlib.sha256(owner.encode()).hexdigest()[:24] if self.owner_index else owner
 
     def add(self, body: dict) -> tuple[int, dict]:
         owner, rid, session = body["user_id"], body["request_id"], body["session_id"]
@@ -60,7 +69,7 @@ class Store:
                             "INSERT INTO messages (owner, session, role, content, ts_ms) VALUES (?, ?, ?, ?, ?)",
                             (owner, session, m["role"], m["content"], ts if isinstance(ts, int) else 0))
                         self.conn.execute("INSERT INTO fts (rowid, content, owner) VALUES (?, ?, ?)",
-                                          (cur.lastrowid, m["content"], owner))
+                                          (cur.lastrowid, m["content"], self._owner(owner)))
                 self.conn.execute("COMMIT")  # committed (WAL, NORMAL) before the 200
             except BaseException:
                 self.conn.execute("ROLLBACK")
@@ -74,11 +83,15 @@ class Store:
         if not words:
             return 200, {"data": []}
         match = " OR ".join('"' + w + '"' for w in words)
+        owner = self._owner(body["user_id"])
+        if self.owner_index:
+            match = f'owner : "{owner}" AND content : ({match})'
+        bm25 = "bm25(fts, 1.0, 0.0)" if self.owner_index else "bm25(fts)"  # the owner token ranks nothing
         with self.lock:
             rows = self.conn.execute(
-                "SELECT m.id, m.role, m.content, m.ts_ms, bm25(fts) AS s FROM fts JOIN messages m ON m.id = fts.rowid"
+                f"SELECT m.id, m.role, m.content, m.ts_ms, {bm25} AS s FROM fts JOIN messages m ON m.id = fts.rowid"
                 " WHERE fts MATCH ? AND fts.owner = ? ORDER BY s LIMIT ?",
-                (match, body["user_id"], int(body["top_k"]))).fetchall()
+                (match, owner, int(body["top_k"]))).fetchall()
         data = [{"id": f"m{i}", "content": f"{role}: {content}", "score": -s,
                  "created_at": datetime.fromtimestamp(ts / 1000, tz=UTC).isoformat()}
                 for i, role, content, ts, s in rows]
@@ -132,9 +145,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--db", type=Path, help="SQLite file (default: a temp file)")
+    parser.add_argument("--owner-index", action="store_true", help="the owner as an indexed FTS5 column")
     args = parser.parse_args()
     db = args.db or Path(tempfile.mkdtemp(prefix="aml-floor-")) / "floor.db"
-    Handler.store = Store(db)
+    Handler.store = Store(db, owner_index=args.owner_index)
     server = Server(("127.0.0.1", args.port), Handler)
     print(f"listening on http://127.0.0.1:{server.server_address[1]}", flush=True)
     try:

@@ -45,6 +45,7 @@ def disk_state(index: MessageIndex, agent: str, owner: str) -> DiskState:
     """Everything the tables hold of one owner, by doc id."""
     import numpy as np
 
+    from mateclaw_mem.index.messages.delta import decode
     from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME
 
     conn = index._storage._conn
@@ -66,6 +67,13 @@ def disk_state(index: MessageIndex, agent: str, owner: str) -> DiskState:
             got = postings.setdefault(r["term"], {})
             got.update(zip((ids[k] for k in ords), np.frombuffer(r["packed"], dtype=np.uint64).tolist(), strict=True))
             df[r["term"]] = r["df"]
+        for r in conn.execute("SELECT first_new, terms, counts, ords, packed FROM pdelta WHERE okey = ? ORDER BY id",
+                              (o["okey"],)):  # the unmerged Adds, over the segments
+            d = decode(*tuple(r))
+            for t, k, packed in d.items():
+                postings.setdefault(t, {})[ids[k]] = packed
+            for t in d.terms:
+                df[t] = df.get(t, 0) + d.df_inc(t)
         features = {}
         for r in conn.execute("SELECT p.* FROM pfeat p JOIN docs d ON d.id = p.id WHERE d.agent = ? AND d.owner = ?",
                               (agent, owner)):

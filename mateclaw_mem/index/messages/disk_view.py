@@ -27,11 +27,13 @@ import numpy as np
 
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
+from mateclaw_mem.index.messages.delta import Delta, combine, decode
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.tokenizer import tokenize
 
 _CHUNK = 500  # ids per `IN (...)` read
 _ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
+_ROW_BYTES = 400  # bytes counted per document row kept (a tuple of 12 and its values)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
@@ -43,7 +45,7 @@ class ByteCache:
         self.max_bytes = max_bytes
         self.size = 0
         self._lock = threading.Lock()
-        self._d: OrderedDict[tuple[Any, ...], tuple[Any, int]] = OrderedDict()
+        self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
         self._owners: dict[int, set[tuple[Any, ...]]] = {}
         self._known: dict[int, int] = {}  # okey -> the version the entries are of
         self._generation: str | None = None
@@ -83,7 +85,7 @@ class ByteCache:
             old = self._d.pop(key, None)
             if old is not None:
                 self.size -= old[1]
-            self._d[key] = (value, nbytes)
+            self._d[key] = [value, nbytes]
             self._owners.setdefault(key[1], set()).add(key)
             self.size += nbytes
             while self.size > self.max_bytes and self._d:
@@ -92,7 +94,7 @@ class ByteCache:
                 self._owners.get(k[1], set()).discard(k)
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
-              speakers: bool) -> None:
+              speakers: bool, docs: Iterable[int]) -> None:
         """A writer of this process rewrote these rows of the owner (postings.Invalidate)."""
         with self._lock:
             if self._known.get(okey) != old_version:
@@ -102,12 +104,52 @@ class ByteCache:
             keys: list[tuple[Any, ...]] = [("t", okey, t) for t in terms] + [("d", okey, s) for s in segs]
             if speakers:
                 keys.append(("s", okey))
+            if any(k[0] == "t" for k in keys):  # a merge: the owner's delta rows are gone
+                keys += [k for k in self._owners.get(okey, ()) if k[0] == "x"]
             for key in keys:
                 got = self._d.pop(key, None)
                 if got is not None:
                     self.size -= got[1]
                     self._owners.get(okey, set()).discard(key)
+            rows = self._d.get(("f", okey))
+            if rows is not None:
+                for i in docs:
+                    if rows[0].pop(i, None) is not None:
+                        rows[1] -= _ROW_BYTES
+                        self.size -= _ROW_BYTES
             self._known[okey] = new_version
+
+    def rows(self, okey: int) -> dict[int, tuple[Any, ...]]:
+        """The owner's document rows kept (`DiskView.fetch`): read them under `add_rows`' rules."""
+        with self._lock:
+            got = self._d.get(("f", okey))
+            if got is None:
+                return {}
+            self._d.move_to_end(("f", okey))
+            return got[0]
+
+    def add_rows(self, okey: int, rows: list[tuple[Any, ...]]) -> None:
+        """Keep these document rows of the owner (one entry per owner, counted per row)."""
+        with self._lock:
+            key = ("f", okey)
+            got = self._d.get(key)
+            if got is None:
+                if (_ENTRY + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
+                    return
+                got = self._d[key] = [{}, _ENTRY]
+                self._owners.setdefault(okey, set()).add(key)
+                self.size += _ENTRY
+            if (got[1] + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
+                return  # (one owner's rows never take more than a quarter)
+            for r in rows:
+                if r[0] not in got[0]:
+                    got[0][r[0]] = r
+                    got[1] += _ROW_BYTES
+                    self.size += _ROW_BYTES
+            while self.size > self.max_bytes and self._d:
+                k, (_, b) = self._d.popitem(last=False)
+                self.size -= b
+                self._owners.get(k[1], set()).discard(k)
 
     def clear(self) -> None:
         with self._lock:
@@ -118,35 +160,24 @@ class ByteCache:
 
 
 class DocInfo:
-    """What a search reads of one document beyond its columns: what a hit shows, its names, its
-    neighbours (padding) and its body terms (feedback), the last read only when asked."""
+    """What the ranking reads of one document beyond its columns: its names (who/where answers), its
+    neighbours (padding) and its body terms (feedback, read only when asked)."""
 
-    __slots__ = (
-        "_body",
-        "_view",
-        "content",
-        "conversation_id",
-        "id",
-        "names",
-        "next",
-        "prev",
-        "role",
-        "speaker",
-        "ts_ms",
-    )
+    __slots__ = ("_body", "_names", "_view", "id", "next", "prev")
 
-    def __init__(self, view: DiskView, r: sqlite3.Row) -> None:
+    def __init__(self, view: DiskView, row: tuple[Any, ...]) -> None:
         self._view = view
         self._body: tuple[str, ...] | None = None
-        self.id: int = r["id"]
-        self.speaker: str | None = r["speaker"]
-        self.conversation_id: str = r["conversation_id"]
-        self.role: str = r["role"]
-        self.content: str = r["content"]
-        self.ts_ms: int = r["ts_ms"]
-        self.names = frozenset(r["names"].split())
-        self.prev: int | None = r["prev"]
-        self.next: int | None = r["next"]
+        self.id: int = row[0]
+        self._names: str | frozenset[str] = row[_NAMES]
+        self.prev: int | None = row[_PREV]
+        self.next: int | None = row[_PREV + 1]
+
+    @property
+    def names(self) -> frozenset[str]:
+        if isinstance(self._names, str):
+            self._names = frozenset(self._names.split())
+        return self._names
 
     @property
     def body(self) -> tuple[str, ...]:
@@ -157,9 +188,12 @@ class DocInfo:
         return self._body
 
 
-_FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.role, d.content, d.ts_ms, d.is_question, p.qshare, p.echo,"
-             " p.flags, p.names, p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id"
-             " WHERE d.id IN ({marks})")
+# A document's row as `prepare` reads it: plain tuples (sqlite3.Row's lookups by name were a third of
+# reading a few hundred candidates).
+_FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare, p.echo, p.flags, p.names,"
+             " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})")
+_NAMES, _PREV = 7, 8
+_HITS = "SELECT id, conversation_id, role, speaker, content, ts_ms FROM docs WHERE id IN ({marks})"
 
 
 class _Docs:
@@ -173,8 +207,11 @@ class _Docs:
         doc_id = int(doc_id)
         got = self.got.get(doc_id)
         if got is None:
-            self.view.fetch([doc_id])
-            got = self.got[doc_id]
+            row = self.view.rows.get(doc_id)
+            if row is None:
+                self.view.fetch([doc_id])
+                row = self.view.rows[doc_id]
+            got = self.got[doc_id] = DocInfo(self.view, row)
         return got
 
 
@@ -195,6 +232,8 @@ class _Df:
                 r = self.view.conn.execute("SELECT df FROM postings WHERE okey = ? AND term = ? ORDER BY first DESC"
                                            " LIMIT 1", (self.view.okey, term)).fetchone()
                 got = r[0] if r is not None else 0
+            if term in self.view._delta_terms:
+                got += sum(d.df_inc(term) for d in self.view.deltas)
             self.got[term] = got
         return got if got else default
 
@@ -210,8 +249,13 @@ class DiskView:
         self.n: int = row["n"]
         self.avg = stepped_averages([row["l0"], row["l1"], row["l2"], row["l3"]], self.n)
         self.speakers = self._speakers()
+        self.deltas = self._read_deltas()
+        self._delta_terms: set[str] = set().union(*(d.terms for d in self.deltas))
         self.df = _Df(self)
         self.by_id = _Docs(self)
+        self.rows: dict[int, tuple[Any, ...]] = {}  # `_FEATURES` rows read, by id
+        self._idf: dict[str, float] = {}
+        self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
         self.cols = Columns()
         self.size = 0
         self.lens: Any = np.zeros((0, 4))
@@ -227,8 +271,11 @@ class DiskView:
         return self.cols.ids[: self.size]
 
     def idf(self, term: str) -> float:
-        df = self.df.get(term, 0) or 0
-        return math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+        got = self._idf.get(term)
+        if got is None:
+            df = self.df.get(term, 0) or 0
+            got = self._idf[term] = math.log(1.0 + (self.n - df + 0.5) / (df + 0.5))
+        return got
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -241,8 +288,34 @@ class DiskView:
             self.cache.put(key, got, sum(64 + 2 * len(s) for s in names))
         return got
 
+    def _read_deltas(self) -> list[Delta]:
+        """The owner's unmerged Adds (messages/delta.py), oldest first."""
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM pdelta WHERE okey = ? ORDER BY id", (self.okey,))]
+        got: dict[int, Delta] = {}
+        for i in ids:
+            if (d := self.cache.get(("x", self.okey, i))) is not None:
+                got[i] = d
+        missing = [i for i in ids if i not in got]
+        for k in range(0, len(missing), _CHUNK):
+            part = missing[k : k + _CHUNK]
+            for r in self.conn.execute("SELECT id, first_new, terms, counts, ords, packed FROM pdelta"
+                                       f" WHERE id IN ({','.join('?' * len(part))})", part):
+                d = got[r[0]] = decode(*tuple(r)[1:])
+                self.cache.put(("x", self.okey, r[0]), d, d.nbytes)
+        return [got[i] for i in ids]
+
     def _term(self, term: str) -> tuple[Any, Any, int]:
-        """(ordinals ascending, packed counts, body df) of a term's postings."""
+        """(ordinals ascending, packed counts, body df) of a term's postings: its segments', with
+        the unmerged Adds' entries over them."""
+        ords, packed, df = self._base(term)
+        parts = [e for d in self.deltas if (e := d.entries(term)) is not None] if term in self._delta_terms else []
+        if parts:
+            ords, packed = combine((ords, packed), parts)
+            df += sum(d.df_inc(term) for d in self.deltas)
+        self.df.got[term] = df
+        return ords, packed, df
+
+    def _base(self, term: str) -> tuple[Any, Any, int]:
         key = ("t", self.okey, term)
         got = self.cache.get(key)
         if got is None:
@@ -257,7 +330,6 @@ class DiskView:
                 got = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint32),
                        np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint64), rows[-1][0])
             self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term))
-        self.df.got[term] = got[2]
         return got
 
     def _resolve(self, ords: Any) -> tuple[Any, Any]:
@@ -378,8 +450,12 @@ class DiskView:
         no position is given to the term's other documents."""
         if (term, key) in self._sat or term in self._terms:
             idx, vals = self.sat_arrays(term, key)
-            slot = self._lookup((np.sort(np.asarray(pos, dtype=np.int64)), np.argsort(np.asarray(pos), kind="stable")),
-                                idx) if len(pos) else _EMPTY_I64
+            if not len(pos):
+                return _EMPTY_I64, np.zeros(0)
+            if self._pos_key is None or self._pos_key[0] is not pos:
+                order = np.argsort(np.asarray(pos, dtype=np.int64), kind="stable")
+                self._pos_key = (pos, np.asarray(pos, dtype=np.int64)[order], order)
+            slot = self._lookup(self._pos_key[1:], idx)
             hit = slot >= 0
             return slot[hit], vals[hit]
         o, packed, _ = self._term(term)
@@ -400,45 +476,58 @@ class DiskView:
         if not len(todo):
             return
         rows = self.fetch(self.cols.ids[todo].tolist())
+        if not rows:
+            return
         cols = self.cols
-        at = self._lookup(self._id_index(), np.array([r["id"] for r in rows], dtype=np.int64))
-        links: list[tuple[int, int, int | None]] = []
-        for p, r in zip(at.tolist(), rows, strict=True):
-            conv = cols.conv[p] = cols.conv_codes.setdefault(r["conversation_id"], len(cols.conv_codes))
-            sp = r["speaker"]
-            cols.speaker[p] = -1 if sp is None else cols.speaker_codes.setdefault(sp, len(cols.speaker_codes))
-            cols.question_share[p] = r["qshare"]
-            cols.is_question[p] = bool(r["is_question"])
-            cols.echo[p] = r["echo"]
-            cols.has_time[p] = bool(r["flags"] & HAS_TIME)
-            cols.has_number[p] = bool(r["flags"] & HAS_NUMBER)
-            for c, name in enumerate(("prev", "next", "tprev", "tnext")):
-                links.append((p, c, r[name]))
-            self._feat[p] = True
-            links.append((p, -1, conv))
-        linked = sorted({j for _, c, j in links if c >= 0 and j is not None})
-        if linked:
-            lp = self._register(np.array(linked, dtype=np.int64))
-            where = dict(zip(linked, lp.tolist(), strict=True))
-            conv_of: dict[int, int] = {p: j for p, c, j in links if c < 0 and j is not None}
-            for p, c, j in links:
-                if c >= 0 and j is not None:
-                    q = where[j]
-                    cols.links[p, c] = q
-                    if not self._feat[q]:
-                        cols.conv[q] = conv_of[p]
+        at = self._lookup(self._id_index(), np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
+        conv_codes, speaker_codes = cols.conv_codes, cols.speaker_codes
+        conv = [conv_codes.setdefault(r[2], len(conv_codes)) for r in rows]
+        cols.conv[at] = conv
+        cols.speaker[at] = [-1 if r[1] is None else speaker_codes.setdefault(r[1], len(speaker_codes)) for r in rows]
+        cols.is_question[at] = [bool(r[3]) for r in rows]
+        cols.question_share[at] = [r[4] for r in rows]
+        cols.echo[at] = [r[5] for r in rows]
+        flags = np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows))
+        cols.has_time[at] = (flags & HAS_TIME) != 0
+        cols.has_number[at] = (flags & HAS_NUMBER) != 0
+        self._feat[at] = True
+        links = np.array([r[_PREV : _PREV + 4] for r in rows], dtype=object)
+        present = links != None  # noqa: E711  (elementwise: which links exist)
+        if present.any():
+            linked = links[present].astype(np.int64)
+            lp = self._register(np.unique(linked))
+            q = lp[np.searchsorted(np.unique(linked), linked)]
+            src = np.nonzero(present)
+            cols.links[at[src[0]], src[1]] = q
+            lone = ~self._feat[q]  # a neighbour's conversation is its turn's
+            cols.conv[q[lone]] = np.asarray(conv, dtype=np.intp)[src[0][lone]]
 
-    def fetch(self, ids: Sequence[int]) -> list[sqlite3.Row]:
-        """Rows of `_FEATURES` for these documents, kept in `by_id`."""
-        rows: list[sqlite3.Row] = []
-        for k in range(0, len(ids), _CHUNK):
-            part = ids[k : k + _CHUNK]
-            rows += self.conn.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
-        got = self.by_id.got
-        for r in rows:
-            if r["id"] not in got:
-                got[r["id"]] = DocInfo(self, r)
+    def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
+        """`_FEATURES` rows of these documents (kept in `rows`)."""
+        kept = self.cache.rows(self.okey)
+        rows = [r for i in ids if (r := kept.get(i)) is not None]
+        missing = [i for i in ids if i not in kept] if len(rows) < len(ids) else []
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        read: list[tuple[Any, ...]] = []
+        for k in range(0, len(missing), _CHUNK):
+            part = missing[k : k + _CHUNK]
+            read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
+        if read:
+            self.cache.add_rows(self.okey, read)
+            rows += read
+        self.rows.update((r[0], r) for r in rows)
         return rows
+
+    def hit_rows(self, ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """(id, conversation_id, role, speaker, content, ts_ms) of these documents, by id."""
+        out: dict[int, tuple[Any, ...]] = {}
+        cur = self.conn.cursor()
+        cur.row_factory = None
+        for k in range(0, len(ids), _CHUNK):
+            part = list(ids[k : k + _CHUNK])
+            out.update((r[0], r) for r in cur.execute(_HITS.format(marks=",".join("?" * len(part))), part))
+        return out
 
     def contents(self) -> dict[int, str]:
         """Every document's text (the dense side reads them all: only with embeddings configured)."""

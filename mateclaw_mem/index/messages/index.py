@@ -25,7 +25,7 @@ from mateclaw_mem.db import WalCheckpoints, immediate, no_busy_wait, owner_colum
 from mateclaw_mem.index.dense import Embedder
 from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.dense import MessageVectors
-from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
+from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import MessageStorage
@@ -150,13 +150,9 @@ class MessageIndex:
             top = rank(view, query, options, self.ranking, limit=limit)
             if q is not None and self.dense is not None:
                 top = self.dense.fuse(agent, owner, view.contents(), q, top, limit)
-            return [self._hit(view, agent, owner, s, i) for s, i in top]
-
-    @staticmethod
-    def _hit(view: DiskView, agent: str, owner: str | None, score: float, doc_id: int) -> Hit:
-        d = view.by_id[doc_id]
-        return Hit(id=doc_id, agent=agent, owner=owner, conversation_id=d.conversation_id, role=d.role,
-                   speaker=d.speaker, content=d.content, ts_ms=d.ts_ms, score=round(score, 6))
+            rows = view.hit_rows([i for _, i in top])
+        return [Hit(id=i, agent=agent, owner=owner, conversation_id=r[1], role=r[2], speaker=r[3], content=r[4],
+                    ts_ms=r[5], score=round(s, 6)) for s, i in top if (r := rows.get(i)) is not None]
 
     def close(self) -> None:
         self._storage.close()

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mateclaw_mem.db import owner_column
+from mateclaw_mem.index.messages.delta import DELTA_MAX, decode, encode
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
@@ -47,27 +48,30 @@ def tables(s: str = "") -> str:
 CREATE TABLE IF NOT EXISTS powners{s} (
     okey INTEGER PRIMARY KEY, agent TEXT NOT NULL, owner TEXT NOT NULL,
     n INTEGER NOT NULL, l0 INTEGER NOT NULL, l1 INTEGER NOT NULL, l2 INTEGER NOT NULL, l3 INTEGER NOT NULL,
-    version INTEGER NOT NULL, UNIQUE (agent, owner));
+    version INTEGER NOT NULL, pending INTEGER NOT NULL DEFAULT 0, UNIQUE (agent, owner));
 CREATE TABLE IF NOT EXISTS pspeakers{s} (okey INTEGER NOT NULL, speaker TEXT NOT NULL,
     PRIMARY KEY (okey, speaker)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pdocs{s} (okey INTEGER NOT NULL, seg INTEGER NOT NULL, ids BLOB NOT NULL,
     lens BLOB NOT NULL, PRIMARY KEY (okey, seg)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS postings{s} (okey INTEGER NOT NULL, term TEXT NOT NULL, first INTEGER NOT NULL,
-    df INTEGER NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL, PRIMARY KEY (okey, term, first)) WITHOUT ROWID;
+    df INTEGER NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL, UNIQUE (okey, term, first));
+CREATE TABLE IF NOT EXISTS pdelta{s} (id INTEGER PRIMARY KEY, okey INTEGER NOT NULL, first_new INTEGER NOT NULL,
+    terms TEXT NOT NULL, counts BLOB NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS pdelta_by_owner{s} ON pdelta{s} (okey, id);
 CREATE TABLE IF NOT EXISTS pfeat{s} (id INTEGER PRIMARY KEY, ord INTEGER NOT NULL, qshare REAL NOT NULL,
     echo REAL NOT NULL, flags INTEGER NOT NULL, names TEXT NOT NULL,
     prev INTEGER, next INTEGER, tprev INTEGER, tnext INTEGER);
 """
 
 
-TABLES = ("powners", "pspeakers", "pdocs", "postings", "pfeat")
+TABLES = ("powners", "pspeakers", "pdocs", "postings", "pdelta", "pfeat")
 
 
 class Invalidate(Protocol):
     """What a writer tells the read cache (disk_view.ByteCache) about the rows it rewrote."""
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
-              speakers: bool) -> None: ...
+              speakers: bool, docs: Iterable[int]) -> None: ...
 
 
 @dataclass
@@ -86,22 +90,31 @@ class _Owner:
     lens: list[int]
     version: int
     new: bool
+    pending: int  # entries in the owner's `pdelta` rows
+    first_new: int | None = None  # the first ordinal this writer gave
     terms: set[str] = field(default_factory=set)
     segs: set[int] = field(default_factory=set)
     speakers: bool = False
+    known_speakers: set[str] | None = None
 
 
 class PostingWriter:
     """Folds parsed documents into the tables inside the caller's write transaction, then `flush`."""
 
-    def __init__(self, conn: sqlite3.Connection, s: str = "", cache: Invalidate | None = None) -> None:
+    def __init__(self, conn: sqlite3.Connection, s: str = "", cache: Invalidate | None = None, *,
+                 direct: bool = False) -> None:
         self.conn, self.s, self.cache = conn, s, cache
+        self.direct = direct  # into the segments at once (a build from scratch), not through `pdelta`
+        self.delta: dict[int, dict[tuple[str, int], int]] = {}  # okey -> (term, ordinal) -> packed
         self.owners: dict[tuple[str, str], _Owner] = {}
         self.docsegs: dict[tuple[int, int], tuple[array, array]] = {}
         self.segs: dict[tuple[int, str, int], _Seg] = {}  # by (okey, term, key or -1 - id(new))
         self.last: dict[tuple[int, str], _Seg | None] = {}
+        self.term_segs: dict[tuple[int, str], list[_Seg]] = {}  # what `segs` holds, by term
         self.feat: dict[int, list[object]] = {}  # doc id -> its pfeat row, as written at flush
         self.parsed: dict[int, Doc] = {}
+        self.absent: set[int] = set()  # ids known to have no `pfeat` row yet (`prefetch`)
+        self.tails: dict[tuple[str, str, str], int] = {}  # the last turn put per conversation
         self.speaker: dict[int, str | None] = {}
 
     # -- reading what is stored --------------------------------------------------------------------
@@ -109,15 +122,15 @@ class PostingWriter:
     def _owner(self, agent: str, owner: str) -> _Owner:
         o = self.owners.get((agent, owner))
         if o is None:
-            r = self.conn.execute(f"SELECT okey, n, l0, l1, l2, l3, version FROM powners{self.s}"
+            r = self.conn.execute(f"SELECT okey, n, l0, l1, l2, l3, version, pending FROM powners{self.s}"
                                   " WHERE agent = ? AND owner = ?", (agent, owner)).fetchone()
             if r is None:
                 okey = self.conn.execute(f"INSERT INTO powners{self.s} (agent, owner, n, l0, l1, l2, l3, version)"
                                          " VALUES (?, ?, 0, 0, 0, 0, 0, 0)", (agent, owner)).lastrowid
                 assert okey is not None
-                o = _Owner(okey, 0, [0, 0, 0, 0], 0, True)
+                o = _Owner(okey, 0, [0, 0, 0, 0], 0, True, 0)
             else:
-                o = _Owner(r[0], r[1], [r[2], r[3], r[4], r[5]], r[6], False)
+                o = _Owner(r[0], r[1], [r[2], r[3], r[4], r[5]], r[6], False, r[7])
             self.owners[(agent, owner)] = o
         return o
 
@@ -143,6 +156,7 @@ class PostingWriter:
             ords.frombytes(r["ords"])
             packed.frombytes(r["packed"])
             got = self.segs[(okey, term, first)] = _Seg(first, r["df"], ords, packed)
+            self.term_segs.setdefault((okey, term), []).append(got)
         return got
 
     def _last(self, okey: int, term: str) -> _Seg | None:
@@ -161,6 +175,18 @@ class PostingWriter:
             self.speaker[doc_id] = r["speaker"]
         return got
 
+    def _speakers(self, o: _Owner) -> set[str]:
+        if o.known_speakers is None:
+            o.known_speakers = {r[0] for r in self.conn.execute(
+                f"SELECT speaker FROM pspeakers{self.s} WHERE okey = ?", (o.okey,))}
+        return o.known_speakers
+
+    def _speaker(self, doc_id: int) -> str | None:
+        if doc_id not in self.speaker:
+            r = self.conn.execute(f"SELECT speaker FROM docs{self.s} WHERE id = ?", (doc_id,)).fetchone()
+            self.speaker[doc_id] = r[0]
+        return self.speaker[doc_id]
+
     def _links(self, doc_id: int) -> list[object]:
         got = self.feat.get(doc_id)
         if got is None:
@@ -176,7 +202,7 @@ class PostingWriter:
         o = self._owner(agent, owner)
         self.parsed[d.id] = d
         self.speaker[d.id] = d.speaker
-        stored = self.feat.get(d.id) or self._stored_feat(d.id)
+        stored = self.feat.get(d.id) if d.id in self.feat or d.id in self.absent else self._stored_feat(d.id)
         if stored is not None:
             ordinal = int(stored[1])  # type: ignore[call-overload]
             ids, lens = self._docseg(o.okey, ordinal // SEG_DOCS)
@@ -186,29 +212,33 @@ class PostingWriter:
                 lens[4 * at + f] = d.lens[f]
             o.segs.add(ordinal // SEG_DOCS)
             for t, packed in (d.counts or {}).items():
-                self._upsert(o, t, ordinal, packed)
+                self._post(o, t, ordinal, packed, False)
             return
         ordinal = o.n
         o.n += 1
+        if o.first_new is None:
+            o.first_new = ordinal
         for f in range(4):
             o.lens[f] += d.lens[f]
         ids, lens = self._docseg(o.okey, ordinal // SEG_DOCS)
         ids.append(d.id)
         lens.extend(d.lens)
         o.segs.add(ordinal // SEG_DOCS)
-        body = set(d.body)
         for t, packed in (d.counts or {}).items():
-            self._append(o, t, ordinal, packed, t in body)
-        if d.speaker is not None:
-            self.conn.execute(f"INSERT OR IGNORE INTO pspeakers{self.s} (okey, speaker) VALUES (?, ?)",
-                              (o.okey, d.speaker))
+            self._post(o, t, ordinal, packed, True)
+        if d.speaker is not None and d.speaker not in self._speakers(o):
+            self.conn.execute(f"INSERT INTO pspeakers{self.s} (okey, speaker) VALUES (?, ?)", (o.okey, d.speaker))
+            o.known_speakers.add(d.speaker)  # type: ignore[union-attr]
             o.speakers = True
         prev = None
         if d.id < FACT_BASE:  # a fact is no turn: no neighbours
-            r = self.conn.execute(
-                f"SELECT id FROM docs{self.s} WHERE agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
-                " ORDER BY id DESC LIMIT 1", (agent, owner, d.conversation_id, d.id)).fetchone()
-            prev = r[0] if r is not None else None
+            prev = self.tails.get((agent, owner, d.conversation_id))
+            if prev is None:
+                r = self.conn.execute(
+                    f"SELECT id FROM docs{self.s} WHERE agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
+                    " ORDER BY id DESC LIMIT 1", (agent, owner, d.conversation_id, d.id)).fetchone()
+                prev = r[0] if r is not None else None
+            self.tails[(agent, owner, d.conversation_id)] = d.id
         echo, tprev = 0.0, None
         if prev is not None:
             p = self._doc(prev)
@@ -218,12 +248,20 @@ class PostingWriter:
             pp = plinks[6]
             if pp is not None:
                 pp = int(pp)  # type: ignore[call-overload]
-                self._doc(pp)
-                if self.speaker[pp] == d.speaker:  # (None == None: two turns without a speaker)
+                if self._speaker(pp) == d.speaker:  # (None == None: two turns without a speaker)
                     tprev = pp
                     self._links(pp)[9] = d.id  # its thread's next
         self.feat[d.id] = [d.id, ordinal, d.question_share, echo, HAS_TIME * d.has_time + HAS_NUMBER * d.has_number,
                            " ".join(sorted(d.names)), prev, None, tprev, None]
+
+    def prefetch(self, ids: Sequence[int]) -> None:
+        """The stored `pfeat` rows of these documents, read at once (and which have none)."""
+        for k in range(0, len(ids), _CHUNK):
+            part = ids[k : k + _CHUNK]
+            for r in self.conn.execute(f"SELECT * FROM pfeat{self.s} WHERE id IN ({','.join('?' * len(part))})",
+                                       part):
+                self.feat[r[0]] = list(r)
+        self.absent.update(i for i in ids if i not in self.feat)
 
     def _stored_feat(self, doc_id: int) -> list[object] | None:
         r = self.conn.execute(f"SELECT * FROM pfeat{self.s} WHERE id = ?", (doc_id,)).fetchone()
@@ -232,9 +270,64 @@ class PostingWriter:
         got = self.feat[doc_id] = list(r)
         return got
 
+    def _post(self, o: _Owner, t: str, ordinal: int, packed: int, new: bool) -> None:
+        if not self.direct:
+            self.delta.setdefault(o.okey, {})[(t, ordinal)] = packed
+        elif new:  # the owner's highest ordinal: the end of the term's last segment
+            self._append(o, t, ordinal, packed, bool(packed & 0xFFFF))
+        else:
+            self._upsert(o, t, ordinal, packed)
+
+    def _merge(self, o: _Owner) -> None:
+        """Fold the owner's `pdelta` rows, then this writer's entries, into the segments: per term,
+        the entries of turns new in their Add appended in bulk (most of them), then the others
+        (turns whose neighbour field grew) put in place, in the order they were written."""
+        rows = self.conn.execute(f"SELECT first_new, terms, counts, ords, packed FROM pdelta{self.s} WHERE okey = ?"
+                                 " ORDER BY id", (o.okey,)).fetchall()
+        mine = self.delta.pop(o.okey, {})
+        batches = [(r[0], decode(*r).items()) for r in rows]
+        batches.append((o.first_new if o.first_new is not None else o.n,
+                        [(t, k, v) for (t, k), v in sorted(mine.items())]))
+        new: dict[str, tuple[list[int], list[int]]] = {}
+        old: list[tuple[str, int, int]] = []
+        for first_new, items in batches:
+            for t, ordinal, packed in items:
+                if ordinal >= first_new:
+                    got = new.get(t)
+                    if got is None:
+                        got = new[t] = ([], [])
+                    got[0].append(ordinal)
+                    got[1].append(packed)
+                else:
+                    old.append((t, ordinal, packed))
+        for t, (ords, packs) in new.items():
+            self._append_many(o, t, ords, packs)
+        for t, ordinal, packed in old:
+            self._upsert(o, t, ordinal, packed)
+        self.conn.execute(f"DELETE FROM pdelta{self.s} WHERE okey = ?", (o.okey,))
+        o.pending = 0
+
+    def _append_many(self, o: _Owner, t: str, ords: list[int], packs: list[int]) -> None:
+        """Entries of new turns (ordinals ascending, above every stored one) at the end of `t`'s
+        segments; their body counts move its document frequency (kept on the last segment)."""
+        last = self._last(o.okey, t)
+        i = 0
+        while i < len(ords):
+            if last is None or len(last.ords) >= SEG_POSTINGS:
+                last = self.last[(o.okey, t)] = self._new_seg(o, t, last.df if last is not None else 0)
+            room = SEG_POSTINGS - len(last.ords)
+            last.ords.extend(ords[i : i + room])
+            last.packed.extend(packs[i : i + room])
+            last.dirty = True
+            i += room
+        assert last is not None
+        last.df += sum(1 for p in packs if p & 0xFFFF)
+        o.terms.add(t)
+
     def _new_seg(self, o: _Owner, t: str, df: int) -> _Seg:
         seg = _Seg(None, df, array("I"), array("Q"))
         self.segs[(o.okey, t, -1 - id(seg))] = seg
+        self.term_segs.setdefault((o.okey, t), []).append(seg)
         return seg
 
     def _append(self, o: _Owner, t: str, ordinal: int, packed: int, in_body: bool) -> None:
@@ -248,18 +341,25 @@ class PostingWriter:
         o.terms.add(t)
 
     def _upsert(self, o: _Owner, t: str, ordinal: int, packed: int) -> None:
-        last = self._last(o.okey, t)
-        if last is not None and last.ords and last.ords[0] <= ordinal:
-            seg = last
+        # The segment whose range holds `ordinal`: the one with the greatest first ordinal not above
+        # it, among those stored and those this writer made or loaded (not stored yet); else the
+        # first segment (its key moves down to `ordinal`).
+        self._last(o.okey, t)  # loaded (a term's last segment is where most of these land)
+        mine = [g for g in self.term_segs.get((o.okey, t), ()) if g.ords]
+        stored = self._seg_of(self.conn.execute(
+            f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? AND first <= ?"
+            " ORDER BY first DESC LIMIT 1", (o.okey, t, ordinal)).fetchone())
+        below = [g for g in (*mine, stored) if g is not None and g.ords[0] <= ordinal]
+        if below:
+            seg = max(below, key=lambda g: g.ords[0])
         else:
-            found = self._seg_of(self.conn.execute(
-                f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? AND first <= ?"
-                " ORDER BY first DESC LIMIT 1", (o.okey, t, ordinal)).fetchone()) or self._seg_of(self.conn.execute(
-                    f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? ORDER BY first LIMIT 1",
-                    (o.okey, t)).fetchone())
-            if found is None:  # (no stored segment: `_last` was None too)
-                found = self.last[(o.okey, t)] = self._new_seg(o, t, 0)
-            seg = found
+            lowest = self._seg_of(self.conn.execute(
+                f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? ORDER BY first LIMIT 1",
+                (o.okey, t)).fetchone())
+            above = [g for g in (*mine, lowest) if g is not None]
+            seg = min(above, key=lambda g: g.ords[0]) if above else self._new_seg(o, t, 0)
+            if not above:
+                self.last[(o.okey, t)] = seg
         k = bisect_left(seg.ords, ordinal)
         if k < len(seg.ords) and seg.ords[k] == ordinal:
             seg.packed[k] = packed
@@ -271,6 +371,17 @@ class PostingWriter:
 
     def flush(self) -> None:
         s, conn = self.s, self.conn
+        for o in self.owners.values():
+            entries = self.delta.get(o.okey)
+            if not entries:
+                continue
+            if o.pending + len(entries) > DELTA_MAX:
+                self._merge(o)
+            else:
+                conn.execute(f"INSERT INTO pdelta{s} (okey, first_new, terms, counts, ords, packed)"
+                             " VALUES (?, ?, ?, ?, ?, ?)",
+                             (o.okey, o.first_new if o.first_new is not None else o.n, *encode(entries)))
+                o.pending += len(entries)
         for (okey, term, _), seg in self.segs.items():
             if not seg.dirty:
                 continue
@@ -287,10 +398,10 @@ class PostingWriter:
         conn.executemany(f"INSERT OR REPLACE INTO pfeat{s} (id, ord, qshare, echo, flags, names, prev, next,"
                          " tprev, tnext) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(self.feat.values()))
         for o in self.owners.values():
-            conn.execute(f"UPDATE powners{s} SET n = ?, l0 = ?, l1 = ?, l2 = ?, l3 = ?, version = ? WHERE okey = ?",
-                         (o.n, *o.lens, o.version + 1, o.okey))
+            conn.execute(f"UPDATE powners{s} SET n = ?, l0 = ?, l1 = ?, l2 = ?, l3 = ?, version = ?, pending = ?"
+                         " WHERE okey = ?", (o.n, *o.lens, o.version + 1, o.pending, o.okey))
             if self.cache is not None and not s:
-                self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers)
+                self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers, self.feat)
 
 
 _ROWS = ("SELECT d.id, d.agent, d.owner, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
@@ -308,6 +419,7 @@ def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache:
         part = unique[k : k + _CHUNK]
         rows += conn.execute(_ROWS.format(s=s, where=f"d.id IN ({','.join('?' * len(part))})"), part).fetchall()
     w = PostingWriter(conn, s, cache)
+    w.prefetch(unique)
     for r in sorted(rows, key=lambda r: r["id"]):
         w.put(r["agent"], r["owner"], parse_doc(r))
     w.flush()
@@ -333,7 +445,8 @@ def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None
                             (*params, after, batch)).fetchall()
         if not rows:
             return done
-        w = PostingWriter(conn, s, cache)
+        w = PostingWriter(conn, s, cache, direct=True)
+        w.prefetch([r["id"] for r in rows])
         for r in rows:
             w.put(r["agent"], r["owner"], parse_doc(r))
         w.flush()
@@ -341,11 +454,22 @@ def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None
         after = rows[-1]["id"]
 
 
+def migrate(conn: sqlite3.Connection) -> int:
+    """The tables made afresh (an earlier layout's dropped) and built from the documents: the
+    one-time migration of a file (`run_once`, in its write transaction)."""
+    for t in TABLES:
+        conn.execute(f"DROP TABLE IF EXISTS {t}")
+    for statement in tables().split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    return derive(conn)
+
+
 def delete(conn: sqlite3.Connection, okey: int, s: str = "") -> None:
     """Every row of one owner (its words included) removed from the tables."""
     conn.execute(f"DELETE FROM pfeat{s} WHERE id IN (SELECT id FROM docs{s} d JOIN powners{s} o"
                  " ON d.agent = o.agent AND d.owner = o.owner WHERE o.okey = ?)", (okey,))
-    for t in ("postings", "pdocs", "pspeakers", "powners"):
+    for t in ("postings", "pdelta", "pdocs", "pspeakers", "powners"):
         conn.execute(f"DELETE FROM {t}{s} WHERE okey = ?", (okey,))
 
 

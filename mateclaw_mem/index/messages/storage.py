@@ -75,7 +75,7 @@ ALTER TABLE fts_plain RENAME TO fts
 
 _SCHEMA = _META + _tables()
 _REDACTED = "redacted:messages.db"  # `meta` marker (and count) of the one-time redaction in place
-_POSTINGS = "migrated:postings-1"  # `meta` marker (and count) of the one-time build of the postings
+_POSTINGS = "migrated:postings-2"  # `meta` marker (and count) of the one-time build of the postings
 
 def _date_tokens(ts_ms: int) -> list[str]:
     d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
@@ -126,6 +126,9 @@ class MessageStorage:
         self.cache: postings.Invalidate | None = None  # the search's cache, told what a write rewrote
         self._postings = False  # maintained by `_add_batch` once built (`postings.derive`, once)
         with self.lock:
+            # A merge of the postings (messages/delta.py) writes a few MB at once: the WAL it grows
+            # is cut back to this after the next checkpoint instead of staying that size.
+            self._conn.execute("PRAGMA journal_size_limit = 4194304")
             self._plain_fts()
             self._conn.executescript(_SCHEMA + postings.tables())
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
@@ -133,7 +136,7 @@ class MessageStorage:
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
         # An older file's documents are folded into the postings once, in place (history-sized,
         # once ever: every later start finds the marker and goes on at once).
-        run_once(self._conn, self.lock, _POSTINGS, postings.derive)
+        run_once(self._conn, self.lock, _POSTINGS, postings.migrate)
         self._postings = True
 
     def _plain_fts(self) -> None:

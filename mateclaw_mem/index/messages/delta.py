@@ -1,0 +1,110 @@
+"""An Add's postings as one row (`pdelta`), until enough of them are folded into the per-term
+segments (messages/postings.py).
+
+Writing each touched term's last segment at every Add dirtied one page per term - a few hundred
+pages, over a megabyte of WAL for an Add of 20 turns, where the floor's FTS5 writes a few. So an Add
+writes its postings once, as one row sorted by term, and a search reads the owner's few unmerged
+rows beside the segments; past `DELTA_MAX` entries the writer folds them into the segments.
+
+Later entries of the same (term, ordinal) replace earlier ones: a turn whose neighbour field grew
+(the next turn arrived) gets a new entry for each of its terms. Entries at ordinals from `first_new`
+on are turns new in that Add: their body counts are what moves a term's document frequency.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+DELTA_MAX = 12_000  # entries an owner's unmerged rows may hold (a few hundred turns) before a merge
+
+
+def encode(entries: dict[tuple[str, int], int]) -> tuple[str, bytes, bytes, bytes]:
+    """(terms space-joined, per term its entry count as uint32, ordinals uint32, packed uint64),
+    sorted by term and ordinal."""
+    order = sorted(entries)
+    terms: list[str] = []
+    counts: list[int] = []
+    for t, _ in order:
+        if terms and terms[-1] == t:
+            counts[-1] += 1
+        else:
+            terms.append(t)
+            counts.append(1)
+    return (" ".join(terms), np.array(counts, dtype=np.uint32).tobytes(),
+            np.array([o for _, o in order], dtype=np.uint32).tobytes(),
+            np.array([entries[k] for k in order], dtype=np.uint64).tobytes())
+
+
+@dataclass(frozen=True)
+class Delta:
+    first_new: int
+    terms: dict[str, int]  # term -> its index
+    starts: Any  # per term index, where its entries start (one more: the end)
+    ords: Any
+    packed: Any
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.starts.nbytes + self.ords.nbytes + self.packed.nbytes) + 64 * len(self.terms)
+
+    def entries(self, term: str) -> tuple[Any, Any] | None:
+        i = self.terms.get(term)
+        if i is None:
+            return None
+        a, b = self.starts[i], self.starts[i + 1]
+        return self.ords[a:b], self.packed[a:b]
+
+    def df_inc(self, term: str) -> int:
+        """Turns new in this Add holding `term` in their body."""
+        got = self.entries(term)
+        if got is None:
+            return 0
+        ords, packed = got
+        return int(((ords >= self.first_new) & ((packed & np.uint64(0xFFFF)) > 0)).sum())
+
+    def items(self) -> list[tuple[str, int, int]]:
+        """(term, ordinal, packed) in term and ordinal order."""
+        names = list(self.terms)
+        out = []
+        for i, t in enumerate(names):
+            for k in range(int(self.starts[i]), int(self.starts[i + 1])):
+                out.append((t, int(self.ords[k]), int(self.packed[k])))
+        return out
+
+
+def decode(first_new: int, terms: str, counts: bytes, ords: bytes, packed: bytes) -> Delta:
+    names = terms.split(" ") if terms else []
+    c = np.frombuffer(counts, dtype=np.uint32)
+    starts = np.zeros(len(c) + 1, dtype=np.int64)
+    np.cumsum(c, out=starts[1:])
+    return Delta(first_new, {t: i for i, t in enumerate(names)}, starts, np.frombuffer(ords, dtype=np.uint32),
+                 np.frombuffer(packed, dtype=np.uint64))
+
+
+def combine(base: tuple[Any, Any], parts: list[tuple[Any, Any]]) -> tuple[Any, Any]:
+    """A term's segments' (ordinals, packed) with its delta entries, oldest first, over them: one
+    entry per ordinal (the latest), ascending. Most delta entries are new turns past the segments'
+    end: then this is a concatenation, not a sort of the term's every posting."""
+    if not parts:
+        return base
+    do = np.concatenate([p[0] for p in parts])
+    dp = np.concatenate([p[1] for p in parts])
+    if len(do) > 1 and not bool(np.all(do[1:] > do[:-1])):
+        last = len(do) - 1 - np.unique(do[::-1], return_index=True)[1]  # the latest of each, ascending
+        do, dp = do[last], dp[last]
+    bo, bp = base
+    if not len(bo) or do[0] > bo[-1]:
+        return np.concatenate((bo, do)), np.concatenate((bp, dp))
+    j = np.searchsorted(bo, do)
+    jj = np.minimum(j, len(bo) - 1)
+    same = (j < len(bo)) & (bo[jj] == do)
+    bp = bp.copy()
+    bp[j[same]] = dp[same]  # turns whose counts changed (a neighbour field grew)
+    if bool(same.all()):
+        return bo, bp
+    ords = np.concatenate((bo, do[~same]))
+    order = np.argsort(ords, kind="stable")
+    return ords[order], np.concatenate((bp, dp[~same]))[order]
