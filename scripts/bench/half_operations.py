@@ -108,7 +108,7 @@ def run_operation(name: str, rounds: int, rng: random.Random, base: Path) -> dic
         done = restart(folder)
         if done.returncode != 0:
             count["restart_failed"] += 1
-            examples.append(f"round {r}: restart exit {done.returncode}: {done.stderr[-300:]}")
+            examples.append(f"round {r}: restart exit {done.returncode}: {done.stderr[-300:]} {done.stdout[-1500:]}")
             continue
         outcomes = {e["outcome"] for e in json.loads(done.stdout).get("finished_now") or []}
         if outcomes & {"completed", "already complete"}:

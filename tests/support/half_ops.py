@@ -83,7 +83,9 @@ def _classify(done: int, n: int, what: str) -> tuple[str, str]:
 
 def journal_left(folder: Path) -> list[str]:
     jdir = folder / "workspace" / ".mateclaw" / "journal"
-    return sorted(p.name for p in jdir.iterdir() if p.is_dir()) if jdir.is_dir() else []
+    # Hidden folders are a journal being written (no change made yet) or being removed.
+    return sorted(p.name for p in jdir.iterdir() if p.is_dir() and not p.name.startswith(".")) \
+        if jdir.is_dir() else []
 
 
 # -- snapshot import ----------------------------------------------------------------------------------
