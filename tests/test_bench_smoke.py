@@ -1,6 +1,6 @@
 """The bench's smoke test: a handful of scripts/bench scripts run as a person runs them (a fresh
 process each, this interpreter), at their smallest sizes, must finish and print their table with the
-machine's load average under it. Figures are not judged here (they are the bench's to print, never a
+machine's load average under it (and a curve drawn as an SVG chart). Figures are not judged here (they are the bench's to print, never a
 test's to assert); that the scripts still run against today's package is.
 
 Also: every script that prints figures prints the load average (scripts/bench/README.md says so), and
@@ -57,6 +57,21 @@ def test_a_bench_script_runs_at_its_smallest_size_and_prints_the_load(name: str,
         table = run("_table.py", str(figures))
         assert table.startswith("| figure | mateclaw-mem |") and LOAD.search(table), table
         assert all(r["figure"] in table for r in rows), table
+
+
+def test_a_curve_is_also_drawn_as_an_svg_chart(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    chart = tmp_path / "charts" / "search-scale.svg"
+    out = run("search_scale.py", "--sizes", "100", "300", "--queries", "5", "--scan-queries", "2", "--svg", str(chart))
+    assert f"chart: {chart}" in out and LOAD.search(out), out
+    svg = ET.parse(chart).getroot()
+    ns = {"s": "http://www.w3.org/2000/svg"}
+    lines = svg.findall("s:polyline", ns)
+    assert [ln.findtext("s:title", namespaces=ns) for ln in lines] == ["index p50", "index p95", "scan p50", "scan p95"]
+    assert all(len(ln.get("points", "").split()) == 2 for ln in lines)  # one point per size
+    texts = " ".join(t.text or "" for t in svg.iter("{http://www.w3.org/2000/svg}text"))
+    assert "load average:" in texts  # the chart carries the load it was measured under, like the table
 
 
 def _scripts() -> list[Path]:

@@ -212,17 +212,32 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="with --keep: rebuild a reused index")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="run the queries once more under cProfile and print the top N functions to stderr")
+    parser.add_argument("--svg", type=Path, metavar="FILE",
+                        help="also draw the latencies against the size as an SVG line chart "
+                             "(docs/charts/search-scale.svg is the one the docs show)")
     args = parser.parse_args()
     head = (f"{'sections':>9} {'files':>6} {'chunks':>7} {'text MB':>8} {'build s':>8} {'index p50':>10}"
             f" {'index p95':>10} {'found':>6} {'DB MB':>7} {'scan p50':>9} {'scan p95':>9}")
     print(head)
     print("-" * len(head))
+    results = []
     for n in args.sizes:
         r = run(n, args.queries, args.scan_queries, args.seed, keep=args.keep, rebuild=args.rebuild,
                 profile=args.profile)
+        results.append(r)
         print(f"{r['sections']:>9} {r['files']:>6} {r['chunks']:>7} {r['text_mb']:>8.1f} {r['build_s']:>8.1f}"
               f" {r['p50']:>8.2f}ms {r['p95']:>8.2f}ms {r['found']:>6.0%} {r['db_mb']:>7.1f}"
               f" {r['scan_p50']:>7.1f}ms {r['scan_p95']:>7.1f}ms", flush=True)
+    if args.svg:
+        from _load import load_average  # scripts/bench/_load.py (this script's folder is on sys.path)
+        from _svg import line_chart
+
+        curves = {f"{name} {q}": [(r["sections"], r[f"{key}{q}"]) for r in results]
+                  for name, key in (("index", ""), ("scan", "scan_")) for q in ("p50", "p95")}
+        line_chart(args.svg, "File search: the index against a plain scan of the files", "## sections (log)",
+                   "ms per query (log)", curves, log_x=True, log_y=True,
+                   note=f"scripts/bench/search_scale.py --sizes {' '.join(map(str, args.sizes))}; {load_average()}")
+        print(f"chart: {args.svg}")
 
 
 if __name__ == "__main__":
