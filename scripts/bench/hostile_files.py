@@ -149,8 +149,9 @@ def _rss_peak_mb(pid: int) -> float:
 def run_case(name: str, data: bytes, args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix=f"hostile-{name}-"))
     cfg = tmp / "mateclaw.yaml"
-    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    fact:\n      projection-enabled: true\n",
-                   encoding="utf-8")
+    limit = "" if args.max_bytes is None else f"    memory-file-max-bytes: {args.max_bytes}\n"
+    cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n" + limit
+                   + "    fact:\n      projection-enabled: true\n", encoding="utf-8")
     ws = tmp / "ws"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
     cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(ws), "--config", str(cfg),
@@ -310,6 +311,8 @@ def main() -> int:
     ap.add_argument("--bound", type=float, default=2.0, help="a probe wait longer than this is a stall")
     ap.add_argument("--sigterm-after", type=float, default=0.5, help="seconds into a facts rebuild")
     ap.add_argument("--index-timeout", type=float, default=180.0)
+    ap.add_argument("--max-bytes", type=int, help="mate.memory.memory-file-max-bytes (0: no limit, the unbounded "
+                    "work that only SIGTERM's deadline stops); default: the shipped 1 MiB")
     args = ap.parse_args()
     stalls, worst_term = 0, 0.0
     for name, make in CASES.items():
