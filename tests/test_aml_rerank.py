@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from mateclaw_mem.memory.forget.scan import patterns, walk
 from tests.support.server import ApiServer, serve_api
 
 TS = 1683554160000
@@ -40,6 +42,8 @@ def _app(script: Script) -> Starlette:
             await asyncio.sleep(3)
         if script.mode == "error":
             return JSONResponse({"error": "boom"}, status_code=500)
+        if script.mode == "echo":  # an error quoting the documents: the user's words in a reason
+            return JSONResponse({"error": "cannot rank", "documents": body["documents"]}, status_code=400)
         if script.mode == "garbage":
             return PlainTextResponse("<html>not json</html>")
         if script.mode == "shape":
@@ -196,3 +200,19 @@ def test_off_by_default(tmp_path: Path) -> None:
     for client in serve_api(tmp_path / "ws", seed=False):
         assert client.services.aml.reranker is None  # type: ignore[attr-defined]
         assert dict(client.services.status_reporters())["aml"]()["rerank"] == "off"  # type: ignore[attr-defined]
+
+
+def test_a_failure_quoting_the_words_keeps_them_in_the_users_record_only(
+        tmp_path: Path, script: tuple[Script, str], caplog: pytest.LogCaptureFixture) -> None:
+    s, url = script
+    for client in _serve(tmp_path, url, "rerank"):
+        _fill(client)
+        s.mode = "echo"
+        caplog.set_level(logging.DEBUG)
+        _search(client)
+        assert _failures(client) == {"bad_request": 1}
+        assert not [r for r in caplog.records if "orchard" in r.getMessage()]
+        pats = {"words": patterns("orchard visit number")}
+        assert walk(tmp_path / "ws", pats).hits["words"]  # in the log (and the failure record) before
+        assert client.delete("/v1/aml/users/u1").status_code == 200
+        assert walk(tmp_path / "ws", pats).hits["words"] == []  # the failure's reason went with the user

@@ -123,10 +123,13 @@ class Reranker:
         return ordered
 
     def _failed(self, kind: str, reason: str, started: float, agent: str, owner: str) -> None:
+        # The reason may quote the server, and a server may quote the documents (the user's words): it
+        # goes only to the failure record, filed under the user (deleted with them), not to the usage
+        # log (no owner) nor the daemon's log.
         self._count("failed")
-        self._record(started, ok=False, kind=kind, error=reason)
+        self._record(started, ok=False, kind=kind)
         record_failure(self, STEP, kind, reason, agent=agent, owner=owner)
-        log.warning("AML rerank failed (%s): %s; the lexical order stands", kind, reason)
+        log.warning("AML rerank failed (%s); the lexical order stands (status shows the reason)", kind)
 
     def _record(self, started: float, *, ok: bool, kind: str | None = None, error: str | None = None) -> None:
         if self.usage is None:
