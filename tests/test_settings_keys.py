@@ -82,6 +82,19 @@ def _server_of(svc: Services) -> Any:
     return _SERVERS[svc.settings.model.base_url]
 
 
+def _old_note_score(svc: Services) -> float:
+    """The search score of a daily note from 14 days ago: its recency lift halves every half-life."""
+    from datetime import timedelta
+
+    from tests.test_seed_config import NOW
+
+    svc.store.append_daily(AGENT, "Trip", "- Booked a zeppelin ride over Lake Constance.", actor="extraction",
+                           when=NOW - timedelta(days=14))
+    hits = svc.search.search("zeppelin", record=False).hits
+    assert [h.file for h in hits] == [svc.store.daily_rel(NOW - timedelta(days=14))], hits
+    return round(hits[0].score, 4)
+
+
 def _reconcile_interval(svc: Services) -> float:
     return svc.watcher.reconcile_interval  # the running watcher's period (its effect: tests/test_watcher.py)
 
@@ -93,6 +106,7 @@ PROBES: list[Key] = [
         expect=(3, 6)),
     Key("model.temperature", 0.2, 0.7, _temperature_sent, model=True, expect=(0.2, 0.7)),
     Key("search.reconcile-interval-seconds", 300, 60, _reconcile_interval, expect=(300, 60)),
+    Key("search.daily-recency-half-life-days", 14, 2, _old_note_score),
 ]
 
 # Keys whose effect an existing test shows (test file :: test function).
@@ -158,7 +172,6 @@ NOT_YET_PROVEN: dict[str, str] = {
     "mate.agent.conversation.window.summary-wait-ms": "no test of the window defense waiting for a summary",
     "model.embedding-input-type": "the embeddings tests do not read the request's input_type",
     "model.max-concurrent-calls": "no test of calls queued behind the limit",
-    "search.daily-recency-half-life-days": "no test ranks daily notes of different ages against the setting",
     "proxy.upstream.base-url": "the chat-proxy tests set it; none shows another value reaching another upstream",
     "proxy.upstream.model": "no test of the default model named when a client names none",
     "proxy.upstream.api-key-env": "no test of the upstream key being sent",
