@@ -95,6 +95,27 @@ def _old_note_score(svc: Services) -> float:
     return round(hits[0].score, 4)
 
 
+def _most_calls_at_once(svc: Services) -> int:
+    """Four chats sent at once from four threads to a server that takes its time: how many it served at once."""
+    import threading
+
+    from tests.support.model_server import Answer
+
+    server_ = _server_of(svc)
+    server_.clear()  # and its max_in_flight: the module's server is shared
+    for _ in range(4):
+        server_.push(Answer(content="ok", delay=0.5))
+    client = svc.model
+    assert client is not None
+    threads = [threading.Thread(target=client.chat, args=([{"role": "user", "content": "hi"}],),
+                                kwargs={"step": "extraction"}) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return server_.max_in_flight
+
+
 def _reconcile_interval(svc: Services) -> float:
     return svc.watcher.reconcile_interval  # the running watcher's period (its effect: tests/test_watcher.py)
 
@@ -107,6 +128,7 @@ PROBES: list[Key] = [
     Key("model.temperature", 0.2, 0.7, _temperature_sent, model=True, expect=(0.2, 0.7)),
     Key("search.reconcile-interval-seconds", 300, 60, _reconcile_interval, expect=(300, 60)),
     Key("search.daily-recency-half-life-days", 14, 2, _old_note_score),
+    Key("model.max-concurrent-calls", 1, 3, _most_calls_at_once, model=True),
 ]
 
 # Keys whose effect an existing test shows (test file :: test function).
@@ -171,7 +193,6 @@ NOT_YET_PROVEN: dict[str, str] = {
     "aml.rerank.deadline-seconds": "no test of a rerank answer arriving after its deadline",
     "mate.agent.conversation.window.summary-wait-ms": "no test of the window defense waiting for a summary",
     "model.embedding-input-type": "the embeddings tests do not read the request's input_type",
-    "model.max-concurrent-calls": "no test of calls queued behind the limit",
     "proxy.upstream.base-url": "the chat-proxy tests set it; none shows another value reaching another upstream",
     "proxy.upstream.model": "no test of the default model named when a client names none",
     "proxy.upstream.api-key-env": "no test of the upstream key being sent",
