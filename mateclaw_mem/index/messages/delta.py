@@ -45,10 +45,12 @@ class Delta:
     starts: Any  # per term index, where its entries start (one more: the end)
     ords: Any
     packed: Any
+    new_in_body: Any  # per term index: turns new in this Add holding it in their body
 
     @property
     def nbytes(self) -> int:
-        return int(self.starts.nbytes + self.ords.nbytes + self.packed.nbytes) + 64 * len(self.terms)
+        return int(self.starts.nbytes + self.ords.nbytes + self.packed.nbytes + self.new_in_body.nbytes) \
+            + 64 * len(self.terms)
 
     def entries(self, term: str) -> tuple[Any, Any] | None:
         i = self.terms.get(term)
@@ -59,11 +61,8 @@ class Delta:
 
     def df_inc(self, term: str) -> int:
         """Turns new in this Add holding `term` in their body."""
-        got = self.entries(term)
-        if got is None:
-            return 0
-        ords, packed = got
-        return int(((ords >= self.first_new) & ((packed & np.uint64(0xFFFF)) > 0)).sum())
+        i = self.terms.get(term)
+        return 0 if i is None else int(self.new_in_body[i])
 
     def items(self) -> list[tuple[str, int, int]]:
         """(term, ordinal, packed) in term and ordinal order."""
@@ -80,8 +79,10 @@ def decode(first_new: int, terms: str, counts: bytes, ords: bytes, packed: bytes
     c = np.frombuffer(counts, dtype=np.uint32)
     starts = np.zeros(len(c) + 1, dtype=np.int64)
     np.cumsum(c, out=starts[1:])
-    return Delta(first_new, {t: i for i, t in enumerate(names)}, starts, np.frombuffer(ords, dtype=np.uint32),
-                 np.frombuffer(packed, dtype=np.uint64))
+    o, p = np.frombuffer(ords, dtype=np.uint32), np.frombuffer(packed, dtype=np.uint64)
+    new = ((o >= first_new) & ((p & np.uint64(0xFFFF)) > 0)).astype(np.int64)
+    per_term = np.add.reduceat(new, starts[:-1]) if len(o) else np.zeros(0, dtype=np.int64)
+    return Delta(first_new, {t: i for i, t in enumerate(names)}, starts, o, p, per_term)
 
 
 def combine(base: tuple[Any, Any], parts: list[tuple[Any, Any]]) -> tuple[Any, Any]:
