@@ -87,7 +87,7 @@ def test_a_failing_model_never_fails_the_add_and_the_error_is_recorded(
     assert body["success"] is True
     assert aml.facts is not None
     aml.facts.run_pending()
-    job = aml.facts.store.job("r1")
+    job = aml.facts.store.job("r1", "u1")
     assert job is not None and job.status == "failed" and "model does not exist" in (job.error or "")
     assert aml.facts.store.facts_since(0) == []
     # The raw messages are the truth and stay searchable.
@@ -107,7 +107,7 @@ def test_citing_a_message_that_was_not_shown_is_repaired_once_then_refused(
     aml.facts.run_pending()
     assert len(model_server.chat_requests) == 2  # the answer and one repair round trip
     assert "not message numbers shown" in json.dumps(model_server.chat_requests[1].body["messages"])
-    job = aml.facts.store.job("r1")
+    job = aml.facts.store.job("r1", "u1")
     assert job is not None and job.status == "failed" and job.error and job.error.startswith("invalid_output")
     assert aml.facts.store.facts_since(0) == []
 

@@ -152,8 +152,8 @@ def test_model_mode_facts_and_their_jobs_go_too(tmp_path: Path, model_server: An
         aml.add("r1", "victim", "s1", [AmlMessage("user", "Melanie: look at my shelf", TS)])
         assert aml.facts.run_pending() == 1
         model_server.reply_json({"facts": [{"text": fact, "sources": [1]}]})
-        # r2, not r1: aml_fact_jobs.request_id is UNIQUE across users (another user's r1 would get no job)
-        aml.add("r2", "other", "s1", [AmlMessage("user", "Melanie: and mine", TS)])
+        # The same request id as the victim's: jobs are keyed per user (another user's r1 gets its own).
+        aml.add("r1", "other", "s1", [AmlMessage("user", "Melanie: and mine", TS)])
         assert aml.facts.run_pending() == 1
         assert any("fact:" in i.content for i in aml.search("marmalade harbour shelf", "victim", 5))
         deleted = services.aml_users.delete("victim")["deleted"]
@@ -178,11 +178,11 @@ def test_a_fact_job_finishing_after_its_user_was_deleted_stores_nothing(
         assert aml.facts is not None
         aml.add("r1", "victim", "s1", [AmlMessage("user", f"Melanie: my {VICTIM}", TS)])
         store = aml.facts.store
-        job = store.job("r1")  # taken by the worker: the model is answering when the delete comes
+        job = store.job("r1", "victim")  # taken by the worker: the model is answering when the delete comes
         assert job is not None
         services.aml_users.delete("victim")
         store.finish(job, [(f"Melanie owns a {VICTIM}", [1], TS)], now_ms=TS)
-        assert store.facts_since(0) == [] and store.job("r1") is None
+        assert store.facts_since(0) == [] and store.job("r1", "victim") is None
         hits = _scan(tmp_path / "ws")
         assert hits["victim"] == [] and hits["victim_word"] == []
     finally:

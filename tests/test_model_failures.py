@@ -96,7 +96,7 @@ def test_an_aml_answer_without_a_facts_list_fails_the_job_and_is_recorded(
     msvc.aml.add("r1", "u1", "s1", CHAT)
     assert msvc.aml.facts is not None
     msvc.aml.facts.run_pending()
-    job = msvc.aml.facts.store.job("r1")
+    job = msvc.aml.facts.store.job("r1", "u1")
     assert job is not None and job.status == "failed", job
     assert job.error and job.error.startswith("invalid_output")
     assert len(model_server.chat_requests) == 2

@@ -40,6 +40,41 @@ def test_the_log_keeps_no_owner_under_one_key(tmp_path: Path) -> None:
         log.close()
 
 
+def test_two_users_with_the_same_request_id_each_get_their_fact_job(tmp_path: Path) -> None:
+    # request_id is unique per user, as Add's idempotency is: a second user's r1 is a job of its own.
+    store = FactStore(tmp_path / "log.db")
+    try:
+        assert store.enqueue("r1", "aml", "alice", "s1", [1], now_ms=1)
+        assert store.enqueue("r1", "aml", "bob", "s1", [2], now_ms=1)
+        assert not store.enqueue("r1", "aml", "bob", "s1", [2], now_ms=2)  # bob's retry: the same job
+        alice, bob = store.job("r1", "alice"), store.job("r1", "bob")
+        assert alice is not None and bob is not None and alice.id != bob.id and bob.message_ids == (2,)
+    finally:
+        store.close()
+
+
+def test_a_fact_jobs_table_keyed_across_users_is_rebuilt_per_user(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "log.db"
+    old = sqlite3.connect(path)
+    old.execute("CREATE TABLE aml_fact_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL UNIQUE,"
+                " agent TEXT NOT NULL, owner TEXT NOT NULL, conversation_id TEXT NOT NULL, message_ids TEXT NOT NULL,"
+                " status TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, error TEXT, created_ms INTEGER NOT NULL,"
+                " updated_ms INTEGER NOT NULL)")
+    old.execute("INSERT INTO aml_fact_jobs (request_id, agent, owner, conversation_id, message_ids, status,"
+                " created_ms, updated_ms) VALUES ('r1', 'aml', 'alice', 's1', '[1]', 'done', 1, 1)")
+    old.commit()
+    old.close()
+    store = FactStore(path)
+    try:
+        kept = store.job("r1", "alice")
+        assert kept is not None and kept.status == "done"  # the old row kept, with its id
+        assert store.enqueue("r1", "aml", "bob", "s1", [2], now_ms=2)  # refused before the rebuild
+    finally:
+        store.close()
+
+
 def test_a_fact_job_without_owner_reads_back_as_none(tmp_path: Path) -> None:
     store = FactStore(tmp_path / "log.db")
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
-from mateclaw_mem.db import SharedConnection, owner_column
+from mateclaw_mem.db import SharedConnection, owner_column, run_once
 from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.storage import split_speaker
@@ -47,7 +47,7 @@ CREATE TABLE IF NOT EXISTS aml_facts (
 );
 CREATE TABLE IF NOT EXISTS aml_fact_jobs (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    request_id TEXT NOT NULL UNIQUE,
+    request_id TEXT NOT NULL,          -- unique per user (UNIQUE below), as Add's idempotency is
     agent TEXT NOT NULL,
     owner TEXT NOT NULL,
     conversation_id TEXT NOT NULL,
@@ -56,10 +56,32 @@ CREATE TABLE IF NOT EXISTS aml_fact_jobs (
     attempts INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     created_ms INTEGER NOT NULL,
-    updated_ms INTEGER NOT NULL
+    updated_ms INTEGER NOT NULL,
+    UNIQUE (agent, owner, request_id)
 );
 CREATE INDEX IF NOT EXISTS aml_fact_jobs_by_status ON aml_fact_jobs (status, id);
 """
+
+# Files made before jobs were keyed per user had `request_id` UNIQUE across all users: a second
+# user's Add with the same request_id got no job, so no facts. Rebuilt once with the per-user key.
+_JOBS_PER_USER = "migrated:aml-fact-jobs-per-user"
+
+
+def _jobs_per_user(conn: sqlite3.Connection) -> int:
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'aml_fact_jobs'").fetchone()
+    if row is None or "UNIQUE (agent, owner, request_id)" in row[0]:
+        return 0
+    table = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS aml_fact_jobs"):_SCHEMA.index(");", _SCHEMA.index(
+        "CREATE TABLE IF NOT EXISTS aml_fact_jobs")) + 2]
+    conn.execute(table.replace("IF NOT EXISTS aml_fact_jobs", "aml_fact_jobs_new"))
+    columns = ("id, request_id, agent, owner, conversation_id, message_ids, status, attempts, error, created_ms,"
+               " updated_ms")
+    n = conn.execute(f"INSERT INTO aml_fact_jobs_new ({columns}) SELECT {columns} FROM aml_fact_jobs").rowcount
+    conn.execute("DROP TABLE aml_fact_jobs")
+    conn.execute("ALTER TABLE aml_fact_jobs_new RENAME TO aml_fact_jobs")
+    conn.execute("CREATE INDEX IF NOT EXISTS aml_fact_jobs_by_status ON aml_fact_jobs (status, id)")
+    return n
+
 
 CONTEXT_TURNS = 6  # earlier turns of the session shown to the model (who is "he", what "it" is)
 MAX_ATTEMPTS = 3  # a retryable model error (rate limit, 5xx, timeout) is tried this often in all
@@ -95,6 +117,7 @@ class FactStore(SharedConnection):
 
     def __init__(self, db_path: Path) -> None:
         super().__init__(db_path, _SCHEMA)
+        run_once(self._conn, self._lock, _JOBS_PER_USER, _jobs_per_user)
 
     def enqueue(
         self, request_id: str, agent: str, owner: str | None, conversation_id: str, message_ids: list[int], *,
@@ -116,9 +139,10 @@ class FactStore(SharedConnection):
             ).fetchall()
         return [_job(r) for r in rows]
 
-    def job(self, request_id: str) -> FactJob | None:
+    def job(self, request_id: str, owner: str | None = None) -> FactJob | None:
         with self._lock:
-            row = self._conn.execute("SELECT * FROM aml_fact_jobs WHERE request_id = ?", (request_id,)).fetchone()
+            row = self._conn.execute("SELECT * FROM aml_fact_jobs WHERE request_id = ? AND owner = ?",
+                                     (request_id, owner_column(owner))).fetchone()
         return _job(row) if row else None
 
     def finish(self, job: FactJob, facts: list[tuple[str, list[int], int]], *, now_ms: int) -> None:
