@@ -31,6 +31,7 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_workspace_location.py::test_without_a_daemon_status_says_so_and_ignores_a_stale_pid_file": ("subprocess",),
     "test_workspace_location.py::test_a_second_serve_on_the_daemons_port_is_told_the_daemon_runs": ("subprocess",),
     "test_status_daemon.py": ("subprocess",),
+    "test_hostile_files.py": ("slow", "subprocess"),  # megabyte memory files through the real daemon
     # The CLI and the README run as a user runs them.
     "test_faces_cli.py::test_command_group": ("slow", "subprocess"),
     "test_faces_cli.py::test_help_version_and_no_command": ("subprocess",),
@@ -71,6 +72,7 @@ MARKS: dict[str, tuple[str, ...]] = {
 
 # Seconds, for tests that may rightly take longer than the default on a loaded machine.
 TIMEOUTS: dict[str, int] = {
+    "test_hostile_files.py::test_an_oversized_file_is_indexed_and_shown_in_parts_and_no_machine_writes_it": 900,
     "test_daemon_restarts.py": 900,  # six daemon starts, each bounded by its own guard
     "test_readme_walk.py": 600,  # every command of README's CLI table as a process
     "test_chat_proxy_clients.py::test_the_openai_node_sdk_streams_through_the_daemon": 600,  # npm installs the SDK
