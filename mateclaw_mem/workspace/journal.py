@@ -106,6 +106,9 @@ class _Live:
     op: str
     folder: Path
     lock_fd: int
+    # (agent folder, file) -> the hash planned for it: a change that lands exactly that needs no note
+    planned: dict[tuple[str, str], str] = field(default_factory=dict)
+    has_steps: bool = False
     writes: int = 0
     mutex: threading.Lock = field(default_factory=threading.Lock)
 
@@ -140,8 +143,9 @@ def crash_point(op: str, point: str) -> None:
 
 
 class Journal:
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, *, key: Callable[[str, str | None], str] | None = None) -> None:
         self.folder = folder
+        self._key = key or (lambda agent, owner: agent)  # the store's agent folder of (agent, owner)
         self._live: dict[str, _Live] = {}  # batch -> the open journal of that batch, in this process
         self._guard = threading.Lock()
 
@@ -202,7 +206,8 @@ class Journal:
         folder = self.folder / jid
         os.rename(tmp, folder)
         _fsync_dir(self.folder)
-        live = _Live(jid, op, folder, lock_fd)
+        live = _Live(jid, op, folder, lock_fd, has_steps=bool(steps),
+                     planned={(self._key(st.agent, st.owner), st.rel): st.after for st in steps})
         with self._guard:
             self._live[batch] = live
         crash_point(op, "begin")
@@ -217,14 +222,18 @@ class Journal:
         if live is None:
             return
         with live.mutex:
-            line = json.dumps({"key": key, "rel": rel, "before": before, "after": after}) + "\n"
-            fd = os.open(live.folder / WRITES, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0),
-                         0o600)
-            try:
-                os.write(fd, line.encode("utf-8"))
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            # Only a change the plan does not already name needs the fsynced note (a ceiling or a pin
+            # rule changed a machine's text, a ceiling's archive): replay knows the planned ones.
+            # A journal without planned files (a forget) is finished by its finisher, not replayed.
+            if live.has_steps and live.planned.get((key, rel)) != after:
+                line = json.dumps({"key": key, "rel": rel, "before": before, "after": after}) + "\n"
+                fd = os.open(live.folder / WRITES, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                             | getattr(os, "O_CLOEXEC", 0), 0o600)
+                try:
+                    os.write(fd, line.encode("utf-8"))
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
             live.writes += 1
             n = live.writes
         crash_point(live.op, f"write:{n}")

@@ -71,7 +71,8 @@ class WorkspaceStore:
         self.state_dir = self.root / STATE_DIRNAME
         self.history_store = History(self.state_dir / "history", keep=history_keep)
         self.provenance = ProvenanceStore(self.state_dir / "provenance")
-        self.journal = Journal(self.state_dir / "journal")  # multi-file operations' intents (journal.py)
+        # Multi-file operations' intents (journal.py), keyed by agent folder as the store's notes are.
+        self.journal = Journal(self.state_dir / "journal", key=self.agent_key)
         self._written: dict[str, str] = {}  # path -> sha this process last wrote (its own fresh mtime)
         # Called with the path right before the final exchange: the race tests put a person's save
         # at exactly that instant (a real write to the real file, from outside the store).
