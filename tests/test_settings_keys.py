@@ -223,7 +223,8 @@ def test_every_key_has_a_row() -> None:
     keys = set(all_keys())
     rows = [{r.key for r in SEED}, {r.key for r in PROBES}, set(PROVEN_BY), set(NOT_YET_PROVEN), PROVENANCE]
     assert sum(len(r) for r in rows) == len(set().union(*rows)), "a key has two rows"
-    assert keys - set().union(*rows) == set(), "keys without a row: add a probe or the test that shows them"
+    assert keys - set().union(*rows) == set(), ("a new settings key needs a row here (tests/test_settings_keys.py): "
+                                                 "a probe in PROBES, or the test that shows it in PROVEN_BY")
     assert set().union(*rows) - keys == set(), "rows for keys the settings no longer have"
     assert len(keys) > 100  # the model was really read
 
