@@ -255,6 +255,8 @@ class DiskView:
         self.by_id = _Docs(self)
         self.rows: dict[int, tuple[Any, ...]] = {}  # `_FEATURES` rows read, by id
         self._idf: dict[str, float] = {}
+        self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
+        self._field_counts: dict[str, Any] = {}
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
         self.cols = Columns()
         self.size = 0
@@ -324,7 +326,19 @@ class DiskView:
 
     def _term(self, term: str) -> tuple[Any, Any, int]:
         """(ordinals ascending, packed counts, body df) of a term's postings: its segments', with
-        the unmerged Adds' entries over them."""
+        the unmerged Adds' entries over them (read once per search)."""
+        got = self._read.get(term)
+        if got is None:
+            got = self._read[term] = self._combined(term)
+        return got
+
+    def _counts(self, term: str, packed: Any) -> Any:
+        got = self._field_counts.get(term)
+        if got is None or len(got) != len(packed):
+            got = self._field_counts[term] = counts(packed)
+        return got
+
+    def _combined(self, term: str) -> tuple[Any, Any, int]:
         ords, packed, df = self._base(term)
         parts = [e for d in self.deltas if (e := d.entries(term)) is not None] if term in self._delta_terms else []
         if parts:
@@ -351,7 +365,7 @@ class DiskView:
         return got
 
     def _resolve(self, ords: Any) -> tuple[Any, Any]:
-        """(ids, lengths) of the documents at these ordinals (`pdocs`)."""
+        """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`)."""
         segs = ords // SEG_DOCS
         wanted = np.unique(segs).tolist()
         arrays: dict[int, tuple[Any, Any]] = {}
@@ -372,12 +386,14 @@ class DiskView:
                 self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes)
         out_ids = np.empty(len(ords), dtype=np.int64)
         out_lens = np.empty((len(ords), 4))
-        for s in wanted:
-            at = np.flatnonzero(segs == s) if len(wanted) > 1 else np.arange(len(ords))
-            within = ords[at] - s * SEG_DOCS
+        # `ords` ascend (np.unique): each segment's ordinals are one slice of them.
+        bounds = np.searchsorted(segs, np.array([*wanted, wanted[-1] + 1] if wanted else [0]))
+        for k, s in enumerate(wanted):
+            a, b = int(bounds[k]), int(bounds[k + 1])
+            within = ords[a:b] - s * SEG_DOCS
             ids, lens = arrays[s]
-            out_ids[at] = ids[within]
-            out_lens[at] = lens[within]
+            out_ids[a:b] = ids[within]
+            out_lens[a:b] = lens[within]
         return out_ids, out_lens
 
     # -- positions -------------------------------------------------------------------------------------
@@ -458,7 +474,8 @@ class DiskView:
             if not len(idx):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                keep, vals = saturate_rows(counts(packed), normalisation(key[2], self.lens[idx], self.avg), key)
+                keep, vals = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
+                                           key)
                 got = (idx[keep], vals)
             self._sat[(term, key)] = got
         return got
