@@ -8,7 +8,8 @@ and no thread may hang or fail.
 
     .venv/bin/python scripts/bench/view_races.py [--trials 2000] [--seed 1]
 
-Prints counts; a nonzero `wrong`, `hung` or `errors` is a bug.
+Prints counts; a nonzero `wrong`, `hung` or `errors` is a bug. `--delta-max` (default 60, the product's
+12,000) makes the Adds' postings merge into the term segments every few Adds, so merges race too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import rank
 from tests.support.disk_reference import reference_view
@@ -123,7 +125,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--delta-max", type=int, default=60,
+                    help="postings entries an owner's unmerged Adds hold before a merge (small: merges race too)")
     opts = ap.parse_args()
+    postings.DELTA_MAX = opts.delta_max
     rng = random.Random(opts.seed)
     totals = {"trials": 0, "wrong": 0, "hung": 0, "errors": 0}
     t0 = time.perf_counter()
