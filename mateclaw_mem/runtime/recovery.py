@@ -11,6 +11,7 @@ was finished, and how (`report`).
 from __future__ import annotations
 
 import logging
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.workspace.journal import Finisher
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.runtime.services import Services
 
 log = logging.getLogger(__name__)
+SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
 
 
 def _finishers(services: Services) -> dict[str, Finisher]:
@@ -59,10 +61,12 @@ def at_start(services: Services) -> list[dict[str, Any]]:
 
 
 def report(services: Services, *, full: bool = True) -> dict[str, Any]:
-    """{"recovered": the latest recoveries, newest first; "unfinished": journals on disk now}; empty
-    when there is nothing to say. `full=False` (/health, open without a key): no file or run names."""
+    """{"recovered": the recoveries of the last SHOWN_DAYS, newest first; "unfinished": journals on disk
+    now}; empty when there is nothing to say. `full=False` (/health, open without a key): no file or
+    run names."""
     journal = services.store.journal
-    recovered = journal.recovered()
+    since = (services.clock.now() - timedelta(days=SHOWN_DAYS)).isoformat(timespec="seconds")
+    recovered = [e for e in journal.recovered() if str(e.get("at", "")) >= since]
     unfinished = journal.unfinished()
     if not full:
         recovered = [{k: e.get(k) for k in ("at", "operation", "outcome", "how")} for e in recovered]
