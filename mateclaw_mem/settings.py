@@ -287,6 +287,11 @@ class AmlSettings(Section):
     # Bytes of postings and document rows searches keep in memory (index/messages/disk_view.py): a
     # cache, never needed for an answer; searches read what is not in it from messages.db.
     cache_bytes: int = Field(64 << 20, ge=0)
+    # Image parts of Adds (conversations/aml_images.py): refs keeps links and data: images' hashes only
+    # (the desktop's privacy); keep stores data: images' bytes, returns messages as ordered content parts
+    # and lets a query's image find the same image.
+    images: Literal["refs", "keep"] = "refs"
+    image_max_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)  # per kept image; larger: the Add is a 413
     rerank: RerankSettings = RerankSettings()
 
 

@@ -22,7 +22,8 @@ class _Body(Wire):
 
 
 class ImageUrl(_Body):
-    url: str = Field(min_length=1, description="an http(s) link (kept, redacted) or a data: URL (only its hash kept)")
+    url: str = Field(min_length=1, description="an http(s) link (kept, redacted) or a data: URL (its hash kept;"
+                     " its bytes too with aml.images: keep)")
     detail: Literal["auto", "low", "high"] | None = None
 
 
@@ -34,6 +35,8 @@ class TextPart(_Body):
 class ImagePart(_Body):
     type: Literal["image_url"]
     image_url: ImageUrl | str = Field(description="{url, detail}; a bare URL string is accepted too")
+    caption: str | None = Field(None, description="alt text: stored as a line '[image: caption]' where the image"
+                                " stood, so it is indexed and searched")
 
 
 ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
@@ -80,6 +83,7 @@ class AddResponse(Wire):
 class SearchRequest(_Body):
     query: Annotated[str, Field(min_length=1, max_length=MAX_QUERY_CHARS)] | Parts = Field(
         description="a question or keywords" + _PARTS + " into the query; image parts take no part in ranking"
+        " (with aml.images: keep an identical image finds its messages first)"
     )
     user_id: str = Field(min_length=1)
     top_k: int = Field(ge=1)
@@ -100,6 +104,9 @@ class SearchItem(Wire):
     score: float
     created_at: str
     images: list[ImageRefOut] | None = Field(None, description="the message's images; absent when it had none")
+    parts: list[dict[str, Any]] | None = Field(
+        None, description="with aml.images: keep, a message with images as content parts in the order sent:"
+        " {type: text, text} and {type: image_url, image_url: {url}} (a kept image as a data: URL)")
 
 
 class SearchResponse(Wire):
@@ -156,7 +163,7 @@ def search_answer(body: SearchRequest, aml: AmlService) -> bytes:
     # top_k items through pydantic again on the way out cost more than the search itself.
     data = [
         {"id": i.id, "content": i.content, "score": i.score, "created_at": i.created_at,
-         **({"images": list(i.images)} if i.images else {})}
+         **({"images": list(i.images)} if i.images else {}), **({"parts": list(i.parts)} if i.parts else {})}
         for i in items
     ]
     return json.dumps({"data": data}, ensure_ascii=False).encode()

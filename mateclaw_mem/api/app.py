@@ -112,7 +112,11 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
         app.router.routes.extend(later_routes())
     # A search carries a query, not a document: its body is refused before it is read or parsed
     # (parsing 1.9 MB of JSON on the event loop held /health for 100+ ms).
-    search_limit = (SEARCH_BODY_BYTES, f" (a search query is at most {MAX_QUERY_CHARS} characters)")
+    # With aml.images: keep a query may hold an image to find by its hash: room for one at the cap, as base64.
+    images = services.settings.aml
+    search_bytes = SEARCH_BODY_BYTES + (images.image_max_bytes * 4 // 3 + 1024 if images.images == "keep" else 0)
+    search_limit = (search_bytes, f" (a search query is at most {MAX_QUERY_CHARS} characters"
+                    + (", and an image at most aml.image-max-bytes)" if images.images == "keep" else ")"))
     # The browser's snapshot upload is bounded by the snapshot import limit, not the general one.
     upload_limit = (services.transfer.limits.max_total_bytes + MULTIPART_OVERHEAD,
                     " (the snapshot import limit)")
@@ -123,7 +127,7 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     if aml_fast_lane:  # in front of all of it (api/aml_fast.py); what it declines goes through all of it
         app.lane = AmlFastLane(app.without_lane, services.aml, services.api_key, counts=app.state.aml_fast_lane,
                                limits={"/v1/aml/add": services.settings.server.max_body_bytes,
-                                       "/v1/aml/search": SEARCH_BODY_BYTES},
+                                       "/v1/aml/search": search_bytes},
                                read_timeout=services.settings.server.body_read_timeout_seconds)
     # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
     app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)

@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
-from mateclaw_mem.conversations import parts
+from mateclaw_mem.conversations import aml_images, parts
 from mateclaw_mem.conversations.aml_windows import with_windows
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage, StoredMessage
 from mateclaw_mem.db import is_busy
@@ -73,6 +73,7 @@ class AmlItem:
     score: float
     created_at: str
     images: tuple[dict[str, Any], ...] = ()  # references (`parts.ImageRef.as_dict`) of the message's images
+    parts: tuple[dict[str, Any], ...] = ()  # with aml.images: keep, the message as content parts (aml_images)
 
 
 @dataclass(frozen=True)
@@ -143,9 +144,10 @@ def timestamp_ms(value: int | str, tz: tzinfo, where: str = "timestamp") -> int:
     return value
 
 
-def content_text(content: str | Sequence[Part], where: str) -> tuple[str, tuple[parts.ImageRef, ...]]:
+def content_text(content: str | Sequence[Part], where: str, keep_max: int | None = None
+                 ) -> tuple[str, tuple[parts.ImageRef, ...]]:
     """(text to store and index, image references) of a string or a list of content parts; the text
-    is "" for parts without text."""
+    is "" for parts without text. `keep_max`: images are kept (`parts.image_ref`)."""
     if isinstance(content, str):
         return content, ()
     if isinstance(content, Mapping) or not isinstance(content, Sequence) or not content:
@@ -168,7 +170,15 @@ def content_text(content: str | Sequence[Part], where: str) -> tuple[str, tuple[
                 raise InvalidInputError(f"{at}.image_url must be an object with a url")
             if len(images) >= parts.MAX_IMAGES:
                 raise InvalidInputError(f"{where} holds more than {parts.MAX_IMAGES} images")
-            images.append(parts.image_ref(image["url"], image.get("detail"), where=f"{at}.image_url"))
+            images.append(parts.image_ref(image["url"], image.get("detail"), where=f"{at}.image_url",
+                                          keep_max=keep_max, line=parts.lines_of(texts)))
+            caption = part.get("caption") if isinstance(part, Mapping) else None
+            if caption is not None:
+                if not isinstance(caption, str) or len(caption) > parts.MAX_CAPTION_CHARS:
+                    raise InvalidInputError(f"{at}.caption must be a string of at most {parts.MAX_CAPTION_CHARS}"
+                                            " characters")
+                if caption.strip():
+                    texts.append(parts.caption_line(caption))
         else:
             raise InvalidInputError(f"{at}.type must be 'text' or 'image_url', not {kind!r}")
     return parts.joined_text(texts), tuple(images)
@@ -221,6 +231,7 @@ class AmlService:
         reranker: Reranker | None = None,
         neighbours: int = 0,
         neighbour_chars: int = 0,
+        images: aml_images.ImageSettings | None = None,
     ) -> None:
         """`facts` (model mode) extracts source-bound facts after each Add: in a worker thread once
         `start()` is called (the daemon does), else only when `facts.run_pending()` is called."""
@@ -232,6 +243,7 @@ class AmlService:
         self.reranker = reranker  # aml.rerank: may only reorder the first candidates (`_reranked`)
         self.neighbours = neighbours  # aml.neighbours: evidence windows (conversations/aml_windows.py)
         self.neighbour_chars = neighbour_chars
+        self.image_settings = images or aml_images.ImageSettings()  # aml.images (conversations/aml_images.py)
         # Catch up on anything logged but not indexed (a crash between the two, a fresh index).
         self.index.sync(self.log)
         if facts is not None:
@@ -272,7 +284,7 @@ class AmlService:
         for i, m in enumerate(messages):
             if not m.role.strip():
                 raise InvalidInputError(f"messages[{i}].role must be a non-empty string")
-            text, images = content_text(m.content, f"messages[{i}].content")
+            text, images = content_text(m.content, f"messages[{i}].content", self.image_settings.keep_max)
             if not text.strip() and images:
                 text = parts.placeholder(len(images))
             if not text.strip():
@@ -297,7 +309,7 @@ class AmlService:
             self.agent,
             session_id,
             [
-                NewMessage(m.role, m.text, m.ts_ms, tuple({"type": "image", **i.as_dict()} for i in m.images))
+                NewMessage(m.role, m.text, m.ts_ms, *aml_images.attachments(m.images, m.text, self.image_settings.keep))
                 for m in normalised
             ],
             owner=user_id,
@@ -347,12 +359,15 @@ class AmlService:
     ) -> list[AmlItem]:
         """Stored messages of exactly `user_id`, best first, at most `top_k` (capped).
 
-        A query of content parts searches by its text parts; its images take no part in ranking."""
+        A query of content parts searches by its text parts; with aml.images: keep, its images find
+        the messages holding the same image first (`_same_images`), and may come alone."""
+        images: tuple[parts.ImageRef, ...] = ()
         if not isinstance(query, str):
             query, images = content_text(query, "query")
-            if images and not query.strip():
-                raise InvalidInputError("query holds images only; searching needs a text part")
-        if not query.strip():
+            if images and not query.strip() and not self.image_settings.keep:
+                raise InvalidInputError("query holds images only; searching needs a text part"
+                                        " (or aml.images: keep, to search by the image)")
+        if not query.strip() and not (images and self.image_settings.keep):
             raise InvalidInputError("query must be a non-empty string")
         if len(query) > MAX_QUERY_CHARS or sum(map(len, options or ())) > MAX_QUERY_CHARS:
             raise TooLargeError(f"query (or options) longer than {MAX_QUERY_CHARS} characters")
@@ -362,25 +377,42 @@ class AmlService:
         limit = min(top_k, MAX_TOP_K)
         # Windows fold a hit shown inside a better one's window into it: a few more hits fill its slot.
         fetch = min(2 * limit, MAX_TOP_K) if self.neighbours else limit
-        hits = self.index.search(self.agent, user_id, query, limit=fetch, options=options or ())
+        hits = (self.index.search(self.agent, user_id, query, limit=fetch, options=options or ())
+                if query.strip() else [])
+        same = self._same_images(images, user_id, limit)
+        top = hits[0].score if hits else 0.0
+        hits = [h for h in hits if h.id not in same]
         # Only looked up once some message has images: a text-only log answers exactly as before.
         kept = self.log.attachments([h.id for h in hits if h.id < FACT_BASE]) if self._images else {}
+        kept.update((m.id, m.attachments) for m in same.values())
         items = [
-            AmlItem(
+            *(AmlItem(id=f"m{m.id}", content=render_message(m), score=top + 1.0, created_at=_iso(m.ts_ms),
+                      images=_images(m.attachments)) for m in same.values()),
+            *(AmlItem(
                 id=f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}",
                 content=render_content(h),
                 score=h.score,
                 created_at=_iso(h.ts_ms),
                 images=_images(kept.get(h.id, ())),
-            )
-            for h in hits
-        ]
+            ) for h in hits),
+        ][:fetch]
+        if self.image_settings.keep and kept:
+            items = aml_images.with_parts(self.log, items, kept)
         if self.reranker is not None:
             items = self._reranked(query, user_id, items)
         if self.neighbours:
             return with_windows(self.log, self.agent, user_id, items, n=self.neighbours, budget=self.neighbour_chars,
                                 limit=limit, render=render_message)
         return items
+
+    def _same_images(self, images: Sequence[parts.ImageRef], user_id: str, limit: int) -> dict[int, StoredMessage]:
+        """With images kept: this user's messages holding one of `images` (by SHA-256), newest first -
+        ahead of the text ranking (scored above its best)."""
+        hashes = [i.sha256 for i in images if i.sha256]
+        if not self.image_settings.keep or not hashes:
+            return {}
+        found = self.log.by_ids(self.log.with_blob(self.agent, user_id, hashes, limit))
+        return {m.id: m for m in sorted(found, key=lambda m: -m.id) if m.owner == user_id and m.agent == self.agent}
 
     def _reranked(self, query: str, user_id: str, items: list[AmlItem]) -> list[AmlItem]:
         """`items` with at most the first `top-n` put in the reranker's order: the same items, each

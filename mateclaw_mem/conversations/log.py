@@ -54,6 +54,16 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 CREATE INDEX IF NOT EXISTS messages_by_conversation
     ON messages (agent, owner, conversation_id, id);
+CREATE TABLE IF NOT EXISTS attachment_blobs (
+    message_id INTEGER NOT NULL,
+    position INTEGER NOT NULL,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (message_id, position)
+);
+CREATE INDEX IF NOT EXISTS attachment_blobs_by_hash ON attachment_blobs (agent, owner, sha256);
 CREATE TABLE IF NOT EXISTS requests (
     owner TEXT NOT NULL,
     request_id TEXT NOT NULL,
@@ -88,6 +98,9 @@ class NewMessage:
     ts_ms: int | None = None  # None: the time of the append
     # Non-text parts, each a JSON object with a "type" (already redacted and bounded by the caller).
     attachments: tuple[Mapping[str, Any], ...] = ()
+    # Bytes kept for some of them (AML images with `aml.images: keep`): (position in `attachments`,
+    # sha256, bytes), in `attachment_blobs`, written in the message's transaction.
+    blobs: tuple[tuple[int, str, bytes], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -195,6 +208,10 @@ class ConversationLog(SharedConnection):
             )
             assert cur.lastrowid is not None
             ids.append(cur.lastrowid)
+            conn.executemany(
+                "INSERT INTO attachment_blobs (message_id, position, agent, owner, sha256, data)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                [(cur.lastrowid, pos, agent, owner_column(owner), sha, data) for pos, sha, data in m.blobs])
         return ids
 
     def append(
@@ -327,6 +344,27 @@ class ConversationLog(SharedConnection):
             ).fetchall()
         return {r["id"]: tuple(json.loads(r["attachments"])) for r in rows}
 
+    def blobs(self, ids: list[int]) -> dict[tuple[int, int], bytes]:
+        """The kept bytes of these messages' attachments, by (message id, position)."""
+        if not ids:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT message_id, position, data FROM attachment_blobs WHERE message_id IN"
+                f" ({','.join('?' * len(ids))})", ids).fetchall()
+        return {(r["message_id"], r["position"]): r["data"] for r in rows}
+
+    def with_blob(self, agent: str, owner: str, hashes: list[str], limit: int) -> list[int]:
+        """Ids of this owner's messages holding a kept attachment with one of these SHA-256s, newest first."""
+        if not hashes:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT DISTINCT message_id FROM attachment_blobs WHERE agent = ? AND owner = ? AND sha256 IN"
+                f" ({','.join('?' * len(hashes))}) ORDER BY message_id DESC LIMIT ?",
+                (agent, owner_column(owner), *hashes, limit)).fetchall()
+        return [r["message_id"] for r in rows]
+
     def has_attachments(self, agent: str) -> bool:
         with self._lock:
             return self._conn.execute(
@@ -424,7 +462,7 @@ class ConversationLog(SharedConnection):
 
     def delete_owner(self, agent: str, owner: str) -> dict[str, int]:
         """Every row of one owner of `agent` in this file deleted (a person's data on request or at
-        the end of its retention, conversations/aml_users.py): their messages, the idempotency
+        the end of its retention, conversations/aml_users.py): their messages and kept images, the idempotency
         records of their requests, the AML facts and fact jobs, the model-step failures filed under
         them. Rows per table; the caller scrubs the file (the old pages still hold the words)."""
         key = owner_column(owner)
@@ -432,7 +470,8 @@ class ConversationLog(SharedConnection):
         steps = (  # requests first: found through the messages (another face's owner of that name keeps its own)
             ("requests", "owner = ? AND request_id IN (SELECT request_id FROM messages WHERE agent = ? AND owner = ?"
                          " AND request_id IS NOT NULL)", (key, agent, key)),
-            ("messages", mine, (agent, key)), ("aml_facts", mine, (agent, key)), ("aml_fact_jobs", mine, (agent, key)),
+            ("messages", mine, (agent, key)), ("attachment_blobs", mine, (agent, key)),
+            ("aml_facts", mine, (agent, key)), ("aml_fact_jobs", mine, (agent, key)),
             ("model_step_failures", mine, (agent, key)),
         )
         out: dict[str, int] = {}

@@ -7,8 +7,13 @@ beside the message as references and returned with it by Search. What a referenc
 - a link (http, https or any other scheme but `data:`): the URL, redacted (secrets the shared
   redaction finds, and the values of credential-like query parameters such as `X-Amz-Signature` or
   `token`), at most `MAX_URL_CHARS` long;
-- a `data:` URL: never the image itself (it can be megabytes, and a memory log is no image store),
-  only its media type, decoded size in bytes and SHA-256 - enough to recognise the same image again.
+- a `data:` URL: by default never the image itself (it can be megabytes, and a desktop's memory log
+  is no image store), only its media type, decoded size in bytes and SHA-256 - enough to recognise the
+  same image again. With `aml.images: keep` its bytes are kept too (`ImageRef.data`, at most
+  `aml.image-max-bytes`; conversations/aml_images.py returns them).
+
+An image part may carry a `caption` (alt text): it is stored as a text line `[image: caption]` where
+the image stood, so it is indexed and searched like any text.
 
 A message of images only has no text to index; it is stored as one `[image]` per image so that it
 still has a body to return, and is found by the text around it in its session.
@@ -18,14 +23,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import builtins
 import hashlib
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.redaction import redact
 
 MAX_IMAGES = 16  # per message; the OpenAI API itself takes a handful per turn
@@ -36,6 +42,8 @@ _DATA_URL = re.compile(r"\Adata:(?P<type>[\w.+-]+/[\w.+-]+)?(?P<params>(?:;[^;,]
 # Query parameters whose values are credentials in signed links (S3, GCS, Azure SAS, generic tokens).
 _SECRET_PARAM = re.compile(r"(?i)(signature|sig|token|credential|secret|password|passwd|api[_-]?key|auth|key)$")
 _DETAILS = ("auto", "low", "high")
+_REF_FIELDS = ("url", "sha256", "media_type", "bytes", "detail")
+MAX_CAPTION_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -47,18 +55,25 @@ class ImageRef:
     media_type: str | None = None
     bytes: int | None = None
     detail: str | None = None
+    # Not part of the reference (nor of an Add's body hash, which the sha256 already covers): the
+    # decoded bytes, only when images are kept, and how many lines of the message's text precede it.
+    data: builtins.bytes | None = field(default=None, compare=False, repr=False)
+    line: int = field(default=0, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """The stored and returned form: only the fields that are set."""
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        return {k: getattr(self, k) for k in _REF_FIELDS if getattr(self, k) is not None}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ImageRef:
-        return cls(**{k: d.get(k) for k in ("url", "sha256", "media_type", "bytes", "detail")})
+        return cls(url=d.get("url"), sha256=d.get("sha256"), media_type=d.get("media_type"), bytes=d.get("bytes"),
+                   detail=d.get("detail"))
 
 
-def image_ref(url: str, detail: str | None = None, *, where: str = "image_url") -> ImageRef:
-    """The reference kept for one `image_url` part. Raises InvalidInputError naming `where`."""
+def image_ref(url: str, detail: str | None = None, *, where: str = "image_url", keep_max: int | None = None,
+              line: int = 0) -> ImageRef:
+    """The reference kept for one `image_url` part; with `keep_max` (images kept) a data: URL's bytes
+    too, refused past `keep_max`. Raises InvalidInputError naming `where`."""
     if detail is not None and detail not in _DETAILS:
         raise InvalidInputError(f"{where}.detail must be one of {', '.join(_DETAILS)}, not {detail!r}")
     url = url.strip()
@@ -80,11 +95,15 @@ def image_ref(url: str, detail: str | None = None, *, where: str = "image_url") 
         else:
             data = payload.encode("utf-8")
         media = (m.group("type") or "text/plain").lower()
-        return ImageRef(sha256=hashlib.sha256(data).hexdigest(), media_type=media, bytes=len(data), detail=detail)
+        if keep_max is not None and len(data) > keep_max:
+            raise TooLargeError(f"{where}.url is an image of {len(data)} bytes; images are kept up to"
+                                     f" {keep_max} bytes (aml.image-max-bytes)")
+        return ImageRef(sha256=hashlib.sha256(data).hexdigest(), media_type=media, bytes=len(data), detail=detail,
+                        data=data if keep_max is not None else None, line=line)
     clean = _redact_url(url)
     if len(clean) > MAX_URL_CHARS:
         raise InvalidInputError(f"{where}.url is {len(clean)} characters long; the limit is {MAX_URL_CHARS}")
-    return ImageRef(url=clean, detail=detail)
+    return ImageRef(url=clean, detail=detail, line=line)
 
 
 def _redact_url(url: str) -> str:
@@ -97,6 +116,17 @@ def _redact_url(url: str) -> str:
         return text  # untouched: re-encoding would change a link that holds nothing secret
     kept = [(k, "[REDACTED]" if _SECRET_PARAM.search(k) else v) for k, v in pairs]
     return urlunsplit(parts._replace(query=urlencode(kept, safe="[]:/")))
+
+
+def caption_line(caption: str) -> str:
+    """The text line an image's caption is stored (and indexed) as."""
+    return f"[image: {' '.join(caption.split())}]"
+
+
+def lines_of(texts: list[str]) -> int:
+    """Lines of `joined_text(texts)` (0 for no text): where an image after these texts stands."""
+    kept = [t for t in texts if t.strip()]
+    return sum(t.count("\n") + 1 for t in kept)
 
 
 def joined_text(texts: list[str]) -> str:

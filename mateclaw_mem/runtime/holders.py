@@ -62,6 +62,8 @@ NO_WORDS = {
     "log.db:requests": "AML Add idempotency: request id, body hash and an answer of ids only",
     "log.db:chat_imports": "which imported conversations were handed over: ids and a content hash",
     "log.db:meta": "markers and counts of one-time migrations",
+    "log.db:attachment_blobs": "AML images' bytes (aml.images: keep) by message and SHA-256: no text; deleted"
+                               " with their user (DELETE /v1/aml/users/{id}, retention)",
     "state.db:extraction_buckets": "extraction cooldowns: agent, owner, times",
     "state.db:extraction_pending": "extraction queue: conversation ids",
     "state.db:extraction_watermarks": "extraction progress: conversation ids and message ids",

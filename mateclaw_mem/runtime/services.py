@@ -183,11 +183,14 @@ class Services:
             self.on_close(store)
             facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
             self.on_close(facts)
+        from mateclaw_mem.conversations.aml_images import ImageSettings
         from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse  # the agent's folder: made by the first Add
 
+        aml = self.settings.aml
         return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
                              ensure=self.store.ensure_agent, reranker=self._reranker(),
-                             neighbours=self.settings.aml.neighbours, neighbour_chars=self.settings.aml.neighbour_chars)
+                             neighbours=self.settings.aml.neighbours, neighbour_chars=self.settings.aml.neighbour_chars,
+                             images=ImageSettings(aml.images == "keep", aml.image_max_bytes))
 
     def _reranker(self) -> Any:
         """`aml.rerank` (llm/rerank.py), None while its url is empty."""
@@ -391,7 +394,7 @@ class Services:
         reranker = self.aml.reranker if self.built("aml") else None
         rerank: Any = reranker.status() if reranker is not None else (
             {"url": aml.rerank.url, "kind": aml.rerank.kind} if aml.rerank.url else "off")
-        return {"rerank": rerank, "neighbours": aml.neighbours or "off",
+        return {"rerank": rerank, "neighbours": aml.neighbours or "off", "images": aml.images,
                 "retention_days": aml.retention_days or "off"}
 
     def _extraction_status(self) -> dict[str, Any]:
