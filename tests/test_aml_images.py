@@ -208,3 +208,28 @@ def test_deleting_the_user_leaves_no_byte_of_their_images(tmp_path: Path) -> Non
         assert search(client, victim, [part(data_url(mine))]) == []
         (hit,) = search(client, "other", [part(data_url(theirs))])
         assert decoded(hit["parts"][1]) == theirs
+
+
+def test_an_answer_carries_images_up_to_its_budget(keep: httpx.Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mateclaw_mem.conversations import aml_images
+
+    monkeypatch.setattr(aml_images, "RETURN_BYTES", 45_000)  # room for two of the three 20,000-byte images
+    uid = user()
+    pics = [image(f"album-{n}") for n in range(3)]
+    assert add(keep, uid, [text("Ana: the album"), *(part(data_url(p)) for p in pics)]).status_code == 200
+    (hit,) = search(keep, uid, "album")
+    assert [decoded(p) for p in hit["parts"][1:]] == pics[:2]
+    assert len(hit["images"]) == 3  # the third still listed, by hash
+    assert hit["images"][2]["sha256"] == hashlib.sha256(pics[2]).hexdigest()
+
+
+def test_a_retried_add_replays_and_a_changed_image_conflicts(keep: httpx.Client) -> None:
+    uid = user()
+    content = [text("Lia: the garden gate"), part(data_url(image("gate")))]
+    assert add(keep, uid, content).status_code == 200
+    rows = blob_rows(keep)
+    again = add(keep, uid, content)
+    assert again.status_code == 200 and blob_rows(keep) == rows  # replayed: nothing stored twice
+    changed = add(keep, uid, [content[0], part(data_url(image("another gate")))])
+    assert changed.status_code == 409, changed.text
+    assert blob_rows(keep) == rows and len(search(keep, uid, "garden gate")) == 1

@@ -61,22 +61,19 @@ def attachments(images: Sequence[parts.ImageRef], text: str, keep: bool
 def with_parts(log: ConversationLog, items: list[AmlItem], kept: dict[int, tuple[dict[str, Any], ...]]
                ) -> list[AmlItem]:
     """`items`, each message with kept images given `parts` (its content parts in their order)."""
-    ids = [int(i.id[1:]) for i in items if i.id.startswith("m") and int(i.id[1:]) in kept]
-    blobs = log.blobs([m for m in ids if any("line" in a for a in kept[m])])
     budget = RETURN_BYTES
     out = []
     for item in items:
-        stored = kept.get(int(item.id[1:])) if item.id.startswith("m") else None
-        if not stored or not any("line" in a for a in stored):
+        mid = int(item.id[1:]) if item.id.startswith("m") else None
+        stored = kept.get(mid) if mid is not None else None
+        if mid is None or not stored or not any("line" in a for a in stored):
             out.append(item)
             continue
+        blobs = log.blobs(mid, budget)  # those past the answer's budget are not read: listed in `images` only
+        budget -= sum(map(len, blobs.values()))
         images: list[tuple[int, dict[str, Any]]] = []
         for n, a in enumerate(stored):
-            data = blobs.get((int(item.id[1:]), n))
-            if data is not None and len(data) > budget:
-                continue  # past the answer's budget: listed in `images` only
-            if data is not None:
-                budget -= len(data)
+            data = blobs.get(n)
             url = (f"data:{a.get('media_type') or 'application/octet-stream'};base64,{base64.b64encode(data).decode()}"
                    if data is not None else a.get("url"))
             if url:

@@ -344,15 +344,23 @@ class ConversationLog(SharedConnection):
             ).fetchall()
         return {r["id"]: tuple(json.loads(r["attachments"])) for r in rows}
 
-    def blobs(self, ids: list[int]) -> dict[tuple[int, int], bytes]:
-        """The kept bytes of these messages' attachments, by (message id, position)."""
-        if not ids:
-            return {}
+    def blobs(self, message_id: int, budget: int) -> dict[int, bytes]:
+        """The kept bytes of one message's attachments, by position, in order while they fit in `budget`
+        bytes (sizes are read first: an answer's images are never all loaded to be cut afterwards)."""
         with self._lock:
+            sizes = self._conn.execute("SELECT position, length(data) AS n FROM attachment_blobs WHERE message_id = ?"
+                                       " ORDER BY position", (message_id,)).fetchall()
+            wanted = []
+            for r in sizes:
+                if r["n"] <= budget:
+                    wanted.append(r["position"])
+                    budget -= r["n"]
+            if not wanted:
+                return {}
             rows = self._conn.execute(
-                f"SELECT message_id, position, data FROM attachment_blobs WHERE message_id IN"
-                f" ({','.join('?' * len(ids))})", ids).fetchall()
-        return {(r["message_id"], r["position"]): r["data"] for r in rows}
+                f"SELECT position, data FROM attachment_blobs WHERE message_id = ? AND position IN"
+                f" ({','.join('?' * len(wanted))})", (message_id, *wanted)).fetchall()
+        return {r["position"]: r["data"] for r in rows}
 
     def with_blob(self, agent: str, owner: str, hashes: list[str], limit: int) -> list[int]:
         """Ids of this owner's messages holding a kept attachment with one of these SHA-256s, newest first."""
