@@ -233,3 +233,31 @@ def test_a_retried_add_replays_and_a_changed_image_conflicts(keep: httpx.Client)
     changed = add(keep, uid, [content[0], part(data_url(image("another gate")))])
     assert changed.status_code == 409, changed.text
     assert blob_rows(keep) == rows and len(search(keep, uid, "garden gate")) == 1
+
+
+def test_retention_expires_a_users_images_too(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    from mateclaw_mem.clock import ManualClock
+    from mateclaw_mem.conversations.aml import AmlMessage
+    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.settings import load_settings
+
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    ws = tmp_path / "ws"
+    settings = load_settings(workspace=ws, overrides={"aml": {"retention-days": 30, "images": "keep",
+                                                              "image-max-bytes": MAX}})
+    services = Services(settings, clock=clock)
+    old, recent = image("old-photo"), image("recent-photo")
+    try:
+        services.aml.add("a1", "old", "s", [AmlMessage("user", [text("Old: a photo"), part(data_url(old))])])
+        clock.advance(days=20)
+        services.aml.add("b1", "recent", "s", [AmlMessage("user", [text("New: a photo"), part(data_url(recent))])])
+        clock.advance(days=15)
+        assert _found(ws, old) == len(_pieces(old))
+        assert services.aml_users.expire_due() == ["old"]
+        assert _found(ws, old) == 0 and _found(ws, recent) == len(_pieces(recent))
+        (hit,) = services.aml.search([part(data_url(recent))], "recent", 5)
+        assert hit.content.endswith("New: a photo") and hit.parts
+    finally:
+        services.close()
