@@ -125,3 +125,42 @@ def test_the_daemon_finishes_an_interrupted_import_at_start_and_says_so(tmp_path
         assert "interrupted import" in daemon.log()
     finally:
         daemon.stop()
+
+
+def test_a_daemon_killed_mid_way_through_an_http_import_finishes_it_at_its_next_start(tmp_path: Path) -> None:
+    """The HTTP face's import (`POST …/workspace/memory/import`), the daemon itself killed at its fourth
+    file (MATECLAW_MEM_CRASH_AT in the daemon's environment), then a plain restart of the daemon."""
+    import io
+    import zipfile
+
+    from tests.test_daemon_e2e import WS, Daemon
+
+    class Crashing(Daemon):
+        def env(self) -> dict[str, str]:
+            return {**super().env(), "MATECLAW_MEM_CRASH_AT": "import:write:4"}
+
+    SCENARIOS["import"].prepare(tmp_path, N)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for p in sorted((tmp_path / "vault").rglob("*.md")):
+            zf.writestr(p.relative_to(tmp_path).as_posix(), p.read_bytes())  # vault/notes/…: its one folder is the root
+    first = Crashing(tmp_path)
+    first.workspace = tmp_path / "workspace"
+    first.start()
+    assert first.proc is not None
+    with pytest.raises(httpx.TransportError):  # the daemon dies under the request
+        httpx.post(f"{first.url}{WS}/import", files={"file": ("vault.zip", buf.getvalue(), "application/zip")},
+                   data={"strategy": "overwrite"}, timeout=60)
+    assert first.proc.wait(timeout=30) == -signal.SIGKILL
+    assert SCENARIOS["import"].state(tmp_path, N)[0] == "half"
+
+    second = Daemon(tmp_path)
+    second.workspace = tmp_path / "workspace"
+    second.start()
+    try:
+        kind, detail = SCENARIOS["import"].state(tmp_path, N)
+        assert kind == "after", detail
+        recovered = httpx.get(f"{second.url}/health", timeout=30).json()["interrupted_operations"]["recovered"]
+        assert [(e["operation"], e["outcome"]) for e in recovered] == [("import", "completed")]
+    finally:
+        second.stop()
