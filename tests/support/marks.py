@@ -32,6 +32,7 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_workspace_location.py::test_a_second_serve_on_the_daemons_port_is_told_the_daemon_runs": ("subprocess",),
     "test_status_daemon.py": ("subprocess",),
     "test_hostile_files.py": ("slow", "subprocess"),  # megabyte memory files through the real daemon
+    "test_half_operations.py": ("slow", "subprocess"),  # each operation killed with SIGKILL, then restarted
     # The CLI and the README run as a user runs them.
     "test_faces_cli.py::test_command_group": ("slow", "subprocess"),
     "test_faces_cli.py::test_help_version_and_no_command": ("subprocess",),
