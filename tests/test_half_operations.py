@@ -164,3 +164,27 @@ def test_a_daemon_killed_mid_way_through_an_http_import_finishes_it_at_its_next_
         assert [(e["operation"], e["outcome"]) for e in recovered] == [("import", "completed")]
     finally:
         second.stop()
+
+
+def test_a_running_daemons_heartbeat_finishes_what_another_process_died_in(tmp_path: Path) -> None:
+    """A CLI import killed while the daemon (here its services, in this process) runs: the scheduler's
+    heartbeat finishes it without a restart; an operation running in this process is left alone."""
+    from mateclaw_mem.workspace.journal import Step
+
+    args = SCENARIOS["import"].prepare(tmp_path, N)
+    svc = half_ops.services(tmp_path)
+    try:
+        svc.build()  # as the daemon has them: built before anything dies
+        assert cli(tmp_path, *args, crash_at="import:write:4").returncode == -signal.SIGKILL
+        assert SCENARIOS["import"].state(tmp_path, N)[0] == "half"
+        live = Step("default", None, "notes/live.md", "", b"# live\n", "import")
+        with svc.store.journal.operation("import", "import-live", [live]):
+            beat = dict(svc.scheduler.tick_all())
+            assert beat.get("interrupted_operations") == "1 finished"
+            assert not (tmp_path / "workspace" / "default" / "notes" / "live.md").exists()
+        kind, detail = SCENARIOS["import"].state(tmp_path, N)
+        assert kind == "after", detail
+        assert journal_left(tmp_path) == []
+        assert "interrupted_operations" not in dict(svc.scheduler.tick_all())  # nothing left to finish
+    finally:
+        svc.close()

@@ -56,8 +56,23 @@ def at_start(services: Services) -> list[dict[str, Any]]:
             services.contradictions  # noqa: B018
     # Also when none is unfinished: a journal killed while it was being written or removed (no
     # intent in it) is cleared away.
-    return journal.recover(services.store, _finishers(services), at=services.clock.now().isoformat(timespec="seconds"),
-                           before_replay={"contradiction": lambda f: services.contradictions.hold(f)})
+    return _recover(services)
+
+
+def sweep(services: Services) -> list[dict[str, Any]]:
+    """The running daemon's heartbeat: an operation another process began and died in (a CLI import
+    killed while the daemon runs) is finished without waiting for the next start. Operations running
+    now hold their journal's lock and are left alone."""
+    journal = services.store.journal
+    if not journal.folder.is_dir() or not any(journal.unfinished_dead()):
+        return []
+    return _recover(services)
+
+
+def _recover(services: Services) -> list[dict[str, Any]]:
+    return services.store.journal.recover(
+        services.store, _finishers(services), at=services.clock.now().isoformat(timespec="seconds"),
+        before_replay={"contradiction": lambda f: services.contradictions.hold(f)})
 
 
 def report(services: Services, *, full: bool = True) -> dict[str, Any]:

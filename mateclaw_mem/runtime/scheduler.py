@@ -35,6 +35,7 @@ from urllib.parse import quote, unquote
 from mateclaw_mem.cron import parse_cron
 from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import BusyError, MateclawError
+from mateclaw_mem.runtime import recovery
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
@@ -282,6 +283,11 @@ class Scheduler:
                 out.append(("forget_purge", "done"))
         except Exception:  # a purge failing must not stop the schedule; it is tried again next beat
             log.exception("forget purge failed")
+        try:  # every heartbeat: an operation another process died in is finished (runtime/recovery.py)
+            if finished := recovery.sweep(self.services):
+                out.append(("interrupted_operations", f"{len(finished)} finished"))
+        except Exception:  # tried again next beat; status says what is unfinished
+            log.exception("finishing interrupted operations failed")
         try:  # AML users past aml.retention-days (at most hourly; the first beat is at start)
             if expired := self.services.aml_users.expire_due():
                 out.append(("aml_retention", f"{len(expired)} user(s) deleted"))

@@ -267,6 +267,10 @@ class Journal:
                         "files": len(intent.get("steps") or []), "running": fd is None})
         return out
 
+    def unfinished_dead(self) -> list[dict[str, Any]]:
+        """The unfinished journals whose operation is no longer running (what `recover` would finish)."""
+        return [u for u in self.unfinished() if not u["running"]]
+
     def _folders(self) -> list[Path]:
         """The journals (hidden folders: one being written, or removed, are cleared on the way)."""
         try:
