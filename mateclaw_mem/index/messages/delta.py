@@ -50,7 +50,7 @@ class Delta:
     @property
     def nbytes(self) -> int:
         return int(self.starts.nbytes + self.ords.nbytes + self.packed.nbytes + self.new_in_body.nbytes) \
-            + 64 * len(self.terms)
+            + 120 * len(self.terms)  # (a dict entry and its str)
 
     def entries(self, term: str) -> tuple[Any, Any] | None:
         i = self.terms.get(term)

@@ -33,7 +33,7 @@ from mateclaw_mem.index.tokenizer import tokenize
 
 _CHUNK = 500  # ids per `IN (...)` read
 _ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
-_ROW_BYTES = 400  # bytes counted per document row kept (a tuple of 12 and its values)
+_ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and floats, and its dict entry: ~440)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
