@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from mateclaw_mem.index.messages.storage import FIELDS
+from mateclaw_mem.index.messages.fields import FIELDS
 from mateclaw_mem.index.messages.turns import (
     _CAPITAL_RE,
     _NUMBER_RE,
