@@ -57,6 +57,7 @@ EXPECT: dict[str, tuple[set[int], str]] = {
     "import": ({0, 10}, r"import into default \(strategy skip\)$"),
     "learn": ({0}, r"stats: "),
     "model": ({6}, r"mateclaw-mem: error: no model configured"),  # the walk runs in rules mode
+    "aml": ({0}, r"PASS  "),  # the Add/Search contract, checked against the walk's own daemon
     # The shipped config turns the lifecycle on: facts are projected (whether a tea fact is there yet
     # depends on the daemon's extraction of the walk's chat: none, or the facts with their trust).
     "facts": ({0, 10}, r"(no facts matching 'tea'$|\d\.\d\d  [0-9a-f]{16}  )"),
@@ -224,7 +225,8 @@ def test_the_quick_start_works_from_another_folder(walk: Walk, daemon: str) -> N
 def test_every_command_of_the_cli_table_works_from_another_folder(walk: Walk, daemon: str) -> None:
     fill = {"AGENT": "default", "FILE": "MEMORY.md", "CONVERSATION": "c1", "TYPE": "user", "KEY": "lang",
             "TEXT": "prefers green tea", "QUERY": "tea", "Q": "tea", "N": "10", "S": "append", "X": "sugar",
-            "Y": "honey", "FILE.zip|DIR": str(walk.root / "export.zip"), "PATH": str(walk.root / "export.zip")}
+            "Y": "honey", "FILE.zip|DIR": str(walk.root / "export.zip"), "PATH": str(walk.root / "export.zip"),
+            "URL": daemon}
     usages = cli_table()
     assert len(usages) >= 20, usages
     ran: set[str] = set()
