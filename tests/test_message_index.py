@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.index.messages.fields import split_speaker
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking
 from mateclaw_mem.index.tokenizer import tokenize
@@ -132,6 +133,19 @@ def test_a_category_word_finds_a_turn_that_only_names_a_member(tmp_path: Path) -
     hits = index.search("aml", "u1", "pets", limit=2)
     assert [h.content for h in hits] == ["Melanie: Pets make a home happier.",
                                          "Caroline: My turtles love basking in the sun."]
+    for x in (index, log):
+        x.close()
+
+
+def test_a_numbered_label_is_no_speaker_and_its_words_still_search(tmp_path: Path) -> None:
+    # "Day 5:" opens a note, it names nobody: read as a speaker, its words were dropped from every
+    # question that used them (a speaker's name is no search term), so "day 5" found any day.
+    assert split_speaker("Day 5: walked to the lake") == (None, "Day 5: walked to the lake")
+    assert split_speaker("2023-05-01: dentist") == (None, "2023-05-01: dentist")
+    assert split_speaker("Caroline: hi")[0] == "Caroline" and split_speaker("jo_92: hi")[0] == "jo_92"
+    log, index = _index_of(tmp_path, [f"Day {i}: I walked the dog to the lake and met Sam." for i in range(1, 9)])
+    hits = index.search("aml", "u1", "Where did I walk the dog on day 5?", limit=3)
+    assert hits and hits[0].content.startswith("Day 5:"), [h.content for h in hits]
     for x in (index, log):
         x.close()
 

@@ -19,11 +19,19 @@ WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", 
 FACT_BASE = 1 << 40
 
 
+# A word that is a number or a date ("Day 5:", "Step 3:", "2023-05-01:") makes the opening a label,
+# not a name: read as a speaker, "Day 5" took "day" and "5" out of every question that named it
+# (a speaker's name is no search term) and made each numbered line a speaker of its own.
+_NUMBER_WORD = re.compile(r"^[\d.,/-]+$")
+
+
 def split_speaker(content: str) -> tuple[str | None, str]:
     """("Caroline", "hi") for "Caroline: hi"; (None, content) when there is no speaker prefix."""
     m = _SPEAKER_RE.match(content)
-    if m and len(m.group(1).split()) <= 4:
-        return m.group(1).strip(), content[m.end() :]
+    if m:
+        words = m.group(1).split()
+        if len(words) <= 4 and not any(_NUMBER_WORD.match(w) for w in words):
+            return m.group(1).strip(), content[m.end() :]
     return None, content
 
 
