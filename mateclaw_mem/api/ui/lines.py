@@ -8,17 +8,15 @@ as the frontmatter has (4 on a seeded file), so links add it back. Each file is 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from mateclaw_mem.errors import MateclawError
-
-if TYPE_CHECKING:
-    from mateclaw_mem.api.ui.web import Page
+from mateclaw_mem.workspace.store import WorkspaceStore
 
 
 class FileLines:
-    def __init__(self, p: Page) -> None:
-        self._p = p
+    """Built from the page's store, agent and owner, not the page: the page imports this module."""
+
+    def __init__(self, store: WorkspaceStore, agent: str, owner: str | None) -> None:
+        self._store, self._agent, self._owner = store, agent, owner
         self._offsets: dict[tuple[str, str], int] = {}
 
     def __call__(self, file: str, scope: str, body_line: int) -> int:
@@ -31,9 +29,8 @@ class FileLines:
     def _offset(self, file: str, scope: str) -> int:
         if scope not in ("personal", "team"):
             return 0  # `global/` files have no file view to link into
-        p = self._p
         try:
-            snap = p.services.store.read(p.agent, file, owner=p.owner if scope == "personal" else None)
+            snap = self._store.read(self._agent, file, owner=self._owner if scope == "personal" else None)
         except MateclawError:
             return 0  # the link still opens the file view, which says what is wrong
         if not snap.exists:

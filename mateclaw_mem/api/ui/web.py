@@ -139,7 +139,8 @@ class Page:
             "page": self, "csrf": self.session.csrf, "agent": self.agent, "owner": self.owner,
             "agents": services.store.agents(), "isolation": isolation,
             "owners": services.store.owners(self.agent) if isolation else [],
-            "keyed": bool(services.api_key), "flash": self.session.flash, "file_line": FileLines(self), **values,
+            "keyed": bool(services.api_key), "flash": self.session.flash,
+            "file_line": FileLines(services.store, self.agent, self.owner), **values,
         }
         self.session.flash = None
         body = env.get_template(template).render(**context)
