@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations import aml_images, parts
+from mateclaw_mem.conversations.aml_records import AmlItem, AmlMessage, Part
 from mateclaw_mem.conversations.aml_windows import with_windows
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage, StoredMessage
 from mateclaw_mem.db import is_busy
@@ -52,28 +53,6 @@ class TooLargeError(InvalidInputError):
     """A body beyond any sane chunk (HTTP 413)."""
 
     code = "too_large"
-
-
-# A content part as a face hands it over: {"type": "text", "text": ...} or {"type": "image_url",
-# "image_url": {"url": ..., "detail": ...}} (a bare URL string for "image_url" is accepted too).
-Part = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class AmlMessage:
-    role: str
-    content: str | Sequence[Part]
-    timestamp: int | str | None = None  # unix ms, or ISO-8601 (no offset: the workspace timezone)
-
-
-@dataclass(frozen=True)
-class AmlItem:
-    id: str
-    content: str
-    score: float
-    created_at: str
-    images: tuple[dict[str, Any], ...] = ()  # references (`parts.ImageRef.as_dict`) of the message's images
-    parts: tuple[dict[str, Any], ...] = ()  # with aml.images: keep, the message as content parts (aml_images)
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.conversations import parts
 
 if TYPE_CHECKING:
-    from mateclaw_mem.conversations.aml import AmlItem
+    from mateclaw_mem.conversations.aml_records import AmlItem
     from mateclaw_mem.conversations.log import ConversationLog
 
 RETURN_BYTES = 16 << 20  # image bytes per Search answer (base64 makes the JSON a third larger)

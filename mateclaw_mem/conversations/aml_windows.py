@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mateclaw_mem.conversations.aml import AmlItem
+    from mateclaw_mem.conversations.aml_records import AmlItem
     from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
 
 MARK = "[context] "
