@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.index.messages.bm25f import SatKey
 
 if TYPE_CHECKING:
-    from mateclaw_mem.index.messages.ranking import View
+    from mateclaw_mem.index.messages.rank_types import View
 
 
 def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,

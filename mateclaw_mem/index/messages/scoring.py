@@ -22,7 +22,7 @@ from mateclaw_mem.index.messages.columns import NEXT, PREV, THREAD_NEXT, THREAD_
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.bm25f import SatKey
-    from mateclaw_mem.index.messages.ranking import Boosts, Ranking, View
+    from mateclaw_mem.index.messages.rank_types import Boosts, Ranking, View
 
 
 def factors(view: View, pos: Any, q: Boosts, r: Ranking) -> list[Any]:
