@@ -19,7 +19,7 @@ from mateclaw_mem.markdown.edits import line_key
 from mateclaw_mem.memory.facts.projection import Claim, claims, fact_id
 
 if TYPE_CHECKING:
-    from mateclaw_mem.memory.dreaming.service import DreamOutcome
+    from mateclaw_mem.memory.dreaming.outcome import DreamOutcome
 
 log = logging.getLogger(__name__)
 

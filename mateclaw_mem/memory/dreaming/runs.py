@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.db import SharedConnection, owner_column
 
 if TYPE_CHECKING:
-    from mateclaw_mem.memory.dreaming.service import DreamOutcome
+    from mateclaw_mem.memory.dreaming.outcome import DreamOutcome
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS dream_runs (

@@ -44,7 +44,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 from datetime import time as dtime
 from pathlib import Path
@@ -69,6 +68,7 @@ from mateclaw_mem.memory.dreaming import gates
 from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.model_plan import plan_model
+from mateclaw_mem.memory.dreaming.outcome import DreamOutcome
 from mateclaw_mem.memory.dreaming.report import ContradictionsHook, build_report
 from mateclaw_mem.memory.dreaming.rules import DreamPlan, plan_rules
 from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, run_summary, short_reason
@@ -88,39 +88,6 @@ RETRY_NOTE = ("MEMORY.md was edited by the person while you were working; the ve
               "Keep their edits.")
 
 HitsProvider = Callable[[str, str | None, datetime], Sequence[Any]]
-
-
-@dataclass
-class DreamOutcome:
-    run_id: str
-    agent: str
-    status: str  # done | nothing_to_do | skipped | failed | rejected | preview
-    reason: str
-    mode: str
-    trigger: str
-    started_at: str
-    finished_at: str = ""
-    owner: str | None = None
-    topic: str | None = None
-    preview: bool = False
-    would_change: bool = False  # preview: the run would rewrite MEMORY.md
-    looked_at: list[str] = field(default_factory=list)
-    sections: int = 0  # daily-note sections looked at
-    candidates: list[dict[str, Any]] = field(default_factory=list)
-    promoted: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)
-    diff: str = ""
-    lines_added: int = 0
-    lines_removed: int = 0
-    archived: list[str] = field(default_factory=list)
-    dropped: list[str] = field(default_factory=list)  # entries the rewrite removed (archived) or would have
-    error_kind: str | None = None  # set only when the configured model failed (timeout, rate_limit, server, ...)
-    error_code: str | None = None  # failed runs: "model", "conflict", "busy", ... (MateclawError.code)
-    report: dict[str, Any] = field(default_factory=dict)  # the nightly report (report.py)
-    memory_before: str | None = field(default=None, repr=False)  # MEMORY.md as the last attempt read it
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if k != "memory_before"}
 
 
 class DreamingService:
