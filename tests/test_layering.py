@@ -1,4 +1,5 @@
-"""The house rules, enforced: imports point down DESIGN's layers, no cycles, no module over 700 lines (a warning past 450).
+"""The house rules, enforced: imports point down DESIGN's layers, no cycles (type-only edges count; the
+not-yet-dissolved ones listed in KNOWN_CYCLES, which may only shrink), no module over 700 lines (a warning past 450).
 
 The checker reads source only (tests/support/layering.py); the second half proves that it fails on
 each kind of breach by running it on small packages written into a temp folder.
@@ -29,8 +30,27 @@ def test_imports_point_down(report):
     assert report.upward == [], "\n".join(report.upward)
 
 
-def test_no_import_cycles(report):
-    assert report.cycles == [], "\n".join(" <-> ".join(c) for c in report.cycles)
+# Import cycles not yet dissolved, type-only edges counted (issue 33). This list may only shrink:
+# a new cycle, or a module joining one of these, fails; so does an entry that no longer matches what
+# the package has (dissolved or shrunk: update or remove it).
+KNOWN_CYCLES: list[list[str]] = [
+    # The store's parts (blobs, ceilings, undo, daily notes, seeding, month archives, the journal's
+    # replay) type the store they are handed, and the store calls them.
+    ["workspace.blobs", "workspace.ceilings", "workspace.daily", "workspace.journal", "workspace.journal_replay",
+     "workspace.month_archive", "workspace.seeding", "workspace.store", "workspace.undo"],
+    # The wiring modules split out of runtime/services.py take the whole container, which calls them.
+    ["runtime.heal", "runtime.holders", "runtime.index_wiring", "runtime.lifecycle_wiring", "runtime.provider_wiring",
+     "runtime.recovery", "runtime.scheduler", "runtime.services"],
+]
+
+
+def test_no_import_cycles_beyond_the_known_ones(report):
+    found = [[m.removeprefix("mateclaw_mem.") for m in c] for c in report.cycles]
+    grown = [c for c in found if not any(set(c) <= set(k) for k in KNOWN_CYCLES)]
+    assert grown == [], "new import cycles (type-only edges count):\n" + "\n".join(" <-> ".join(c) for c in grown)
+    stale = [k for k in KNOWN_CYCLES if k not in found]
+    assert stale == [], "KNOWN_CYCLES lists cycles the package no longer has as listed (shrink the list):\n" + \
+        "\n".join(" <-> ".join(k) for k in stale) + "\nnow: " + repr(found)
 
 
 def test_no_module_over_the_limit(report):
@@ -77,15 +97,23 @@ def test_an_upward_import_under_type_checking_still_counts_as_upward(tmp_path):
     assert len(check(root, "pkg").upward) == 1
 
 
-def test_a_cycle_is_caught_and_a_type_only_one_is_not(tmp_path):
+def test_a_cycle_is_caught_and_so_is_a_type_only_one(tmp_path):
     root = _package(tmp_path, {
         "memory/a.py": "from pkg.memory import b\n",
         "memory/b.py": "def f():\n    from pkg.memory.c import x\n",
         "memory/c.py": "from pkg.memory.a import y\n",
         "index/d.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.index.e import z\n",
         "index/e.py": "from pkg.index import d\n",
+        "index/f.py": "from pkg.index import g\n",  # one way only: no cycle
+        "index/g.py": "",
     })
-    assert check(root, "pkg").cycles == [["pkg.memory.a", "pkg.memory.b", "pkg.memory.c"]]
+    assert check(root, "pkg").cycles == [["pkg.index.d", "pkg.index.e"], ["pkg.memory.a", "pkg.memory.b", "pkg.memory.c"]]
+
+
+def test_a_cycle_both_of_whose_edges_are_type_only_is_caught(tmp_path):
+    guarded = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.markdown.{} import T\n"
+    root = _package(tmp_path, {"markdown/p.py": guarded.format("q"), "markdown/q.py": guarded.format("p")})
+    assert check(root, "pkg").cycles == [["pkg.markdown.p", "pkg.markdown.q"]]
 
 
 def test_a_long_module_and_a_folder_without_a_layer_are_caught(tmp_path):

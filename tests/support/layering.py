@@ -97,14 +97,16 @@ def check(root: Path, package: str) -> Report:
             if folder not in report.unknown:
                 report.unknown.append(folder)
             continue
-        for target, line, runtime in imports(path, package, known):
+        for target, line, _runtime in imports(path, package, known):
             theirs = layer_of(target, package)
             if theirs is not None and theirs > mine:
                 report.upward.append(
                     f"{path.relative_to(root)}:{line} imports {target} "
                     f"({'/'.join(LAYERS[mine])} may not import {'/'.join(LAYERS[theirs])})"
                 )
-            if runtime and target in graph and target != mod and not _is_parent(target, mod):
+            # Type-only edges (`if TYPE_CHECKING:`) count too: a module that needs another's types
+            # to be read depends on it as much as one that calls it; the type belongs below both.
+            if target in graph and target != mod and not _is_parent(target, mod):
                 graph[mod].add(target)
     report.cycles = _cycles(graph)
     return report
