@@ -20,7 +20,7 @@ from mateclaw_mem.workspace.paths import resolve_inside
 from mateclaw_mem.workspace.records import WriteEvent, WriteResult, sha256
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 REPLAN_LIMIT = 8
 BINARY_SUFFIXES = (".md.gz",)
@@ -49,7 +49,7 @@ def read_path(rel: str, path: Path) -> Blob:
     return Blob(rel, path, data, sha256(data), True)
 
 
-def path(store: WorkspaceStore, agent: str, rel: str, owner: str | None = None) -> Path:
+def path(store: StorePort, agent: str, rel: str, owner: str | None = None) -> Path:
     """`store.path` for a binary file: the same checks, made on its Markdown name (`X.md.gz` -> `X.md`)."""
     if not is_binary(rel):
         raise InvalidPathError(f"path {rel!r} is not a compressed archive (.md.gz)")
@@ -61,11 +61,11 @@ def path(store: WorkspaceStore, agent: str, rel: str, owner: str | None = None) 
     return where
 
 
-def read(store: WorkspaceStore, agent: str, rel: str, *, owner: str | None = None) -> Blob:
+def read(store: StorePort, agent: str, rel: str, *, owner: str | None = None) -> Blob:
     return read_path(rel, path(store, agent, rel, owner))
 
 
-def write(store: WorkspaceStore, agent: str, rel: str, data: bytes, *, expected_sha: str | None, actor: str,
+def write(store: StorePort, agent: str, rel: str, data: bytes, *, expected_sha: str | None, actor: str,
           owner: str | None = None, reason: str = "", batch: str | None = None) -> WriteResult:
     """Replace (or create) a binary file; `expected_sha` as in `WorkspaceStore.write`. The same bytes
     again are no change (no history, no event): a re-run that computes the same archive is a no-op."""
@@ -91,7 +91,7 @@ def write(store: WorkspaceStore, agent: str, rel: str, data: bytes, *, expected_
     raise BusyError(f"{rel} kept changing while it was being written; try again")
 
 
-def delete(store: WorkspaceStore, agent: str, rel: str, *, expected_sha: str | None, actor: str,
+def delete(store: StorePort, agent: str, rel: str, *, expected_sha: str | None, actor: str,
            owner: str | None = None, reason: str = "", batch: str | None = None) -> WriteResult:
     where = path(store, agent, rel, owner)
     with store.lock(where):
@@ -114,7 +114,7 @@ def delete(store: WorkspaceStore, agent: str, rel: str, *, expected_sha: str | N
     raise BusyError(f"{rel} kept changing while it was being deleted; try again")
 
 
-def _keep(store: WorkspaceStore, agent: str, owner: str | None, current: Blob, new_sha: str, actor: str,
+def _keep(store: StorePort, agent: str, owner: str | None, current: Blob, new_sha: str, actor: str,
           reason: str, batch: str | None) -> Version:
     record = Version(version=0, sha=current.sha, replaced_by=new_sha,
                      at=store.clock.now().isoformat(timespec="seconds"), actor=actor, reason=reason,

@@ -19,17 +19,17 @@ from mateclaw_mem.workspace.provenance import Record
 from mateclaw_mem.workspace.records import sha256
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 ARCHIVE_ACTOR = "archive"
 
 
-def archive_rel(store: WorkspaceStore, rel: str) -> str:
+def archive_rel(store: StorePort, rel: str) -> str:
     """Where a ceiling cut of `rel` goes today."""
     return f"memory/archive/{Path(rel).stem}-{store.clock.now():%Y-%m-%d}.md"
 
 
-def preview(store: WorkspaceStore, agent: str, owner: str | None, rel: str, old_text: str, new_text: str, *,
+def preview(store: StorePort, agent: str, owner: str | None, rel: str, old_text: str, new_text: str, *,
             actor: str, erosion: bool = True) -> str:
     """The text a machine write of `new_text` over `old_text` would leave; RejectedError where the
     write would raise it."""
@@ -42,7 +42,7 @@ def preview(store: WorkspaceStore, agent: str, owner: str | None, rel: str, old_
 
 
 def guard(
-    store: WorkspaceStore, agent: str, owner: str | None, rel: str, old: str, new: str, record: Record, *,
+    store: StorePort, agent: str, owner: str | None, rel: str, old: str, new: str, record: Record, *,
     actor: str, batch: str | None,
 ) -> tuple[str, tuple[str, ...], int]:
     """(text to write, archives written, pin markers removed) for a machine write."""
@@ -56,7 +56,7 @@ def guard(
 
 
 def _archive(
-    store: WorkspaceStore, agent: str, owner: str | None, target: str, source: str, cut: str, *, cap: int,
+    store: StorePort, agent: str, owner: str | None, target: str, source: str, cut: str, *, cap: int,
     actor: str, batch: str | None,
 ) -> None:
     now = store.clock.now()

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
     from mateclaw_mem.workspace.records import WriteResult
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 
 def daily_rel(clock: Clock, when: datetime | None = None) -> str:
@@ -18,7 +18,7 @@ def daily_rel(clock: Clock, when: datetime | None = None) -> str:
 
 
 def append_daily(
-    store: WorkspaceStore, agent: str, title: str, body: str, *, actor: str, owner: str | None = None,
+    store: StorePort, agent: str, title: str, body: str, *, actor: str, owner: str | None = None,
     when: datetime | None = None, batch: str | None = None,
 ) -> WriteResult:
     """Append `## HH:MM title` to the day's note (created with `# YYYY-MM-DD`)."""

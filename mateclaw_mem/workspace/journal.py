@@ -59,10 +59,10 @@ from typing import TYPE_CHECKING, Any
 from mateclaw_mem.errors import MateclawError
 from mateclaw_mem.workspace.atomic import write_plain
 from mateclaw_mem.workspace.journal_replay import DATA, how, noted, replay
-from mateclaw_mem.workspace.records import sha256
+from mateclaw_mem.workspace.records import Step
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 try:
     import fcntl
@@ -80,24 +80,6 @@ CRASH_ENV = "MATECLAW_MEM_CRASH_AT"
 KEEP_REPORTS = 50  # recovered.jsonl keeps this many lines
 STALE_S = 60.0  # a journal folder without a lock older than this is a begin that died before its lock
 Finisher = Callable[[dict[str, Any]], str]
-
-
-@dataclass(frozen=True)
-class Step:
-    """One planned change: `data` the new bytes (None: the file is removed), `before` the hash the
-    file had when it was planned ("" = it did not exist)."""
-
-    agent: str
-    owner: str | None
-    rel: str
-    before: str
-    data: bytes | None
-    actor: str
-    reason: str = ""
-
-    @property
-    def after(self) -> str:
-        return "" if self.data is None else sha256(self.data)
 
 
 @dataclass
@@ -282,7 +264,7 @@ class Journal:
                 shutil.rmtree(p, ignore_errors=True)
         return [p for p in found if not p.name.startswith(".")]
 
-    def recover(self, store: WorkspaceStore, finishers: dict[str, Finisher], *, at: str,
+    def recover(self, store: StorePort, finishers: dict[str, Finisher], *, at: str,
                 before_replay: dict[str, Finisher] | None = None) -> list[dict[str, Any]]:
         """Finish every operation whose process died (see the module's doc). Returns what was done,
         one entry per journal, also appended to recovered.jsonl. `before_replay[op]` gets the
@@ -311,7 +293,7 @@ class Journal:
             self._report(done)
         return done
 
-    def _finish(self, store: WorkspaceStore, folder: Path, intent: dict[str, Any],
+    def _finish(self, store: StorePort, folder: Path, intent: dict[str, Any],
                 finishers: dict[str, Finisher], at: str, before_replay: dict[str, Finisher]) -> dict[str, Any]:
         done_by_batch = noted(folder / WRITES)
         if (prepare := before_replay.get(intent.get("op", ""))) is not None and intent.get("finish"):

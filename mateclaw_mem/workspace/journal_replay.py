@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.workspace import blobs
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 DATA = "data"  # every planned file's new bytes, one after another (the intent says where)
 
@@ -30,10 +31,8 @@ def noted(path: Path) -> dict[tuple[str, str], set[str]]:
     return out
 
 
-def replay(store: WorkspaceStore, folder: Path, batch: str, planned: dict[str, Any],
+def replay(store: StorePort, folder: Path, batch: str, planned: dict[str, Any],
             noted: dict[tuple[str, str], set[str]]) -> dict[str, Any]:
-    from mateclaw_mem.workspace import blobs  # blobs imports the store's parts; this module is below them
-
     agent, owner, rel = planned["agent"], planned["owner"], planned["rel"]
     key = store.agent_key(agent, owner)
     shown = f"{key}/{rel}"

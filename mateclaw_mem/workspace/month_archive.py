@@ -35,7 +35,7 @@ from mateclaw_mem.workspace.records import sha256
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.records import WriteResult
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 ARCHIVE_DIR = "memory/archive"
 MAX_BYTES = 256 * 1024 * 1024  # a month unpacking past this is a damaged (or hostile) file, not notes
@@ -135,7 +135,7 @@ def unpack(rel: str, blob: bytes) -> dict[str, bytes]:
 # -- reading -----------------------------------------------------------------------------------------
 
 
-def read_rel(store: WorkspaceStore, agent: str, rel: str, *, owner: str | None = None) -> Month | None:
+def read_rel(store: StorePort, agent: str, rel: str, *, owner: str | None = None) -> Month | None:
     """One archive, unpacked; None when there is none. InvalidInputError when it is damaged."""
     month = month_of(rel)
     if month is None:
@@ -146,11 +146,11 @@ def read_rel(store: WorkspaceStore, agent: str, rel: str, *, owner: str | None =
     return Month(month, rel, blob.sha, len(blob.data), unpack(rel, blob.data))
 
 
-def read_month(store: WorkspaceStore, agent: str, month: str, *, owner: str | None = None) -> Month | None:
+def read_month(store: StorePort, agent: str, month: str, *, owner: str | None = None) -> Month | None:
     return read_rel(store, agent, archive_rel(month), owner=owner)
 
 
-def months(store: WorkspaceStore, agent: str, *, owner: str | None = None) -> list[dict[str, Any]]:
+def months(store: StorePort, agent: str, *, owner: str | None = None) -> list[dict[str, Any]]:
     """Every archived month, oldest first, for the timeline: the notes' dates, the entries they
     hold, sizes. A damaged archive is listed with its `error` (and nothing else read from it)."""
     folder = store.agent_dir(agent, owner) / ARCHIVE_DIR
@@ -188,7 +188,7 @@ def months(store: WorkspaceStore, agent: str, *, owner: str | None = None) -> li
 
 
 def update_month(
-    store: WorkspaceStore, agent: str, month: str, fn: Callable[[dict[str, bytes]], dict[str, bytes] | None], *,
+    store: StorePort, agent: str, month: str, fn: Callable[[dict[str, bytes]], dict[str, bytes] | None], *,
     actor: str, owner: str | None = None, reason: str = "", batch: str | None = None,
 ) -> WriteResult | None:
     """Read-modify-write of one month's members (`fn` gets a copy; None = no change; an empty dict
@@ -226,7 +226,7 @@ class Restored:
                 "alreadyThere": self.already, "run": self.batch}
 
 
-def restore_month(store: WorkspaceStore, agent: str, month: str, *, owner: str | None = None) -> Restored:
+def restore_month(store: StorePort, agent: str, month: str, *, owner: str | None = None) -> Restored:
     """Put a month's files back byte for byte and remove its archive (one batch: undoable as a whole).
     Refused, with nothing written, when a file of the same name exists with other content."""
     rel = archive_rel(month)

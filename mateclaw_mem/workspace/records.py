@@ -1,5 +1,6 @@
 """What the store hands out: a file as read (with its hash), the result of a write, the event its
-listeners get. Plain values; the store in workspace/store.py makes them."""
+listeners get; and a planned change of a multi-file operation (`Step`, journal.py). Plain values;
+the store in workspace/store.py makes them."""
 
 from __future__ import annotations
 
@@ -54,3 +55,21 @@ class WriteEvent:
     path: Path
     sha: str  # "" after a delete
     actor: str
+
+
+@dataclass(frozen=True)
+class Step:
+    """One planned change: `data` the new bytes (None: the file is removed), `before` the hash the
+    file had when it was planned ("" = it did not exist)."""
+
+    agent: str
+    owner: str | None
+    rel: str
+    before: str
+    data: bytes | None
+    actor: str
+    reason: str = ""
+
+    @property
+    def after(self) -> str:
+        return "" if self.data is None else sha256(self.data)

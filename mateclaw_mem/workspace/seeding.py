@@ -16,7 +16,7 @@ from mateclaw_mem.workspace.listing import ALWAYS_ON
 from mateclaw_mem.workspace.paths import GLOBAL_DIR, agent_folder, check_agent
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.store_port import StorePort
 
 SEED_ACTOR = "seed"
 
@@ -40,7 +40,7 @@ def require_agent(root: Path, agent: str) -> str:
     return agent
 
 
-def ensure_agent(store: WorkspaceStore, agent: str, owner: str | None = None) -> list[str]:
+def ensure_agent(store: StorePort, agent: str, owner: str | None = None) -> list[str]:
     """Create the agent if needed and its missing always-on files (an owner's personal memory:
     PROFILE.md and MEMORY.md only, under an agent that must exist). Returns the files created."""
     if owner is None:

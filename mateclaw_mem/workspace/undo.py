@@ -16,13 +16,14 @@ from mateclaw_mem.workspace.journal import Step
 from mateclaw_mem.workspace.walk import OWNERS_DIR
 
 if TYPE_CHECKING:
-    from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
+    from mateclaw_mem.workspace.records import WriteResult
+    from mateclaw_mem.workspace.store_port import StorePort
 
 PERSON = "person"
 
 
 def undo_file(
-    store: WorkspaceStore, agent: str, rel: str, *, owner: str | None = None, version: int | None = None,
+    store: StorePort, agent: str, rel: str, *, owner: str | None = None, version: int | None = None,
     actor: str = PERSON,
 ) -> WriteResult:
     """Restore a kept version (default: the one before the latest change). Itself undoable."""
@@ -35,7 +36,7 @@ def undo_file(
     return _restore(store, agent, owner, chosen, actor=actor, reason=f"undo to version {chosen.version}")
 
 
-def _restore(store: WorkspaceStore, agent: str, owner: str | None, chosen: Version, *, actor: str, reason: str,
+def _restore(store: StorePort, agent: str, owner: str | None, chosen: Version, *, actor: str, reason: str,
              expected_sha: str | None = None, batch: str | None = None) -> WriteResult:
     rel = chosen.rel
     if blobs.is_binary(rel):  # a month archive: its bytes back, through the binary path
@@ -54,7 +55,7 @@ def _restore(store: WorkspaceStore, agent: str, owner: str | None, chosen: Versi
                        reason=reason, batch=batch)
 
 
-def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> list[WriteResult]:
+def undo_batch(store: StorePort, batch: str, *, actor: str = PERSON) -> list[WriteResult]:
     """Undo every change a batch (one dream run) made, newest first. Refused as a whole with a
     conflict if any of those files changed since the batch wrote it."""
     versions = store.history_store.batch(batch)
@@ -91,7 +92,7 @@ def undo_batch(store: WorkspaceStore, batch: str, *, actor: str = PERSON) -> lis
         ]
 
 
-def _kept(store: WorkspaceStore, agent: str, owner: str | None, chosen: Version) -> bytes | None:
+def _kept(store: StorePort, agent: str, owner: str | None, chosen: Version) -> bytes | None:
     """The bytes `_restore` puts back (None: it removes the file)."""
     if not chosen.existed:
         return None
