@@ -339,7 +339,9 @@ class Services:
 
     # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in
     # `mate.memory.providers`; cheap to build: no thread and no index until the first prefetch.
-    providers: _service[ProviderRegistry] = _service(lambda s: _providers().build_registry(s))
+    providers: _service[ProviderRegistry] = _service(lambda s: _providers().build_registry(
+        s.settings, s.clock, search=lambda: s.search, messages=lambda: s.message_index, log=lambda: s.log,
+        on_close=s.on_close))
 
     @_service
     def structured_consolidation(self) -> StructuredConsolidation:
