@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
+from mateclaw_mem.index.messages.storage import _Merger
 from mateclaw_mem.index.tokenizer import tokenize
 from tests.support.disk_reference import (
     disk_state,
@@ -120,6 +122,57 @@ def test_the_disk_index_ranks_exactly_like_the_in_memory_view(tmp_path: Path, se
         assert [(h.score, h.id) for h in hits] == [(round(s, 6), i) for s, i in rank(ref, query, options, BASE,
                                                                                        limit=100)]
     assert found > compared * 0.7
+    for x in (index, log):
+        x.close()
+
+
+def _pending(index: MessageIndex, owner: str) -> int:
+    with index._lock:
+        r = index._storage._conn.execute("SELECT pending FROM powners WHERE agent = 'aml' AND owner = ?",
+                                         (owner,)).fetchone()
+    return int(r[0])
+
+
+def test_an_add_leaves_the_merge_to_the_merger_and_every_moment_ranks_the_same(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings, "SEG_POSTINGS", 4)
+    monkeypatch.setattr(postings, "DELTA_MAX", 300)
+    monkeypatch.setattr(_Merger, "QUIET", 3600.0)  # the merger waits: what the Adds left is seen
+    monkeypatch.setattr(_Merger, "PATIENCE", 3600.0)
+    rng, log, index = _grown(tmp_path, 17, ("u1",), adds=40, convs=3, searches=False)
+    before = _pending(index, "u1")
+    # The Adds crossed the threshold and left their rows unmerged (up to the bound past which an
+    # Add merges itself), the owner handed to the merger.
+    assert postings.DELTA_MAX < before <= postings.DELTA_HARD * postings.DELTA_MAX + 1000
+    assert index._storage.merger._due
+    queries = [random_query(rng) for _ in range(15)]
+    ref = reference_view(index, "aml", "u1")
+    want = [rank(ref, q, o, BASE, limit=100) for q, o in queries]
+    assert [rank(disk_view(index, "aml", "u1"), q, o, BASE, limit=100) for q, o in queries] == want
+    index._storage.merger.run_now()
+    assert _pending(index, "u1") == 0
+    assert disk_state(index, "aml", "u1") == reference_state(ref)
+    assert [rank(disk_view(index, "aml", "u1"), q, o, BASE, limit=100) for q, o in queries] == want
+    for x in (index, log):
+        x.close()
+
+
+def test_the_merger_thread_merges_between_adds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(postings, "DELTA_MAX", 300)
+    monkeypatch.setattr(_Merger, "QUIET", 0.0)
+    rng, log, index = _grown(tmp_path, 23, ("u1", "u2"), adds=40, convs=3, searches=True)
+    assert index._storage.merger._thread is not None  # (the Adds crossed the threshold)
+    for _ in range(500):  # the thread's turn (no timing asserted: it gets up to 5 s)
+        if all(_pending(index, o) <= postings.DELTA_MAX for o in ("u1", "u2")):
+            break
+        threading.Event().wait(0.01)
+    for owner in ("u1", "u2"):
+        assert _pending(index, owner) <= postings.DELTA_MAX
+        ref = reference_view(index, "aml", owner)
+        assert disk_state(index, "aml", owner) == reference_state(ref)
+        query, options = random_query(rng)
+        assert rank(disk_view(index, "aml", owner), query, options, BASE, limit=100) == rank(
+            ref, query, options, BASE, limit=100)
     for x in (index, log):
         x.close()
 

@@ -38,7 +38,8 @@ from _figures import record  # scripts/bench/_figures.py
 from _load import load_average  # scripts/bench/_load.py
 
 REPO = Path(__file__).resolve().parents[2]
-SERVERS = ("ours", "floor", "floor+idx")
+SERVERS: tuple[str, ...] = ("ours", "floor", "floor+idx")
+BASE_SRC: Path | None = None  # --base: a "base" server run from this source tree beside "ours"
 
 
 def turns(data: list[dict]) -> list[tuple[str, str, int]]:
@@ -81,14 +82,14 @@ class Server:
         self.proc: subprocess.Popen[bytes] | None = None
         self.conn: http.client.HTTPConnection | None = None
         tmp.mkdir(parents=True, exist_ok=True)
-        if name == "ours":
+        if name in ("ours", "base"):
             (tmp / "mateclaw.yaml").write_text("timezone: UTC\n", encoding="utf-8")
             self.files = tmp / "ws" / ".mateclaw"
         else:
             self.files = tmp
 
     def cmd(self) -> list[str]:
-        if self.name == "ours":
+        if self.name in ("ours", "base"):
             return [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--workspace", str(self.tmp / "ws"),
                     "--config", str(self.tmp / "mateclaw.yaml"), "--port", "0"]
         extra = ["--owner-index"] if self.name == "floor+idx" else []
@@ -98,7 +99,8 @@ class Server:
     def start(self) -> float:
         """Start it; seconds from the spawn to listening."""
         t0 = time.perf_counter()
-        proc, url = start_daemon(self.cmd(), self.tmp / f"{self.name}.log", timeout=120)
+        env = {**os.environ, "PYTHONPATH": str(BASE_SRC)} if self.name == "base" else None
+        proc, url = start_daemon(self.cmd(), self.tmp / f"{self.name}.log", env=env, timeout=120)
         if url is None:
             proc.kill()
             sys.exit(f"{self.name} did not start:\n{(self.tmp / f'{self.name}.log').read_text(errors='replace')}")
@@ -190,12 +192,13 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     print(f"|{'-' * 36}|" + "|".join("-" * 12 for _ in SERVERS) + f"|{'-' * 12}|{'-' * 16}|")
 
     def row(label: str, vals: dict[str, float], unit: str, fmt: str = "{:>10.2f}") -> None:
-        o, f, fi = (vals[n] for n in SERVERS)
+        o, f, fi = (vals[n] for n in ("ours", "floor", "floor+idx"))
         print(f"| {label:<34} | " + " | ".join(fmt.format(vals[n]) for n in SERVERS)
               + f" | {o / f:>10.2f} | {o / fi:>14.2f} |")
         record(f"AML scale, {size} messages of one user: {label}", o, unit, ref=f, ref_name="floor")
 
     row("Add p50 ms (20 turns)", {n: pct(v, 50) for n, v in adds.items()}, "ms")
+    row("Add p95 ms (20 turns)", {n: pct(v, 95) for n, v in adds.items()}, "ms")
     row("first search ms", {n: v[0] for n, v in first.items()}, "ms")
     row("warm search p50 ms", {n: pct(v, 50) for n, v in warm.items()}, "ms")
     row("warm search p95 ms", {n: pct(v, 95) for n, v in warm.items()}, "ms")
@@ -240,7 +243,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
             ("RSS MB after the searches", rss, "{:>10.0f}"),
             ("disk bytes per message (stopped)", {n: disk[n] / total for n in SERVERS}, "{:>10.0f}")]
     for label, vals, fmt in rows:
-        o, f, fi = (vals[n] for n in SERVERS)
+        o, f, fi = (vals[n] for n in ("ours", "floor", "floor+idx"))
         print(f"| {label:<34} | " + " | ".join(fmt.format(vals[n]) for n in SERVERS)
               + f" | {o / f:>10.2f} | {o / fi:>14.2f} |")
         record(f"AML spread {users}x{each}: {label}", o, "ms" if "ms" in label else "", ref=f, ref_name="floor")
@@ -254,7 +257,14 @@ def main() -> int:
     ap.add_argument("--spread", default="100x3000", help="USERSxMESSAGES[,...]; empty: none")
     ap.add_argument("--searches", type=int, default=100, help="warm searches per size")
     ap.add_argument("--spread-searches", type=int, default=600)
+    ap.add_argument("--base", type=Path, help="also run the daemon from this source tree (e.g. `git archive`"
+                    " of an earlier commit's mateclaw_mem) as 'base', interleaved with the others")
     args = ap.parse_args()
+    global SERVERS, BASE_SRC
+    if args.base is not None:
+        if not (args.base / "mateclaw_mem").is_dir():
+            ap.error(f"--base: no mateclaw_mem package under {args.base}")
+        BASE_SRC, SERVERS = args.base.resolve(), (*SERVERS, "base")
     if not args.data or not Path(args.data).is_file():
         ap.error(f"--data: {'give the path' if not args.data else f'no such file: {args.data}'} "
                  "(the LoCoMo data is not part of this repo)")

@@ -19,6 +19,10 @@ from typing import Any
 import numpy as np
 
 DELTA_MAX = 12_000  # entries an owner's unmerged rows may hold (a few hundred turns) before a merge
+# Merges run beside the Adds (storage.MessageStorage's merger); an Add that finds its owner's rows
+# past this many times `DELTA_MAX` (the merger fell behind) merges them itself, so a search never
+# reads an unbounded delta.
+DELTA_HARD = 4
 
 
 def encode(entries: dict[tuple[str, int], int]) -> tuple[str, bytes, bytes, bytes]:

@@ -144,10 +144,20 @@ class MessageIndex:
         # The index's one connection serves this search under the lock; a search reads only its
         # terms' postings and its candidates' rows (messages/disk_view.py), milliseconds at any history.
         with self._lock:
-            view = open_view(self._storage._conn, agent, owner_column(owner), self.cache)
-            if view is None:
-                return []
-            top = rank(view, query, options, self.ranking, limit=limit)
+            conn = self._storage._conn
+            # One read transaction: every statement of the search sees the same snapshot, so a merge
+            # committed meanwhile (this process's merger or another process's) is seen wholly or
+            # not at all - never its segments beside the delta rows it folded in.
+            # (The dense side and the hits read documents, which no merge touches; the dense side
+            # may write its vectors: after the read transaction.)
+            conn.execute("BEGIN")
+            try:
+                view = open_view(conn, agent, owner_column(owner), self.cache)
+                if view is None:
+                    return []
+                top = rank(view, query, options, self.ranking, limit=limit)
+            finally:
+                conn.execute("COMMIT")
             if q is not None and self.dense is not None:
                 top = self.dense.fuse(agent, owner, view.contents(), q, top, limit)
             rows = view.hit_rows([i for _, i in top])

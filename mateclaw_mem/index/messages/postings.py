@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from mateclaw_mem.db import owner_column
-from mateclaw_mem.index.messages.delta import DELTA_MAX, decode, encode
+from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
@@ -102,9 +102,13 @@ class PostingWriter:
     """Folds parsed documents into the tables inside the caller's write transaction, then `flush`."""
 
     def __init__(self, conn: sqlite3.Connection, s: str = "", cache: Invalidate | None = None, *,
-                 direct: bool = False) -> None:
+                 direct: bool = False, background: bool = False) -> None:
         self.conn, self.s, self.cache = conn, s, cache
         self.direct = direct  # into the segments at once (a build from scratch), not through `pdelta`
+        # Merges left to a merger of their own (storage.MessageStorage's): an Add merges only an
+        # owner so far past `DELTA_MAX` that the merger has fallen behind; `due` says whose to merge.
+        self.background = background
+        self.due: set[int] = set()
         self.delta: dict[int, dict[tuple[str, int], int]] = {}  # okey -> (term, ordinal) -> packed
         self.owners: dict[tuple[str, str], _Owner] = {}
         self.docsegs: dict[tuple[int, int], tuple[array, array]] = {}
@@ -279,7 +283,8 @@ class PostingWriter:
             self._upsert(o, t, ordinal, packed)
 
     def _merge(self, o: _Owner) -> None:
-        """Fold the owner's `pdelta` rows, then this writer's entries, into the segments: per term,
+        """Fold the owner's `pdelta` rows, then this writer's entries, into the segments, in the
+        caller's transaction (a half merge is never seen, and a killed one never happened): per term,
         the entries of turns new in their Add appended in bulk (most of them), then the others
         (turns whose neighbour field grew) put in place, in the order they were written."""
         rows = self.conn.execute(f"SELECT first_new, terms, counts, ords, packed FROM pdelta{self.s} WHERE okey = ?"
@@ -375,13 +380,15 @@ class PostingWriter:
             entries = self.delta.get(o.okey)
             if not entries:
                 continue
-            if o.pending + len(entries) > DELTA_MAX:
+            if o.pending + len(entries) > (DELTA_HARD * DELTA_MAX if self.background else DELTA_MAX):
                 self._merge(o)
             else:
                 conn.execute(f"INSERT INTO pdelta{s} (okey, first_new, terms, counts, ords, packed)"
                              " VALUES (?, ?, ?, ?, ?, ?)",
                              (o.okey, o.first_new if o.first_new is not None else o.n, *encode(entries)))
                 o.pending += len(entries)
+                if o.pending > DELTA_MAX:
+                    self.due.add(o.okey)
         for (okey, term, _), seg in self.segs.items():
             if not seg.dirty:
                 continue
@@ -408,21 +415,37 @@ _ROWS = ("SELECT d.id, d.agent, d.owner, d.speaker, d.is_question, d.conversatio
          " f.body, f.ctx, f.nb, f.dt FROM docs{s} d JOIN fts{s} f ON f.rowid = d.id WHERE {where}")
 
 
-def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None) -> None:
+def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None, *,
+               background: bool = False) -> set[int]:
     """Fold the stored documents `ids` (new, or grown since they were folded in) into the tables;
-    the caller holds the write transaction (the documents' own)."""
+    the caller holds the write transaction (the documents' own). `background`: merges are the
+    caller's to run later (`merge_owner`); returns the owners due one."""
     if not ids:
-        return
+        return set()
     rows: list[sqlite3.Row] = []
     unique = sorted(set(ids))
     for k in range(0, len(unique), _CHUNK):
         part = unique[k : k + _CHUNK]
         rows += conn.execute(_ROWS.format(s=s, where=f"d.id IN ({','.join('?' * len(part))})"), part).fetchall()
-    w = PostingWriter(conn, s, cache)
+    w = PostingWriter(conn, s, cache, background=background)
     w.prefetch(unique)
     for r in sorted(rows, key=lambda r: r["id"]):
         w.put(r["agent"], r["owner"], parse_doc(r))
     w.flush()
+    return w.due
+
+
+def merge_owner(conn: sqlite3.Connection, okey: int, cache: Invalidate | None = None, *, above: int = 0) -> int:
+    """Fold the owner's unmerged rows into its segments when they hold more than `above` entries, in
+    the caller's write transaction; returns the entries folded (0: nothing to do - merged already
+    by another process or by an Add, or the owner gone)."""
+    r = conn.execute("SELECT agent, owner, pending FROM powners WHERE okey = ?", (okey,)).fetchone()
+    if r is None or r[2] <= above or r[2] == 0:
+        return 0
+    w = PostingWriter(conn, "", cache)
+    w._merge(w._owner(r[0], r[1]))
+    w.flush()
+    return int(r[2])
 
 
 def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None = None, s: str = "",

@@ -15,8 +15,10 @@ Owners: `None` is "no owner" everywhere above this module; the tables store it a
 from __future__ import annotations
 
 import hashlib
+import logging
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ from mateclaw_mem.index.messages.fields import FACT_BASE, MONTHS, WEEKDAYS, _is_
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
+
+log = logging.getLogger(__name__)
 
 _META = "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
 
@@ -114,6 +118,85 @@ class _Pending:
     is_question: bool
 
 
+class _Merger:
+    """Folds owners' unmerged posting rows (messages/delta.py) into their segments on a thread of
+    its own, so no Add pays for a merge: at a quiet moment (no write for `QUIET` s, or after
+    `PATIENCE` s of steady writes), one owner per write transaction - a search reads the rows and
+    the segments in one snapshot, before or after it, and a kill leaves the rows unmerged."""
+
+    QUIET, PATIENCE = 0.02, 0.5
+
+    def __init__(self, storage: MessageStorage) -> None:
+        self.storage = storage
+        self._due: dict[int, float] = {}  # okey -> when it was found due
+        self._cv = threading.Condition()
+        self._stop = False
+        self._thread: threading.Thread | None = None
+
+    def want(self, okeys: set[int]) -> None:
+        with self._cv:
+            if self._stop:
+                return
+            now = time.monotonic()
+            for k in okeys:
+                self._due.setdefault(k, now)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="aml-merge", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _next(self) -> int | None:
+        with self._cv:
+            while not self._due and not self._stop:
+                self._cv.wait()
+            if self._stop:
+                return None
+            okey, since = min(self._due.items(), key=lambda kv: kv[1])
+            while not self._stop:
+                now = time.monotonic()
+                if now - self.storage.last_write >= self.QUIET or now - since >= self.PATIENCE:
+                    break
+                self._cv.wait(self.QUIET)
+            self._due.pop(okey, None)
+            return None if self._stop else okey
+
+    def _run(self) -> None:
+        while (okey := self._next()) is not None:
+            st = self.storage
+            try:
+                with st.lock:
+                    if self._stop:
+                        return
+                    with immediate(st._conn, st.lock) as conn:
+                        folded = postings.merge_owner(conn, okey, st.cache, above=postings.DELTA_MAX)
+                    if folded:
+                        st.committed(documents=False)
+            except Exception:  # the rows stay unmerged (searches read them); the next Add asks again
+                log.exception("merging the postings of owner %s failed", okey)
+
+    def run_now(self) -> None:
+        """Every due merge at once, on the caller's thread (before a close; and tests)."""
+        while True:
+            with self._cv:
+                if not self._due:
+                    return
+                okey = min(self._due, key=self._due.__getitem__)
+                del self._due[okey]
+            st = self.storage
+            with immediate(st._conn, st.lock) as conn:
+                folded = postings.merge_owner(conn, okey, st.cache, above=postings.DELTA_MAX)
+            if folded:
+                st.committed(documents=False)
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stop = True
+            self._cv.notify_all()
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+
+
 class MessageStorage:
     """One connection behind an RLock (`lock`, shared with the in-memory views); `sync` is
     idempotent and crash-safe."""
@@ -125,6 +208,9 @@ class MessageStorage:
         self.writes = 0  # commits through this connection (data_version only counts others')
         self.cache: postings.Invalidate | None = None  # the search's cache, told what a write rewrote
         self._postings = False  # maintained by `_add_batch` once built (`postings.derive`, once)
+        self.last_write = 0.0  # time.monotonic() of the last commit here (the merger waits for a quiet one)
+        self._due: set[int] = set()  # owners whose unmerged postings a write found past the threshold
+        self.merger = _Merger(self)
         with self.lock:
             # A merge of the postings (messages/delta.py) writes a few MB at once: the WAL it grows
             # is cut back to this after the next checkpoint instead of staying that size.
@@ -191,6 +277,10 @@ class MessageStorage:
     def committed(self, *, documents: bool = True) -> None:
         """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
         self.writes += documents
+        self.last_write = time.monotonic()
+        if self._due:
+            due, self._due = self._due, set()
+            self.merger.want(due)
         if self.checkpoints is not None:
             self.checkpoints.wrote(self.path)
 
@@ -337,7 +427,7 @@ class MessageStorage:
     def _index(self, s: str, ids: list[int]) -> None:
         """The postings of these stored documents, in the same transaction (`postings.index_docs`)."""
         if self._postings or s:
-            postings.index_docs(self._conn, ids, s, self.cache)
+            self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s)
 
     def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> None:
         for f in found:
@@ -443,6 +533,7 @@ class MessageStorage:
         ).fetchall()
 
     def close(self) -> None:
+        self.merger.stop()
         with self.lock:
             self._conn.close()
 
