@@ -1,13 +1,19 @@
 """Cron expressions as the seed writes them (Quartz: `sec min hour dom month dow [year]` with `?`)
 and classic 5-field cron, turned into APScheduler 3 `CronTrigger` fields.
 
-Pure: no APScheduler import here, so settings validation stays fast.
+Settings validation imports this module: APScheduler is imported only inside `cron_trigger`, so it
+stays fast. The scheduler and the dreaming service's next-run time share the trigger helpers.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime, timedelta, tzinfo
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from apscheduler.triggers.cron import CronTrigger
 
 _QUARTZ_DOW_NAMES = {"SUN": "sun", "MON": "mon", "TUE": "tue", "WED": "wed", "THU": "thu", "FRI": "fri", "SAT": "sat"}
 # Quartz numbers days 1=SUN..7=SAT; APScheduler 0=mon..6=sun.
@@ -85,3 +91,15 @@ def parse_cron(expr: str) -> CronSpec:
     second, minute, hour, day, month, dow = fields[:6]
     year = fields[6] if len(fields) == 7 and fields[6] not in ("*", "?") else None
     return CronSpec(second, minute, hour, day.replace("?", "*"), month, _map_dow(dow, _QUARTZ_DOW_NUM), year)
+
+
+def cron_trigger(expr: str, tz: tzinfo) -> CronTrigger:
+    from apscheduler.triggers.cron import CronTrigger
+
+    return CronTrigger(timezone=tz, **parse_cron(expr).trigger_kwargs())
+
+
+def next_fire_after(trigger: CronTrigger, after: datetime) -> datetime | None:
+    """The first fire time strictly after `after`."""
+    # get_next_fire_time(None, now) is inclusive of `now` on whole seconds; a microsecond makes it strict.
+    return trigger.get_next_fire_time(None, after + timedelta(microseconds=1))

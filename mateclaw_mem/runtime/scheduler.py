@@ -27,12 +27,12 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from mateclaw_mem.cron import parse_cron
+from mateclaw_mem.cron import cron_trigger, next_fire_after
 from mateclaw_mem.db import SharedConnection
 from mateclaw_mem.errors import BusyError, MateclawError
 from mateclaw_mem.runtime import recovery
@@ -61,18 +61,6 @@ CREATE TABLE IF NOT EXISTS schedule_jobs (
 
 
 # -- pure schedule functions ------------------------------------------------------------------------
-
-
-def cron_trigger(expr: str, tz: tzinfo) -> CronTrigger:
-    from apscheduler.triggers.cron import CronTrigger
-
-    return CronTrigger(timezone=tz, **parse_cron(expr).trigger_kwargs())
-
-
-def next_fire_after(trigger: CronTrigger, after: datetime) -> datetime | None:
-    """The first fire time strictly after `after`."""
-    # get_next_fire_time(None, now) is inclusive of `now` on whole seconds; a microsecond makes it strict.
-    return trigger.get_next_fire_time(None, after + timedelta(microseconds=1))
 
 
 def due_fire(covered_until: datetime | None, now: datetime, trigger: CronTrigger) -> datetime | None:

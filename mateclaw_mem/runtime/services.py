@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.memory.context.assembly import ContextService
+    from mateclaw_mem.memory.contradictions.service import ContradictionService
     from mateclaw_mem.memory.extraction.service import ExtractionService
     from mateclaw_mem.memory.learning.lineage import HarnessLineage
     from mateclaw_mem.memory.learning.service import LearningService
@@ -242,9 +243,16 @@ class Services:
     def file_index(self) -> FileIndex:
         return _index_wiring().build_file_index(self)
 
-    facts = _service(lambda s: _lifecycle().build_facts(s))
-    contradictions = _service(lambda s: _lifecycle().build_contradictions(s))
-    forget = _service(lambda s: _lifecycle().build_forget(s))
+    facts = _service(lambda s: _lifecycle().build_facts(s.settings, s.store, s.clock, file_index=lambda: s.file_index,
+                                                        on_close=s.on_close))
+
+    @_service
+    def contradictions(self) -> ContradictionService:
+        return _lifecycle().build_contradictions(
+            self.settings, self.facts, self.store, self.clock, model=lambda: self.model,
+            forget=lambda: getattr(self, "forget", None), on_close=self.on_close)
+
+    forget = _service(lambda s: _holders().build_forget(s))  # with every holder of a person's words
 
     @_service
     def search(self) -> SearchService:
@@ -356,9 +364,13 @@ class Services:
         self.on_close(svc)
         return svc
 
-    dreaming = _service(lambda s: _lifecycle().build_dreaming(s))  # nightly/manual (memory/dreaming/service.py)
-    soul = _service(lambda s: _lifecycle().build_soul(s))
-    morning_card = _service(lambda s: _lifecycle().build_morning_card(s))
+    dreaming = _service(lambda s: _lifecycle().build_dreaming(  # nightly/manual (memory/dreaming/service.py)
+        s.settings, s.store, s.clock, model=lambda: s.model, search=lambda: s.search, forget=s.forget,
+        contradictions=lambda: s.contradictions, on_close=s.on_close))
+    soul = _service(lambda s: _lifecycle().build_soul(s.settings, s.store, s.clock, facts=lambda: s.facts,
+                                                      model=lambda: s.model, on_close=s.on_close))
+    morning_card = _service(lambda s: _lifecycle().build_morning_card(
+        s.dreaming.runs, s.clock, facts=lambda: s.facts, soul=lambda: s.soul, forget=lambda: s.forget))
 
     @_service
     def extraction(self) -> ExtractionService:
@@ -528,3 +540,9 @@ def _lifecycle() -> Any:
     from mateclaw_mem.runtime import lifecycle_wiring
 
     return lifecycle_wiring
+
+
+def _holders() -> Any:
+    from mateclaw_mem.runtime import holders
+
+    return holders

@@ -320,14 +320,3 @@ def _side(r: Row) -> Side:
 
 def _where(s: Side) -> str:
     return f"{s.file}" + (f" ## {s.section}" if s.section else "") + f" ({s.scope})"
-
-
-def attach(services: Any) -> ContradictionService:
-    """Build the inbox for a `Services` and hook it to the projection (runtime/services.py calls this:
-    the model and the forget service are looked up per call, so neither is built before it is needed)."""
-    inbox = ContradictionService(services.settings, services.facts, services.store, services.clock,
-                                 model=lambda: services.model, forget=lambda: getattr(services, "forget", None))
-    services.on_close(inbox)
-    if services.facts.enabled and inbox.enabled:
-        services.facts.add_listener(inbox.on_projection)
-    return inbox
