@@ -37,6 +37,26 @@ _ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and 
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
+def _union(sorted_parts: list[Any]) -> Any:
+    """The distinct ordinals of these ascending, distinct arrays, ascending, as int64 (one term's
+    are already so; several: a sort of the runs, not np.unique's hashing)."""
+    if len(sorted_parts) == 1:
+        return sorted_parts[0].astype(np.int64)
+    c = np.concatenate(sorted_parts).astype(np.int64)
+    c.sort(kind="stable")
+    return _distinct(c)
+
+
+def _distinct(ascending: Any) -> Any:
+    """An ascending array without its repeats."""
+    if not ascending.size:
+        return ascending
+    keep = np.empty(len(ascending), dtype=bool)
+    keep[0] = True
+    np.not_equal(ascending[1:], ascending[:-1], out=keep[1:])
+    return ascending[keep]
+
+
 class ByteCache:
     """Least recently used entries up to `max_bytes` (their arrays' bytes plus a fixed overhead),
     keyed per owner; thread-safe."""
@@ -367,7 +387,7 @@ class DiskView:
     def _resolve(self, ords: Any) -> tuple[Any, Any]:
         """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`)."""
         segs = ords // SEG_DOCS
-        wanted = np.unique(segs).tolist()
+        wanted = _distinct(segs).tolist()  # (`ords` ascend)
         arrays: dict[int, tuple[Any, Any]] = {}
         missing = []
         for s in wanted:
@@ -384,17 +404,17 @@ class DiskView:
                 got = (np.frombuffer(ids, dtype=np.int64), np.frombuffer(lens, dtype=np.uint32).reshape(-1, 4))
                 arrays[seg] = got
                 self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes)
-        out_ids = np.empty(len(ords), dtype=np.int64)
-        out_lens = np.empty((len(ords), 4))
-        # `ords` ascend (np.unique): each segment's ordinals are one slice of them.
-        bounds = np.searchsorted(segs, np.array([*wanted, wanted[-1] + 1] if wanted else [0]))
-        for k, s in enumerate(wanted):
-            a, b = int(bounds[k]), int(bounds[k + 1])
-            within = ords[a:b] - s * SEG_DOCS
-            ids, lens = arrays[s]
-            out_ids[a:b] = ids[within]
-            out_lens[a:b] = lens[within]
-        return out_ids, out_lens
+        if not wanted:
+            return np.empty(0, dtype=np.int64), np.empty((0, 4))
+        # The wanted segments end to end, each ordinal at its segment's offset there (one gather,
+        # not a slice per segment: a common term's turns span most of a long history's segments).
+        parts = [arrays[s] for s in wanted]
+        offsets = np.zeros(len(parts), dtype=np.int64)
+        np.cumsum([len(p[0]) for p in parts[:-1]], out=offsets[1:])
+        at = offsets[np.searchsorted(np.asarray(wanted, dtype=np.int64), segs)] + (ords - segs * SEG_DOCS)
+        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
+        lens = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
+        return ids[at], lens[at].astype(np.float64)
 
     # -- positions -------------------------------------------------------------------------------------
 
@@ -451,7 +471,7 @@ class DiskView:
         if not new:
             return
         read = {t: self._term(t) for t in new}
-        every = np.unique(np.concatenate([o for o, _, _ in read.values()]).astype(np.int64))
+        every = _union([o for o, _, _ in read.values()])
         if every.size:
             pos = self._lookup(self._ord_index(), every)
             miss = every[pos < 0]
