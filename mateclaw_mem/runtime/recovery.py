@@ -12,18 +12,45 @@ from __future__ import annotations
 
 import logging
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mateclaw_mem.workspace.journal import Finisher
 
 if TYPE_CHECKING:
-    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.memory.contradictions.service import ContradictionService
+    from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.store import WorkspaceStore
+    from mateclaw_mem.workspace.transfer import Transfer
+
+
+class Container(Protocol):
+    """What recovery reads of the container (runtime/services.py `Services`, which calls this module):
+    the store and its journal, and the owners of what follows a replayed file - each built on first use."""
+
+    settings: Settings
+    clock: Clock
+    journal_checked: bool  # set once this process has finished what the journal left
+
+    @property
+    def store(self) -> WorkspaceStore: ...
+    @property
+    def file_index(self) -> FileIndex: ...
+    @property
+    def contradictions(self) -> ContradictionService: ...
+    @property
+    def transfer(self) -> Transfer: ...
+    @property
+    def soul(self) -> Any: ...
+    @property
+    def forget(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
 
 
-def _finishers(services: Services) -> dict[str, Finisher]:
+def _finishers(services: Container) -> dict[str, Finisher]:
     # Looked up when called: a workspace with no interrupted forget never builds the forget service here.
     return {
         "import": lambda f: services.transfer.finish_sidecars(f),
@@ -34,13 +61,13 @@ def _finishers(services: Services) -> dict[str, Finisher]:
     }
 
 
-def _chat_import(services: Services) -> Any:
+def _chat_import(services: Container) -> Any:
     from mateclaw_mem.conversations.imports.service import ChatImport
 
     return ChatImport.from_services(services)
 
 
-def at_start(services: Services) -> list[dict[str, Any]]:
+def at_start(services: Container) -> list[dict[str, Any]]:
     """Finish every interrupted operation whose process is gone; what was done (also logged)."""
     if services.journal_checked:
         return []
@@ -59,7 +86,7 @@ def at_start(services: Services) -> list[dict[str, Any]]:
     return _recover(services)
 
 
-def sweep(services: Services) -> list[dict[str, Any]]:
+def sweep(services: Container) -> list[dict[str, Any]]:
     """The running daemon's heartbeat: an operation another process began and died in (a CLI import
     killed while the daemon runs) is finished without waiting for the next start. Operations running
     now hold their journal's lock and are left alone."""
@@ -69,13 +96,13 @@ def sweep(services: Services) -> list[dict[str, Any]]:
     return _recover(services)
 
 
-def _recover(services: Services) -> list[dict[str, Any]]:
+def _recover(services: Container) -> list[dict[str, Any]]:
     return services.store.journal.recover(
         services.store, _finishers(services), at=services.clock.now().isoformat(timespec="seconds"),
         before_replay={"contradiction": lambda f: services.contradictions.hold(f)})
 
 
-def report(services: Services, *, full: bool = True) -> dict[str, Any]:
+def report(services: Container, *, full: bool = True) -> dict[str, Any]:
     """{"recovered": the recoveries of the last SHOWN_DAYS, newest first; "unfinished": journals on disk
     now}; empty when there is nothing to say. `full=False` (/health, open without a key): no file or
     run names."""
