@@ -31,16 +31,28 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mateclaw_mem import db
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
-    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.settings import Settings
 
 log = logging.getLogger("mateclaw_mem.heal")
+
+
+class Container(Protocol):
+    """What the checks read and mark on the container (runtime/services.py `Services`, which calls them)."""
+
+    settings: Settings
+    clock: Clock
+    heal_checked: bool  # this process checked its databases before opening one
+    set_aside_now: list[Any]  # what this process's check set aside (SetAside records)
+
+    @property
+    def facts(self) -> FactService: ...
 
 
 @dataclass(frozen=True)
@@ -158,7 +170,7 @@ def record_salvage(moved: Path, result: dict[str, Any], at: str) -> None:
 # -- who checks ----------------------------------------------------------------------------------
 
 
-def at_daemon_start(services: Services) -> list[SetAside]:
+def at_daemon_start(services: Container) -> list[SetAside]:
     """The daemon's check, before it builds anything (it holds the daemon lock): every page."""
     services.heal_checked = True
     problems = check_all(services.settings)
@@ -173,7 +185,7 @@ def at_daemon_start(services: Services) -> list[SetAside]:
 CLI_PAGES_UP_TO = 4 * 1024 * 1024
 
 
-def before_first_open(services: Services, *, every_page: bool = False) -> None:
+def before_first_open(services: Container, *, every_page: bool = False) -> None:
     """A CLI command's check, before this process opens its first database (`every_page`: of every
     file, whatever its size - `reindex`, which is about to read them all anyway). A damaged file is
     moved aside unless a daemon runs (it has the file open): then the error names the file and
@@ -214,7 +226,7 @@ def workspace_lock(settings: Settings) -> Iterator[str | None]:
         lock.release()
 
 
-def after_build(services: Services) -> None:
+def after_build(services: Container) -> None:
     """What a rebuild needs beyond opening the new file: the fact projection is refilled from the
     memory files (nothing else reprojects an unchanged file). The indexes refill themselves (the
     daemon's catch-up; the message index syncs with the log when the Add/Search service is built)."""
