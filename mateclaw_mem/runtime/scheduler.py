@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import quote, unquote
 
 from mateclaw_mem.cron import cron_trigger, next_fire_after
@@ -40,9 +40,29 @@ from mateclaw_mem.runtime import recovery
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
-    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+    from mateclaw_mem.memory.dreaming.service import DreamingService
+    from mateclaw_mem.memory.facts.service import FactService
+    from mateclaw_mem.memory.forget.service import ForgetService
+    from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
 
 log = logging.getLogger("mateclaw_mem.scheduler")
+
+
+class Container(recovery.Container, Protocol):
+    """What the jobs run on (runtime/services.py `Services`, which builds the scheduler); each part is
+    built when its job first runs. Recovery's heartbeat sweep reads what recovery.Container names."""
+
+    @property
+    def dreaming(self) -> DreamingService: ...
+    @property
+    def structured_consolidation(self) -> StructuredConsolidation: ...
+    @property
+    def facts(self) -> FactService: ...
+    @property
+    def forget(self) -> ForgetService: ...
+    @property
+    def aml_users(self) -> AmlUsers: ...
 
 HEARTBEAT_SECONDS = 60  # wall-clock check; after a sleep the next beat notices the missed fire
 MISFIRE_GRACE = timedelta(minutes=10)  # with catch-up off: how late a fire may still run
@@ -135,7 +155,7 @@ class _Job:
 class Scheduler:
     """start() / stop() / next_runs() for the daemon; tick() / tick_all() are what every wake-up calls."""
 
-    def __init__(self, services: Services) -> None:
+    def __init__(self, services: Container) -> None:
         self.services = services
         self.settings = services.settings
         self.clock = services.clock
