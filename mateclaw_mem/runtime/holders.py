@@ -28,8 +28,15 @@ from mateclaw_mem.memory.forget.rows import TableRule, forget_rows, rows_left
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.index.messages.index import MessageIndex
+    from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.forget.service import ForgetService
-    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.providers.registry import ProviderRegistry
+    from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.store import WorkspaceStore
 
 # -- the tables reached by rules (memory/forget/rows.py) ---------------------------------------------
 
@@ -85,10 +92,11 @@ NO_WORDS = {
 }
 
 
-def holders(services: Services, forget: ForgetService) -> list[Holder]:
-    """Every store, in the order a forget reaches them."""
+def holders(state: Path, forget: ForgetService, *, facts_on: Callable[[], bool],
+            providers: Callable[[], ProviderRegistry]) -> list[Holder]:
+    """Every store, in the order a forget reaches them (`state`: the workspace's database folder;
+    `facts_on` and `providers` are asked when a forget runs, so listing the holders builds neither)."""
     p = forget.places
-    state = services.settings.state_dir
 
     def facts(cut: Cut) -> dict[str, Any]:
         out = p.facts_events(cut)
@@ -117,7 +125,7 @@ def holders(services: Services, forget: ForgetService) -> list[Holder]:
         Holder("search index", "chunks of the memory files and the log (re-made by the writes above: checked)",
                _check(state, SEARCH_ROWS, "chunks"), tables=("index.db:chunks", "index.db:fts")),
         Holder("fact projection", "facts.db rows re-made from the files (checked while projection is on)",
-               _check(state, FACT_ROWS, "facts", when=lambda: services.facts.enabled)),
+               _check(state, FACT_ROWS, "facts", when=facts_on)),
         _rules(state, "retrieval log", "the query of every search and the titles it hit", RETRIEVALS),
         _rules(state, "turn records", "what each prompt carried: ids, hashes, structured-entry keys", TURNS),
         _rules(state, "dream runs and reports", "each night's report (the morning card) and run reasons", DREAMS),
@@ -126,7 +134,7 @@ def holders(services: Services, forget: ForgetService) -> list[Holder]:
         _rules(state, "SOUL.md proposals", "proposed SOUL.md texts and diffs waiting for a person", SOUL),
         _rules(state, "run records", "extraction, AML fact, task and model-call runs: reasons and errors", RUNS),
         Holder("providers", "memory providers with their own store (Mem0): through each one's `forget`",
-               _providers(services)),
+               _providers(providers)),
         Holder("history", "previous versions of every memory file (purged now, or after the undo window)", p.history),
     ]
 
@@ -153,13 +161,13 @@ def _check(state: Path, rules: tuple[TableRule, ...], what: str,
     return run
 
 
-def _providers(services: Services) -> Callable[[Cut], dict[str, Any]]:
+def _providers(registry: Callable[[], ProviderRegistry]) -> Callable[[Cut], dict[str, Any]]:
     def run(cut: Cut) -> dict[str, Any]:
         out: dict[str, Any] = {"removed": 0}
         failed = []
         # The registry has no fan-out of its own for this (as it has `sync_turn`): each provider that
         # keeps a store answers `forget(agent, owner, holds)`.
-        for state in getattr(services.providers, "_states", {}).values():
+        for state in getattr(registry(), "_states", {}).values():
             provider = state.provider
             fn = getattr(provider, "forget", None)
             if not callable(fn):
@@ -178,12 +186,15 @@ def _providers(services: Services) -> Callable[[Cut], dict[str, Any]]:
     return run
 
 
-def build_forget(services: Services) -> ForgetService:
+def build_forget(settings: Settings, store: WorkspaceStore, log: ConversationLog, clock: Clock, *,
+                 file_index: FileIndex, message_index: MessageIndex, facts: FactService,
+                 providers: Callable[[], ProviderRegistry], on_close: Callable[[Any], None]) -> ForgetService:
     """`services.forget`: the forget service with this registry (`fact.forget-enabled` gates its use)."""
     from mateclaw_mem.memory.forget.service import ForgetService
 
-    svc = ForgetService(services.settings, services.store, services.log, services.clock,
-                        holders=lambda forget: holders(services, forget), file_index=services.file_index,
-                        message_index=services.message_index, facts=services.facts)
-    services.on_close(svc)
+    svc = ForgetService(settings, store, log, clock,
+                        holders=lambda forget: holders(settings.state_dir, forget, facts_on=lambda: facts.enabled,
+                                                       providers=providers),
+                        file_index=file_index, message_index=message_index, facts=facts)
+    on_close(svc)
     return svc

@@ -252,7 +252,9 @@ class Services:
             self.settings, self.facts, self.store, self.clock, model=lambda: self.model,
             forget=lambda: getattr(self, "forget", None), on_close=self.on_close)
 
-    forget = _service(lambda s: _holders().build_forget(s))  # with every holder of a person's words
+    forget = _service(lambda s: _holders().build_forget(  # with every holder of a person's words
+        s.settings, s.store, s.log, s.clock, file_index=s.file_index, message_index=s.message_index, facts=s.facts,
+        providers=lambda: s.providers, on_close=s.on_close))
 
     @_service
     def search(self) -> SearchService:
