@@ -126,6 +126,8 @@ class ByteCache:
                 keys.append(("s", okey))
             if any(k[0] == "t" for k in keys):  # a merge: the owner's delta rows are gone
                 keys += [k for k in self._owners.get(okey, ()) if k[0] in ("x", "u")]
+            # Saturated values (`DiskView.sat_arrays`) of any write's postings or lengths: all go.
+            keys += [k for k in self._owners.get(okey, ()) if k[0] == "v"]
             for key in keys:
                 got = self._d.pop(key, None)
                 if got is not None:
@@ -482,7 +484,10 @@ class DiskView:
         else:
             pos = _EMPTY_I64
         for t, (o, packed, _) in read.items():
-            self._terms[t] = (pos[np.searchsorted(every, o)] if len(o) else _EMPTY_I64, packed)
+            if len(read) == 1:  # `every` is this term's ordinals
+                self._terms[t] = (pos if len(o) else _EMPTY_I64, packed)
+            else:
+                self._terms[t] = (pos[np.searchsorted(every, o)] if len(o) else _EMPTY_I64, packed)
 
     def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
         """(positions, values > 0) of `term`'s saturated BM25F term frequency under `key` over the
@@ -494,9 +499,16 @@ class DiskView:
             if not len(idx):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                keep, vals = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
-                                           key)
-                got = (idx[keep], vals)
+                # Kept across searches for what they depend on: the term's postings (its segments,
+                # the unmerged rows read: a grown turn's new lengths come with new entries for each
+                # of its terms), the average lengths and the key.
+                ckey = ("v", self.okey, term, key, self._delta_ids, self.avg)
+                sat = self.cache.get(ckey)
+                if sat is None:
+                    sat = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
+                                        key)
+                    self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term))
+                got = (idx[sat[0]], sat[1])
             self._sat[(term, key)] = got
         return got
 
