@@ -5,24 +5,57 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
+from mateclaw_mem.runtime import heal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.log import ConversationLog
     from mateclaw_mem.index.files.index import FileIndex
     from mateclaw_mem.index.messages.index import MessageIndex
     from mateclaw_mem.index.search import SearchService
-    from mateclaw_mem.runtime.services import Services
+    from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.runtime.watcher import Watcher
-    from mateclaw_mem.workspace.store import WriteEvent
+    from mateclaw_mem.workspace.store import WorkspaceStore, WriteEvent
 
 log = logging.getLogger(__name__)
 
 
-def build_file_index(services: Services) -> FileIndex:
+class Container(heal.Container, Protocol):
+    """What these builders read of the container (runtime/services.py `Services`, which calls them):
+    the index parts, each built on first use, and whether one is built yet (`built`). A reindex runs
+    heal's check first, so this is heal's Container too."""
+
+    def built(self, name: str) -> bool: ...
+    def on_close(self, closer: Any) -> None: ...
+
+    @property
+    def store(self) -> WorkspaceStore: ...
+    @property
+    def log(self) -> ConversationLog: ...
+    @property
+    def file_index(self) -> FileIndex: ...
+    @property
+    def message_index(self) -> MessageIndex: ...
+    @property
+    def search(self) -> SearchService: ...
+    @property
+    def aml(self) -> AmlService: ...
+    @property
+    def watcher(self) -> Watcher: ...
+    @property
+    def model(self) -> ModelClient | None: ...
+    @property
+    def embeddings(self) -> Any: ...
+    @property
+    def backfill(self) -> Any: ...
+
+
+def build_file_index(services: Container) -> FileIndex:
     from mateclaw_mem.index.files.index import FileIndex
 
     index = FileIndex(services.settings.index_db, services.store, services.clock)
@@ -31,7 +64,7 @@ def build_file_index(services: Services) -> FileIndex:
     return index
 
 
-def build_message_index(services: Services) -> MessageIndex:
+def build_message_index(services: Container) -> MessageIndex:
     from mateclaw_mem.index.messages.index import MessageIndex
 
     index = MessageIndex(services.settings.messages_db, embedder=services.embeddings,
@@ -53,7 +86,7 @@ def build_message_index(services: Services) -> MessageIndex:
     return index
 
 
-def _retokenize(services: Services, name: str, index: FileIndex | MessageIndex, rebuild: Callable[[], object]) -> None:
+def _retokenize(services: Container, name: str, index: FileIndex | MessageIndex, rebuild: Callable[[], object]) -> None:
     """Rebuild an index whose tokens came from another tokenizer version (an upgrade changed the
     stemmer, say): its terms would silently stop matching queries. Both indexes are derived data,
     so this loses nothing. One process does it; the others wait and then find it current."""
@@ -69,14 +102,14 @@ def _retokenize(services: Services, name: str, index: FileIndex | MessageIndex, 
         rebuild()
 
 
-def on_store_write(services: Services, event: WriteEvent) -> None:
+def on_store_write(services: Container, event: WriteEvent) -> None:
     """Store listener: ingest the write when an index exists (so CLI writes keep it fresh too),
     without creating one just because a file was written."""
     if services.built("file_index") or (services.settings.index_db).exists():
         services.file_index.on_write(event)
 
 
-def build_search(services: Services) -> SearchService:
+def build_search(services: Container) -> SearchService:
     from mateclaw_mem.index.reconcile import reconcile
     from mateclaw_mem.index.retrievals import RetrievalLog
     from mateclaw_mem.index.search import SearchService
@@ -103,7 +136,7 @@ def build_search(services: Services) -> SearchService:
     )
 
 
-def _build_dense(services: Services, index: FileIndex) -> Any:
+def _build_dense(services: Container, index: FileIndex) -> Any:
     if services.embeddings is None:
         return None
     from mateclaw_mem.index.dense import DenseRetriever
@@ -111,7 +144,7 @@ def _build_dense(services: Services, index: FileIndex) -> Any:
     return DenseRetriever(index, services.embeddings)
 
 
-def build_embedder(services: Services) -> Any:
+def build_embedder(services: Container) -> Any:
     """The embedding call and its modes (index/dense.py), or None without `model.embedding-model`.
     It uses the shared model client, or - embeddings-only, no chat model (rules mode for every
     other step) - a client of its own on the same usage log, so every call is still counted."""
@@ -134,7 +167,7 @@ def build_embedder(services: Services) -> Any:
                     model.embedding_input_type)
 
 
-def build_backfill(services: Services) -> Any:
+def build_backfill(services: Container) -> Any:
     """The background embedding of notes and AML turns without a vector (None without embeddings)."""
     if services.embeddings is None:
         return None
@@ -148,7 +181,7 @@ def build_backfill(services: Services) -> Any:
     return Backfill(sources) if sources else None
 
 
-def build_watcher(services: Services) -> Watcher:
+def build_watcher(services: Container) -> Watcher:
     """A watcher on the workspace, not started: `serve` starts it."""
     from mateclaw_mem.runtime.watcher import Watcher
 
@@ -171,15 +204,13 @@ def build_watcher(services: Services) -> Watcher:
     return watcher
 
 
-def reindex(services: Services, *, agent: str | None = None, progress: Any = None) -> dict:
+def reindex(services: Container, *, agent: str | None = None, progress: Any = None) -> dict:
     """Full rebuild (built aside and swapped) or, for one agent, a forced re-read of its files;
     then a reconcile for whatever changed while it ran."""
     from mateclaw_mem.index.reconcile import reconcile
 
     if not services.heal_checked:  # every page: a rebuild reads the old tables (runtime/heal.py)
-        from mateclaw_mem.runtime.heal import before_first_open
-
-        before_first_open(services, every_page=True)
+        heal.before_first_open(services, every_page=True)
     index = services.file_index
     if agent:
         files = list(index.disk_files(agent))
@@ -202,7 +233,7 @@ def reindex(services: Services, *, agent: str | None = None, progress: Any = Non
     return out
 
 
-def index_status(services: Services) -> dict:
+def index_status(services: Container) -> dict:
     """Files indexed against files on disk, the last sync, the watcher - without creating an index."""
     path = services.settings.index_db
     if not services.built("file_index") and not path.exists():
@@ -234,7 +265,7 @@ def index_status(services: Services) -> dict:
     return out
 
 
-def redaction_status(services: Services) -> dict:
+def redaction_status(services: Container) -> dict:
     """Rows that held a secret when an older workspace was first opened by this version and were
     redacted in place, per database (log.db per table) - without creating an index."""
     migrated: dict[str, Any] = {"log.db": services.log.redacted_on_migration()}
