@@ -5,6 +5,7 @@ daemon's real HTTP endpoint) and on HTTP, and refuse a name they do not know ins
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -123,3 +124,28 @@ def test_http_refuses_unknown_and_doubled_arguments(
     assert r.status_code == 422, r.text
     assert words in r.json()["detail"]["reason"], r.text
     assert on_disk(client, "MEMORY.md") == before
+
+
+def test_mcp_reads_an_oversized_file_a_part_at_a_time(tmp_path: Path) -> None:
+    # A model's context is no place for a 50 MB file: over mate.memory.memory-file-max-bytes the read
+    # tool answers one part with a warning saying how to go on, and the parts put together are the file.
+    served = serve_api(tmp_path / "ws", mate={"memory": {"memory_file_max_bytes": 4096}})
+    client = next(served)
+    try:
+        body = "# Memory\n\n" + "".join(f"## Note {i}\n\n- the note number {i} to keep\n\n" for i in range(400))
+        path = client.services.store.write("default", "MEMORY.md", body, expected_sha=None,  # type: ignore[attr-defined]
+                                           actor="person")
+        assert path.changed
+        first = answer(mcp_calls(client, [("read_workspace_memory_file", {"path": "MEMORY.md"})])[0])
+        assert first["part"] == 1 and first["parts"] > 1 and first["first_line"] == 1
+        assert "over mate.memory.memory-file-max-bytes (4 KiB)" in first["warning"]
+        assert "read part=2 for the next" in first["warning"]
+        assert len(first["content"]) <= 4096 and first["size"] == len(body.encode())
+        parts = mcp_calls(client, [("read_workspace_memory_file", {"path": "MEMORY.md", "part": n})
+                                   for n in range(1, first["parts"] + 1)])
+        whole = "".join(answer(r)["content"] for r in parts)
+        assert whole == client.services.store.read("default", "MEMORY.md").text  # type: ignore[attr-defined]
+        small = answer(mcp_calls(client, [("read_workspace_memory_file", {"path": "SOUL.md"})])[0])
+        assert "part" not in small and "warning" not in small  # a file within the limit comes whole
+    finally:
+        served.close()

@@ -103,11 +103,16 @@ def build_server(services: Services, agent: str | None = None, profile: str = "a
         agent = current()
         return workspace_tools.listing(agent, call(lambda: tools.list(agent, prefix=prefix, owner=owner)))
 
-    def read_workspace_memory_file(path: Path_, owner: Owner = None) -> dict[str, Any]:
+    def read_workspace_memory_file(
+        path: Path_,
+        owner: Owner = None,
+        part: Annotated[int, Field(ge=1, description="an oversized file comes in parts: which one")] = 1,
+    ) -> dict[str, Any]:
         """Read a memory file. `sha` identifies this version (pass it back as expected_sha to write safely)."""
         agent = current()
         snap = call(lambda: tools.read(agent, path, owner=owner))
-        return workspace_tools.file_read(agent, snap, tools.describe(agent, snap.rel, owner=owner))
+        return workspace_tools.file_read(agent, snap, tools.describe(agent, snap.rel, owner=owner),
+                                         max_bytes=services.store.file_max_bytes, part=part)
 
     def write_workspace_memory_file(
         path: Path_,

@@ -7,7 +7,8 @@ never cut or rewritten by us (it is the person's); instead every reader bounds i
 - machine writers leave it alone (`refuse_machine_write`: a RejectedError naming the file, its size
   and the setting; the write is not made, the file is not touched);
 - fact projection reads its head only (`head`), and says so once in the log;
-- the Memory Browser shows it part by part (`part`), with a warning;
+- the Memory Browser shows it part by part (`part`), with a warning, and so does MCP's read tool (a
+  model's context is no place for 50 MB; `workspace.tools.file_read`);
 - the search index takes it whole, in parts of bounded size (index/files/ingest.py);
 - `status` flags it.
 """
@@ -22,6 +23,7 @@ from mateclaw_mem.errors import RejectedError
 log = logging.getLogger(__name__)
 
 SETTING = "mate.memory.memory-file-max-bytes"
+PART_CHARS = 131_072  # an oversized file read a part at a time (Memory Browser, MCP): about this much text
 _warned: set[tuple[str, int]] = set()
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from mateclaw_mem.errors import InvalidInputError, NotFoundError
 from mateclaw_mem.markdown import frontmatter, merge
+from mateclaw_mem.workspace import oversized
 from mateclaw_mem.workspace.listing import ALWAYS_ON, DEFAULT_SORT_ORDER, FileInfo
 from mateclaw_mem.workspace.store import Snapshot, WorkspaceStore, WriteResult
 
@@ -207,15 +208,27 @@ def listing(agent: str, files: list[FileInfo]) -> dict[str, Any]:
     return {"agentId": agent, "count": len(files), "files": [file_entry(f) for f in files]}
 
 
-def file_read(agent: str, snap: Snapshot, info: FileInfo | None) -> dict[str, Any]:
+def file_read(agent: str, snap: Snapshot, info: FileInfo | None, *, max_bytes: int = 0,
+              part: int = 1) -> dict[str, Any]:
+    """A file as the faces answer it. With `max_bytes` (the oversized-file limit; 0 = whole), a file
+    over it comes a part at a time, with `part`, `parts`, `first_line` and a warning saying how to go on
+    (its `sha` is still the whole file's: a machine write into it is refused anyway)."""
     size = info.size if info is not None else len(snap.text.encode("utf-8"))
-    return {
+    out: dict[str, Any] = {
         "agentId": agent, "filename": snap.rel, "content": snap.text,
         # A file the listing skips (it cannot be listed, so it is never injected) reads as disabled.
         "enabled": info.enabled if info is not None else False,
         "sort_order": info.sort_order if info is not None else DEFAULT_SORT_ORDER,
         "fileSize": size, "sha": snap.sha, "path": snap.rel, "size": size,
     }
+    over = oversized.size_over(snap.text, max_bytes)
+    if over is not None:
+        p = oversized.part(snap.text, min(max_bytes, oversized.PART_CHARS), part)
+        more = f"; read part={p.number + 1} for the next" if p.number < p.count else ""
+        out.update(content=p.text, part=p.number, parts=p.count, first_line=p.first_line,
+                   warning=f"{oversized.describe(snap.rel, over, max_bytes)}: this is part {p.number} of {p.count}, "
+                           f"from line {p.first_line}{more}")
+    return out
 
 
 def write_answer(agent: str, r: WriteResult, **extra: Any) -> dict[str, Any]:

@@ -25,7 +25,6 @@ from mateclaw_mem.workspace import oversized
 
 router = APIRouter(prefix="/ui", route_class=UiRoute, include_in_schema=False)
 MAX_EDIT_CHARS = 2_000_000
-VIEW_PART_CHARS = 131_072  # an oversized file's view: one part of about this much text per page
 MAX_SECTIONS_LISTED = 300  # the view's pin list (a file of 100,000 headings made one form each)
 
 
@@ -67,7 +66,7 @@ def view(path: str = "", part: int = 1, p: Page = Depends(page)) -> Response:
     # An oversized file is shown a part at a time (its whole view was 55 MB of HTML at 3 MB).
     limit = p.services.store.file_max_bytes
     size = oversized.size_over(snap.text, limit)
-    shown = oversized.part(snap.text, min(limit, VIEW_PART_CHARS), part) if size else oversized.part(snap.text, 0, 1)
+    shown = oversized.part(snap.text, min(limit, oversized.PART_CHARS) if size else 0, part if size else 1)
     sections = split_sections(shown.text)[1]
     return p.render("file_view.html", rel=rel, scope=scope, html=render_markdown(shown.text, shown.first_line),
                     sha=snap.sha, sections=sections[:MAX_SECTIONS_LISTED],
