@@ -33,19 +33,8 @@ from mateclaw_mem.workspace.walk import normalise_owner
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS aml_facts (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,
-    agent TEXT NOT NULL,
-    owner TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    text TEXT NOT NULL,
-    source_ids TEXT NOT NULL,          -- JSON list of log message ids, first = main source
-    ts_ms INTEGER NOT NULL,            -- time of the first source message
-    job_id INTEGER NOT NULL,
-    created_ms INTEGER NOT NULL
-);
-CREATE TABLE IF NOT EXISTS aml_fact_jobs (
+_JOBS_TABLE = """
+CREATE TABLE IF NOT EXISTS {name} (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     request_id TEXT NOT NULL,          -- unique per user (UNIQUE below), as Add's idempotency is
     agent TEXT NOT NULL,
@@ -59,8 +48,22 @@ CREATE TABLE IF NOT EXISTS aml_fact_jobs (
     updated_ms INTEGER NOT NULL,
     UNIQUE (agent, owner, request_id)
 );
-CREATE INDEX IF NOT EXISTS aml_fact_jobs_by_status ON aml_fact_jobs (status, id);
 """
+_SCHEMA = ("""
+CREATE TABLE IF NOT EXISTS aml_facts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    agent TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    text TEXT NOT NULL,
+    source_ids TEXT NOT NULL,          -- JSON list of log message ids, first = main source
+    ts_ms INTEGER NOT NULL,            -- time of the first source message
+    job_id INTEGER NOT NULL,
+    created_ms INTEGER NOT NULL
+);
+"""
+           + _JOBS_TABLE.format(name="aml_fact_jobs")
+           + "CREATE INDEX IF NOT EXISTS aml_fact_jobs_by_status ON aml_fact_jobs (status, id);\n")
 
 # Files made before jobs were keyed per user had `request_id` UNIQUE across all users: a second
 # user's Add with the same request_id got no job, so no facts. Rebuilt once with the per-user key.
@@ -71,9 +74,7 @@ def _jobs_per_user(conn: sqlite3.Connection) -> int:
     row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'aml_fact_jobs'").fetchone()
     if row is None or "UNIQUE (agent, owner, request_id)" in row[0]:
         return 0
-    table = _SCHEMA[_SCHEMA.index("CREATE TABLE IF NOT EXISTS aml_fact_jobs"):_SCHEMA.index(");", _SCHEMA.index(
-        "CREATE TABLE IF NOT EXISTS aml_fact_jobs")) + 2]
-    conn.execute(table.replace("IF NOT EXISTS aml_fact_jobs", "aml_fact_jobs_new"))
+    conn.execute(_JOBS_TABLE.format(name="aml_fact_jobs_new"))
     columns = ("id, request_id, agent, owner, conversation_id, message_ids, status, attempts, error, created_ms,"
                " updated_ms")
     n = conn.execute(f"INSERT INTO aml_fact_jobs_new ({columns}) SELECT {columns} FROM aml_fact_jobs").rowcount

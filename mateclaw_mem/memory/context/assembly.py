@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.context.personal import TurnBlock, with_turn_block
-from mateclaw_mem.memory.context.recall import RecalledBlock, fold, recalled_block
+from mateclaw_mem.memory.context.recall import RecalledBlock, fold, fold_prompt, recalled_block
 from mateclaw_mem.memory.context.tokens import estimate_tokens, messages_tokens
 from mateclaw_mem.memory.context.turns import TurnMemory, new_turn_id, text_hash
 from mateclaw_mem.memory.structured.entries import BLOCK_TITLE, StructuredBlock, TypedEntry
@@ -329,9 +329,8 @@ class ContextService:
             return [], ""
         # recall budgets `len(text) + 3` per fact: exactly the "- text\n" lines rendered here.
         room = self.recall_max_chars // FACTS_SHARE - len(FACTS_TITLE) - 1
-        haystack = fold(carried)
         chosen = facts.recall(agent, owner, query, budget_chars=room, turn=turn or "",
-                              skip=lambda text: (key := fold(text)) != "" and key in haystack)
+                              skip=lambda text: (key := fold(text)) != "" and key in fold_prompt(carried))
         if not chosen:
             return [], ""
         return chosen, "\n".join([FACTS_TITLE, *(f"- {' '.join(f.text.split())}" for f in chosen)])

@@ -70,7 +70,7 @@ class RecalledBlock:
 def recalled_block(by_provider: Mapping[str, Sequence[ProviderItem]], seen: Sequence[str],
                    max_chars: int) -> RecalledBlock:
     """`by_provider`: each provider's items, best first; `seen`: text the prompt already carries."""
-    haystack = "\n".join(_fold_seen(s) for s in seen)
+    haystack = "\n".join(fold_prompt(s) for s in seen)
     room = max_chars - len(RECALLED_TITLE) - 1 - _FOOTER_ROOM
     admitted: list[RecalledItem] = []
     folded: list[str] = []
@@ -131,5 +131,5 @@ def fold(text: str) -> str:
 # Cached: every prompt folds the same always-on files and mostly the same recalled lines again (a
 # third of the block's time with 60 conversation hits). Sized by what one entry can weigh: a few
 # system texts (large), many recalled lines (each short, cut to an item's size).
-_fold_seen = lru_cache(maxsize=16)(fold)
+fold_prompt = lru_cache(maxsize=16)(fold)
 _fold_item = lru_cache(maxsize=2048)(fold)
