@@ -70,6 +70,7 @@ def services(settings, clock: ManualClock):
 # Shared fixtures from tests/support (the scripted model server, ...).
 from tests.support.extraction_env import make_env  # noqa: E402, F401
 from tests.support.fixtures import model_server, model_settings_overrides  # noqa: E402, F401
+from tests.support.pg_fixtures import pg_database, pg_dsn, pg_server  # noqa: E402, F401
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
