@@ -67,6 +67,15 @@ class ModelError(MateclawError):
         self.retryable = retryable
 
 
+class StoreUnavailableError(MateclawError):
+    """The store's database cannot be reached now (PostgreSQL down or restarting, a connection dropped
+    mid-call after the bounded retry): HTTP 503 with Retry-After, exit 8. Nothing half-done is left by
+    the call that failed; a retry once the database is back gets the full answer (an Add's request id
+    makes that retry safe). The message names the database and what failed, never a password."""
+
+    code = "unavailable"
+
+
 class RejectedError(MateclawError):
     """A machine write a safety guard refused (it would erode memory a person saw); nothing written."""
 

@@ -293,6 +293,11 @@ class AmlSettings(Section):
     images: Literal["refs", "keep"] = "refs"
     image_max_bytes: int = Field(1 << 20, ge=1024, le=64 << 20)  # per kept image; larger: the Add is a 413
     rerank: RerankSettings = RerankSettings()
+    # Where the Add/Search service keeps its log, index, idempotency keys and fact jobs: sqlite (files
+    # under .mateclaw/, one daemon) or postgresql (conversations/pg/: many `serve --aml-only` daemons over
+    # one database). The DSN is read from the variable named by postgres-dsn-env, never from this file.
+    store: Literal["sqlite", "postgresql"] = "sqlite"
+    postgres_dsn_env: str = Field("MATECLAW_PG_DSN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class HistorySettings(Section):

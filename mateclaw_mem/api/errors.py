@@ -19,7 +19,7 @@ from pydantic import ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from mateclaw_mem.db import is_busy
-from mateclaw_mem.errors import MateclawError
+from mateclaw_mem.errors import MateclawError, StoreUnavailableError
 from mateclaw_mem.wire import Wire
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ STATUS_BY_CODE: dict[str, int] = {
     "config": 500,
     "disabled": 409,  # a feature its setting switched off (the reason names the key)
     "model": 502,
+    "unavailable": 503,  # the store's database cannot be reached now (errors.StoreUnavailableError): retry
 }
 
 
@@ -67,7 +68,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         (421, "the Host header names no address this daemon serves (server.allowed-hosts)"),
         (500, "internal, configuration or file system error"),
         (502, "the configured model failed"),
-        (503, "out of resources for now (retry)"),
+        (503, "out of resources for now, or the store's database cannot be reached (the reason says which; retry)"),
         (507, "no space left for the workspace"),
     )
 }
@@ -100,6 +101,10 @@ async def _mateclaw_error(_: Request, exc: Exception) -> JSONResponse:
 def _mateclaw_response(exc: MateclawError) -> JSONResponse:
     if isinstance(exc, ApiError):
         return error_response(exc.status, exc.message, exc.headers)
+    if isinstance(exc, StoreUnavailableError):
+        # Logged once per refusal at warning: the daemon recovers by itself when the database is back.
+        log.warning("store unavailable, answered 503: %s", exc.message)
+        return error_response(503, exc.message, {"Retry-After": "1"})
     return error_response(STATUS_BY_CODE.get(exc.code, 500), exc.message)
 
 

@@ -26,6 +26,7 @@ EXIT_CONFLICT = 4
 EXIT_BUSY = 5
 EXIT_CONFIG = 6
 EXIT_MODEL = 7
+EXIT_UNAVAILABLE = 8  # the store's database cannot be reached now (PostgreSQL down): retry later
 EXIT_NOTHING = 10
 EXIT_BY_CODE = {
     "not_found": EXIT_NOT_FOUND,
@@ -34,6 +35,7 @@ EXIT_BY_CODE = {
     "config": EXIT_CONFIG,
     "disabled": EXIT_CONFIG,  # a feature its setting switched off
     "model": EXIT_MODEL,
+    "unavailable": EXIT_UNAVAILABLE,
     "invalid_path": EXIT_USAGE,
     "invalid_input": EXIT_USAGE,
 }
