@@ -34,6 +34,7 @@ from mateclaw_mem.db import is_busy
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
 from mateclaw_mem.index.messages.storage import FACT_BASE, split_speaker
+from mateclaw_mem.index.sources import AML_TRIGGER
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.llm.rerank import Candidate, Reranker
 
@@ -292,7 +293,7 @@ class AmlService:
                 for m in normalised
             ],
             owner=user_id,
-            trigger_source="aml",
+            trigger_source=AML_TRIGGER,
             now_ms=now_ms,
         )
         if any(m.images for m in normalised):

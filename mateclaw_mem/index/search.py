@@ -61,7 +61,7 @@ from mateclaw_mem.index.files.index import FileIndex
 from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.retrievals import RetrievalHit, RetrievalLog, RetrievalRecord
 from mateclaw_mem.index.snippets import make_snippet
-from mateclaw_mem.index.sources import MessageSource
+from mateclaw_mem.index.sources import SourcedLog
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS, STOPWORDS, fts_query, tokenize
 from mateclaw_mem.workspace.walk import GLOBAL
 
@@ -148,9 +148,10 @@ class SearchService:
         clock: Clock,
         *,
         default_agent: str = "default",
-        messages: MessageSource | None = None,
+        messages: SourcedLog | None = None,
         dense: DenseRetriever | None = None,
         freshen: Callable[[], None] | None = None,
+        logged: Callable[[str, str, str, int], list[Candidate]] | None = None,
     ) -> None:
         self.index = index
         self.retrievals = retrievals
@@ -159,6 +160,9 @@ class SearchService:
         self.default_agent = default_agent
         self.messages = messages
         self.dense = dense
+        # (agent, owner, query, limit) -> candidates of conversation turns the file index holds no
+        # copy of (Add/Search's, read from the message index: index/message_hits.py).
+        self._logged = logged
         # Called before the first search in this process (a reconcile, when no watcher keeps us fresh).
         self._freshen = freshen
 
@@ -206,6 +210,16 @@ class SearchService:
         dfs = self.index.doc_freqs(terms)
         cands = self._candidates(_finding_terms(terms), dfs, n_docs, agent=agent, owners=owners, scope=scope,
                                  pool=pool)
+        if CONVERSATION in kinds and self._logged is not None and filed is not None:
+            try:
+                # Only turns holding a query word, as the file index's own match would find: the
+                # message index also ranks a turn by its neighbours' words.
+                held, words = {c.message_id for c in cands if c.message_id is not None}, set(terms)
+                cands += [c for c in self._logged(agent, filed, query, pool)
+                          if c.message_id not in held and not words.isdisjoint(c.tokens.split())]
+            except Exception as exc:  # the log is optional evidence; files must still be searchable
+                warnings.append(f"Add/Search conversations could not be searched ({exc})")
+                log.warning("could not search the Add/Search conversations: %s", exc)
         scored = self._keyword_scores(cands, terms, query, dfs, n_docs, avgdl)
         today = self.clock.now().date()
         core = min(self._weight_of(rel, kind) for rel, kind in CORE_FILES)

@@ -10,6 +10,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+# The `trigger_source` of a message logged by AML Add (`conversations.aml`). The message index
+# (messages.db) holds those turns for Add/Search; the file index keeps no copy of them
+# (`index/files/storage.py`), and the file search reads them from the message index
+# (`index/message_hits.py`).
+AML_TRIGGER = "aml"
+
 
 class _InConversation(Protocol):
     """What a logged message and a fact have alike: an id and where they belong."""
@@ -37,6 +43,20 @@ class LoggedMessage(_InConversation, Protocol):
 
 class MessageSource(Protocol):
     def since(self, after_id: int, *, limit: int = 1000) -> Sequence[LoggedMessage]: ...
+
+
+class SourcedMessage(LoggedMessage, Protocol):
+    """A logged message with what logged it (`chat`, `import`, `AML_TRIGGER`...): the file index
+    leaves Add/Search turns to the message index."""
+
+    @property
+    def trigger_source(self) -> str: ...
+
+
+class SourcedLog(Protocol):
+    """The log as the file index reads it (`conversations.log.ConversationLog` fits)."""
+
+    def since(self, after_id: int, *, limit: int = 1000) -> Sequence[SourcedMessage]: ...
 
 
 class StoredFact(_InConversation, Protocol):

@@ -110,6 +110,7 @@ def on_store_write(services: Container, event: WriteEvent) -> None:
 
 
 def build_search(services: Container) -> SearchService:
+    from mateclaw_mem.index.message_hits import AmlConversations
     from mateclaw_mem.index.reconcile import reconcile
     from mateclaw_mem.index.retrievals import RetrievalLog
     from mateclaw_mem.index.search import SearchService
@@ -124,6 +125,8 @@ def build_search(services: Container) -> SearchService:
         if not services.built("watcher") or services.watcher.state != "running":
             reconcile(index)
 
+    # Add/Search's turns are not copied into index.db: a search of them reads the message index.
+    logged = AmlConversations(services.settings.aml_agent, lambda: services.message_index, lambda: services.log)
     return SearchService(
         index,
         retrievals,
@@ -133,6 +136,7 @@ def build_search(services: Container) -> SearchService:
         messages=services.log,
         dense=_build_dense(services, index),
         freshen=freshen,
+        logged=logged.candidates,
     )
 
 

@@ -141,7 +141,11 @@ class Server:
         return float("nan")
 
     def disk_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.files.iterdir() if p.is_file() and ".db" in p.name)
+        return sum(self.disk_files().values())
+
+    def disk_files(self) -> dict[str, int]:
+        """Bytes of each database file (with its -wal/-shm), by name."""
+        return {p.name: p.stat().st_size for p in sorted(self.files.iterdir()) if p.is_file() and ".db" in p.name}
 
 
 def pct(values: list[float], p: float) -> float:
@@ -175,11 +179,14 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
             warm = interleaved(servers, "/v1/aml/search", [search_body(user, q) for q in questions[1 : 1 + searches]])
             rss = {s.name: s.rss_mb() for s in servers}
             disk: dict[str, float] = {}
+            files: dict[str, int] = {}
             restart: dict[str, float] = {}
             after: dict[str, float] = {}
             for s in servers:
                 s.stop()
                 disk[s.name] = s.disk_bytes()  # stopped: the WAL files checkpointed and gone, as at rest
+                if s.name == "ours":
+                    files = s.disk_files()
                 t0 = time.perf_counter()
                 s.start()
                 after[s.name] = s.post("/v1/aml/search", search_body(user, questions[-1]))
@@ -206,6 +213,7 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     row("disk bytes per message (stopped)", {n: disk[n] / size for n in SERVERS}, "B", "{:>10.0f}")
     row("restart -> first answer ms", restart, "ms", "{:>10.0f}")
     row("  of which the search ms", after, "ms")
+    print("ours on disk, bytes per message: " + ", ".join(f"{k} {v / size:.0f}" for k, v in files.items() if v))
 
 
 def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: list[str], searches: int) -> None:

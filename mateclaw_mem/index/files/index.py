@@ -1,5 +1,6 @@
 """The derived file index, `workspace/.mateclaw/index.db`: memory files (FTS5 chunks) and the
-conversation log's messages, for the file search (CLI/HTTP/MCP `search`).
+conversation log's messages but Add/Search's (the message index holds those), for the file search
+(CLI/HTTP/MCP `search`).
 
 Everything here is rebuilt from the files (and the conversation log) by `rebuild()`; nothing is
 the truth. `FileIndex` composes `storage` (tables, connections, row writes), `ingest` (files in,
@@ -20,7 +21,7 @@ from mateclaw_mem.index.files import ingest, query
 from mateclaw_mem.index.files.ingest import IngestResult, RebuildReport
 from mateclaw_mem.index.files.query import Candidate
 from mateclaw_mem.index.files.storage import FileStorage, IndexedFile, chunk_sha
-from mateclaw_mem.index.sources import MessageSource
+from mateclaw_mem.index.sources import SourcedLog
 from mateclaw_mem.index.tokenizer import tokenize
 
 if TYPE_CHECKING:
@@ -131,7 +132,7 @@ class FileIndex:
         self._notify([result])
         return result
 
-    def sync_messages(self, source: MessageSource, *, batch: int = 1000) -> int:
+    def sync_messages(self, source: SourcedLog, *, batch: int = 1000) -> int:
         """Index log messages beyond the stored watermark. Cheap when there is nothing new."""
         return ingest.sync_messages(self._db, source, batch=batch)
 
@@ -165,7 +166,7 @@ class FileIndex:
 
     def rebuild(
         self,
-        source: MessageSource | None = None,
+        source: SourcedLog | None = None,
         *,
         progress: Callable[[int, int], None] | None = None,
     ) -> RebuildReport:

@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from mateclaw_mem.db import owner_column
+from mateclaw_mem.db import owner_column, run_once
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError
 from mateclaw_mem.index.chunker import Chunk, chunk_file
 from mateclaw_mem.index.files.storage import FileStorage, schema
-from mateclaw_mem.index.sources import MessageSource
+from mateclaw_mem.index.sources import AML_TRIGGER, SourcedLog
 from mateclaw_mem.workspace import blobs, month_archive, oversized
 
 if TYPE_CHECKING:
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 PART_CHARS = 262_144  # an oversized file's chunks are written in transactions of about this much text
 
 _BATCH_FILES = 200
+# `meta` marker (and count) of the one-time removal of Add/Search turns an older version copied here.
+AML_COPIES_DROPPED = "dropped:aml-copies"
 _AUTOMERGE = 4  # FTS5's default: what ingests after a rebuild run with
 
 
@@ -220,8 +222,9 @@ def delete(db: FileStorage, store: WorkspaceStore, agent: str, owner: str | None
     return IngestResult(agent, owner, rel, changed=removed, deleted=True)
 
 
-def sync_messages(db: FileStorage, source: MessageSource, *, batch: int = 1000) -> int:
+def sync_messages(db: FileStorage, source: SourcedLog, *, batch: int = 1000) -> int:
     """Index log messages beyond the stored watermark. Cheap when there is nothing new."""
+    drop_aml_copies(db, source)
     added = 0
     while True:
         watermark = db.watermark(db.reader())
@@ -242,8 +245,61 @@ def sync_messages(db: FileStorage, source: MessageSource, *, batch: int = 1000) 
             return added
 
 
+def drop_aml_copies(db: FileStorage, source: SourcedLog) -> None:
+    """Once per index file: delete the copies of Add/Search turns an older version indexed here (the
+    message index holds them; the file search reads them there), then give their pages back.
+
+    The log says which turns those are (its `trigger_source`), read up to this index's watermark,
+    before the write transaction; turns beyond it are never copied any more."""
+    if db.reader().execute("SELECT 1 FROM meta WHERE key = ?", (AML_COPIES_DROPPED,)).fetchone() is not None:
+        return
+    ids: list[int] = []
+    if db.reader().execute("SELECT 1 FROM chunks WHERE message_id IS NOT NULL LIMIT 1").fetchone() is not None:
+        after, upto = 0, db.watermark(db.reader())
+        while after < upto:
+            part = source.since(after, limit=2000)
+            if not part:
+                break
+            ids.extend(m.id for m in part if m.trigger_source == AML_TRIGGER and m.id <= upto)
+            after = part[-1].id
+    dropped = 0
+
+    def drop(conn: sqlite3.Connection) -> int:
+        nonlocal dropped
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            marks = ",".join("?" * len(part))
+            conn.execute(f"DELETE FROM fts WHERE rowid IN (SELECT id FROM chunks WHERE message_id IN ({marks}))", part)
+            dropped += conn.execute(f"DELETE FROM chunks WHERE message_id IN ({marks})", part).rowcount
+        if dropped:  # FTS5 keeps deleted tokens in its segments until they are merged
+            conn.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        return dropped
+
+    run_once(db.w, db.write_lock, AML_COPIES_DROPPED, drop)
+    if dropped:
+        log.info("dropped %d copies of Add/Search turns from %s (the message index holds them)", dropped, db.path)
+        compact(db)
+
+
+def compact(db: FileStorage) -> None:
+    """Give back the pages of deleted rows and the WAL that grew with them (after a rebuild, or a
+    migration that dropped many rows). Outside any transaction; holds the write lock."""
+    with db.write_lock:
+        try:
+            if db.w.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+                # A file made before auto_vacuum was applied: one full VACUUM (seconds at 100k
+                # sections) makes it incremental and gives the free pages back now.
+                db.w.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                db.w.execute("VACUUM")
+            # Through executescript: `execute` steps this pragma once, which frees a single page.
+            db.w.executescript("PRAGMA incremental_vacuum;")
+            db.w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error as exc:  # the rows are gone; only disk space is not yet returned
+            log.warning("could not compact %s: %s", db.path, exc)
+
+
 def rebuild(
-    db: FileStorage, store: WorkspaceStore, source: MessageSource | None,
+    db: FileStorage, store: WorkspaceStore, source: SourcedLog | None,
     progress: Callable[[int, int], None] | None,
 ) -> RebuildReport:
     """Build every table aside and swap it in at once; the caller holds the rebuild lock."""
@@ -302,19 +358,10 @@ def rebuild(
             "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)", (str(watermark),)
         )
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('rebuilt_ms', ?)", (str(db.now_ms()),))
+        # Built without Add/Search turns: nothing of an older version's copies is left to drop.
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, '0')", (AML_COPIES_DROPPED,))
         db.set_tokenizer(conn)
         db.mark_synced(conn)
     # Give back the dropped tables' pages and the WAL the build grew (both as large as the index).
-    with db.write_lock:
-        try:
-            if db.w.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
-                # A file made before auto_vacuum was applied: one full VACUUM (seconds at 100k
-                # sections) makes it incremental and gives the dropped tables back now.
-                db.w.execute("PRAGMA auto_vacuum = INCREMENTAL")
-                db.w.execute("VACUUM")
-            # Through executescript: `execute` steps this pragma once, which frees a single page.
-            db.w.executescript("PRAGMA incremental_vacuum;")
-            db.w.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-        except sqlite3.Error as exc:  # the new index is in place; only disk space is not yet returned
-            log.warning("could not compact %s after the rebuild: %s", db.path, exc)
+    compact(db)
     return RebuildReport(files=total - len(skipped), chunks=chunks, messages=messages, skipped=skipped)

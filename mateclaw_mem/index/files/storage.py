@@ -6,7 +6,10 @@ Tables:
 - `files`: one row per indexed memory file with the mtime, size and SHA-256 it had when indexed
   (what reconcile compares against the disk).
 - `chunks`: the searchable pieces (see `index/chunker.py`) plus conversation messages
-  (`kind = 'conversation'`), with agent, owner, rel, title and line range.
+  (`kind = 'conversation'`), with agent, owner, rel, title and line range. Not the turns AML Add
+  logged (`AML_TRIGGER`): those live once in the log and once in the message index, which the file
+  search reads for them (`index/message_hits.py`); copies an older version made are dropped once
+  (`ingest.drop_aml_copies`).
 - `fts`: FTS5 over our own tokens (`index/tokenizer.py`) in three columns: `title`, `body`, and
   `tag` - hashed agent/owner/kind tokens, so that an unranked search (one made of very common
   terms) filters inside the full-text index and stops after `LIMIT` rows; a ranked search checks
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from mateclaw_mem.db import connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.chunker import CONVERSATION, daily_date, file_kind, scopes_of
-from mateclaw_mem.index.sources import LoggedMessage
+from mateclaw_mem.index.sources import AML_TRIGGER, SourcedMessage
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
 
@@ -369,11 +372,12 @@ class FileStorage:
             )
 
     @staticmethod
-    def insert_messages(conn: sqlite3.Connection, s: str, messages: Iterable[LoggedMessage]) -> int:
+    def insert_messages(conn: sqlite3.Connection, s: str, messages: Iterable[SourcedMessage]) -> int:
         n = 0
         for m in messages:
             # A memoryless conversation asked not to be remembered: it is not searchable either.
-            if m.memoryless or not m.content.strip():
+            # An Add/Search turn is searched in the message index, its one derived copy.
+            if m.memoryless or not m.content.strip() or m.trigger_source == AML_TRIGGER:
                 continue
             rel = f"conversations/{m.conversation_id}"
             title = f"{m.role} message {m.id}"  # for display only: not tokenized, never matched
