@@ -201,6 +201,7 @@ PROVEN_BY: dict[str, str] = {
         "test_chat_proxy.py::test_memory_tools_the_model_calls_are_run_by_the_daemon_and_the_client_sees_the_final_answer",
     "proxy.upstream.base-url": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
     "proxy.upstream.model": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
+    "aml.store": "test_aml_only.py::test_the_full_daemon_refuses_a_postgresql_store_naming_aml_only",
     "aml.rerank.deadline-seconds": "test_aml_rerank.py::test_failures_leave_the_lexical_order_and_are_recorded",
     "mate.agent.conversation.window.summary-wait-ms":
         "test_slow_model.py::test_a_slow_summary_is_finished_in_the_background_for_the_next_turn",
@@ -215,7 +216,6 @@ NOT_YET_PROVEN: dict[str, str] = {
     "proxy.upstream.connect-timeout-seconds": "no test of an upstream that never accepts the connection",
     "proxy.upstream.max-answer-bytes": "no test of an upstream answer over the cap",
     "proxy.max-tool-rounds": "no test of a model that keeps calling tools past the limit",
-    "aml.store": "issue 40 in progress: the serve --aml-only tests over both backends will prove it",
     "aml.postgres-dsn-env": "issue 40 in progress: the serve --aml-only tests over PostgreSQL will prove it",
 }
 

@@ -27,6 +27,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     p.add_argument("--host", help="address to bind (default from config: 127.0.0.1)")
     p.add_argument("--port", type=_port, help="port 0-65535 (default from config: 8765; 0 = any free port)")
     p.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    p.add_argument("--aml-only", action="store_true",
+                   help="only the Add/Search service (/v1/aml/*, /health, OpenAPI): no memory files, watcher or "
+                        "scheduler; over aml.store (sqlite: this workspace's .mateclaw/; postgresql: many such "
+                        "daemons over one database, docs/postgresql.md)")
     p.set_defaults(func=cmd_serve, creates_workspace=True)
 
 
@@ -228,14 +232,34 @@ def cmd_serve(ctx: CliContext) -> int:
     # collection (a full one would walk them all: a 50+ ms pause inside some request) and turns it on.
     gc.disable()
 
+    logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if ctx.args.aml_only:
+        return _serve_aml_only(ctx)
+    if ctx.settings.aml.store != "sqlite":
+        from mateclaw_mem.errors import ConfigError
+
+        raise ConfigError(f"aml.store: {ctx.settings.aml.store} is served by `mateclaw-mem serve --aml-only` (the "
+                          "full daemon keeps Add/Search in the workspace's SQLite files); set aml.store: sqlite "
+                          "for `serve`")
+
     from mateclaw_mem.api.app import create_app
     from mateclaw_mem.runtime.daemon import Daemon
 
-    logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if ctx.args.log_level != "DEBUG":
         # APScheduler logs every job execution (a heartbeat a minute); our own log lines say what ran.
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     # Every route after the AML contract's is built just after the daemon listens (api/deferred.py).
     Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port,
            app_factory=lambda s, host: create_app(s, host=host, defer_routes=True)).run_forever()
+    return 0
+
+
+def _serve_aml_only(ctx: CliContext) -> int:
+    """`serve --aml-only`: runtime/aml_only_daemon.py with api/aml_only_app.py's face; opens no memory file."""
+    from mateclaw_mem.api.aml_only_app import create_aml_only_app
+    from mateclaw_mem.runtime.aml_only_daemon import AmlOnlyDaemon
+
+    daemon = AmlOnlyDaemon(ctx.settings, host=ctx.args.host, port=ctx.args.port,
+                           app_factory=lambda node, host: create_aml_only_app(node, host=host))
+    daemon.run_forever()
     return 0

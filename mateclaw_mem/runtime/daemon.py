@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
 from mateclaw_mem.runtime import heal, pidfile, recovery
-from mateclaw_mem.runtime.net import bind, is_loopback
+from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.atomic import clean_temp_files
 
@@ -220,20 +220,9 @@ class Daemon:
         return uvicorn.Server(config)
 
     def _start_http(self, server: Any, sock: socket.socket) -> None:
-        bound_port = sock.getsockname()[1]
-        # A thread, not the main thread: signals stay with us, so one handler stops everything in order.
-        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
-        self._server, self._server_thread = server, thread
+        self._server = server
         self.add_stopper("HTTP API", self._stop_http)
-        thread.start()
-        # uvicorn exposes start-up only as a flag; this short wait happens once, at start.
-        deadline = time.monotonic() + HTTP_START_TIMEOUT
-        while thread.is_alive() and not server.started and time.monotonic() < deadline:
-            thread.join(0.005)
-        if not server.started:
-            raise ConfigError(f"the HTTP API did not start on {self.host}:{bound_port}; see the log above")
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        self.url = f"http://{host}:{bound_port}"
+        self._server_thread, self.url = serve_in_thread(server, sock, self.host, HTTP_START_TIMEOUT)
         log.info("listening on %s (auth %s); OpenAPI at %s/docs; MCP at %s/mcp",
                  self.url, "on" if self.services.api_key else "off", self.url, self.url)
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
+from typing import Any
 
 from mateclaw_mem.errors import ConfigError
 
@@ -38,3 +41,20 @@ def bind(host: str, port: int) -> socket.socket:
         raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror} (another process uses the port?)") from None
     sock.set_inheritable(True)
     return sock
+
+
+def serve_in_thread(server: Any, sock: socket.socket, host: str, timeout: float) -> tuple[threading.Thread, str]:
+    """A uvicorn `server` serving `sock` in a thread, once it has started; (the thread, its URL).
+    A thread, not the main thread: signals stay with the daemon, so one handler stops everything in order."""
+    bound_port = sock.getsockname()[1]
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="http", daemon=True)
+    thread.start()
+    # uvicorn exposes start-up only as a flag; this short wait happens once, at start.
+    deadline = time.monotonic() + timeout
+    while thread.is_alive() and not server.started and time.monotonic() < deadline:
+        thread.join(0.005)
+    if not server.started:
+        server.should_exit = True
+        raise ConfigError(f"the HTTP API did not start on {host}:{bound_port}; see the log above")
+    shown = f"[{host}]" if ":" in host else host
+    return thread, f"http://{shown}:{bound_port}"

@@ -31,7 +31,9 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_workspace_location.py::test_without_a_daemon_status_says_so_and_ignores_a_stale_pid_file": ("subprocess",),
     "test_workspace_location.py::test_a_second_serve_on_the_daemons_port_is_told_the_daemon_runs": ("subprocess",),
     "test_status_daemon.py": ("subprocess",),
-    "test_pg_support.py": ("subprocess",),  # a real PostgreSQL (initdb, pg_ctl), and children killed with SIGKILL
+    "test_pg_support.py": ("subprocess",),
+    "test_aml_only.py": ("slow", "subprocess"),  # serve --aml-only as real processes, the full daemon beside it
+    "test_aml_only_pg.py": ("slow", "subprocess"),  # ... over a real PostgreSQL, stopped and restarted under it  # a real PostgreSQL (initdb, pg_ctl), and children killed with SIGKILL
     "test_hostile_files.py": ("slow", "subprocess"),  # megabyte memory files through the real daemon
     "test_half_operations.py": ("slow", "subprocess"),  # each operation killed with SIGKILL, then restarted
     # The CLI and the README run as a user runs them.

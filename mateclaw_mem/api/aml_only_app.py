@@ -1,0 +1,103 @@
+"""The HTTP face of `serve --aml-only` (runtime/aml_only.py): the AML contract's routes and fast lane,
+`/health`, `/api/v1/status` (keyed) and the OpenAPI document with its offline pages - nothing else.
+
+The same request models, routes, fast lane, body limits, read deadline and Host/Origin guard as the
+full daemon's app (api/app.py), so an Add/Search client cannot tell the two apart; `/health` reports
+the store instead of the workspace: backend, pool, migrations (`AmlNode.store_health`), and answers
+503 while the store cannot be reached, so a load balancer sends requests to another daemon meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from mateclaw_mem import __version__
+from mateclaw_mem.api import aml
+from mateclaw_mem.api.aml_fast import AmlFastLane, LaneApp
+from mateclaw_mem.api.auth import require_api_key
+from mateclaw_mem.api.body_limit import SEARCH_BODY_BYTES, BodyLimit
+from mateclaw_mem.api.docs import install_docs
+from mateclaw_mem.api.errors import ERROR_RESPONSES, install_error_handlers
+from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
+from mateclaw_mem.api.mounting import document_errors, mount
+from mateclaw_mem.api.origin_guard import HostPolicy, OriginGuard
+from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+from mateclaw_mem.runtime.aml_only import AmlNode
+from mateclaw_mem.runtime.daemon_status import STATUS_PATH
+
+router = APIRouter(tags=["health"])
+
+
+def _node(request: Request) -> AmlNode:
+    node: AmlNode = request.app.state.services
+    return node
+
+
+def node_health(node: AmlNode) -> dict[str, Any]:
+    store = node.store_health()
+    return {
+        "status": "ok" if store["state"] == "ok" else "unavailable",
+        "version": __version__,
+        "role": "aml-only",
+        "mode": node.mode,
+        "auth": bool(node.api_key),
+        "pid": os.getpid(),
+        "store": store,
+        "background": node.running_parts(),
+    }
+
+
+@router.get("/health", summary="liveness and the store's state: backend, pool, migrations (no auth); 503 while "
+            "the store cannot be reached")
+def health(request: Request) -> JSONResponse:
+    body = node_health(_node(request))
+    # No secrets: pg_health names host, port and database at most, never the DSN's password.
+    return JSONResponse(body, status_code=200 if body["status"] == "ok" else 503,
+                        headers=None if body["status"] == "ok" else {"Retry-After": "1"})
+
+
+@router.get(STATUS_PATH, dependencies=[Depends(require_api_key)],
+            summary="the daemon's report (settings of the store and Add/Search; needs the key)")
+def status(request: Request) -> dict[str, Any]:
+    node = _node(request)
+    settings = node.settings
+    return {**node_health(node), "aml": {
+        "agent": settings.aml_agent, "store": settings.aml.store, "dsn_env": settings.aml.postgres_dsn_env,
+        "neighbours": settings.aml.neighbours, "images": settings.aml.images,
+        "rerank": settings.aml.rerank.url or "off", "retention_days": settings.aml.retention_days,
+    }}
+
+
+def create_aml_only_app(node: AmlNode, *, host: str | None = None, aml_fast_lane: bool = True) -> LaneApp:
+    """`host`: the bind address, one of the names the Host guard accepts (default `server.host`)."""
+    settings = node.settings
+    app = LaneApp(title="mateclaw-mem (Add/Search only)", version=__version__, responses=ERROR_RESPONSES,
+                  docs_url=None, redoc_url=None)
+    app.state.services = node  # what the AML routes read: .aml, .aml_users
+    app.state.api_key = node.api_key
+    install_error_handlers(app)
+    document_errors(app)
+    install_docs(app)
+    mount(app, router, aml.router)
+    section = settings.aml
+    keep = section.images == "keep"
+    search_bytes = SEARCH_BODY_BYTES + (section.image_max_bytes * 4 // 3 + 1024 if keep else 0)
+    search_limit = (search_bytes, f" (a search query is at most {MAX_QUERY_CHARS} characters"
+                    + (", and an image at most aml.image-max-bytes)" if keep else ")"))
+    server = settings.server
+    app.add_middleware(BodyLimit, max_bytes=server.max_body_bytes, per_path={"/v1/aml/search": search_limit})
+    app.state.aml_fast_lane = Counter[str]()
+    if aml_fast_lane:
+        app.lane = AmlFastLane(app.without_lane, node.aml, node.api_key, counts=app.state.aml_fast_lane,
+                               limits={"/v1/aml/add": server.max_body_bytes, "/v1/aml/search": search_bytes},
+                               read_timeout=server.body_read_timeout_seconds)
+    app.add_middleware(ReadDeadline, seconds=server.body_read_timeout_seconds)
+    app.add_middleware(AnswerErrors)
+    app.guard = OriginGuard(app.routed, HostPolicy(host or server.host, server.allowed_hosts,
+                                                   keyed=node.api_key is not None))
+    return app

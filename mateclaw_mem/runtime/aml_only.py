@@ -1,0 +1,270 @@
+"""The Add/Search service alone (`mateclaw-mem serve --aml-only`, issue 40): its own small composition.
+
+A daemon for agent builders and the leaderboard, not a person's desktop: no memory files, no watcher,
+no scheduler, no file index, no MCP - only the AML contract (`/v1/aml/*`), `/health` and the OpenAPI
+document. Built here, apart from `Services` (the full container), so that it opens nothing else:
+
+- `aml.store: sqlite` - the log and the message index under the workspace's `.mateclaw/` (`log.db`,
+  `messages.db`, the same files the full daemon's Add/Search uses); one daemon per workspace (the
+  daemon lock), as SQLite has one writer.
+- `aml.store: postgresql` - the store of `conversations/pg/` (`open_pg_service`): the DSN from the
+  variable `aml.postgres-dsn-env` names; no file at all on this machine, so any number of daemons
+  run side by side behind a load balancer. Losing the database is `StoreUnavailableError` (503) per
+  request until it is back; the pool reconnects by itself.
+
+Model mode (a model configured) adds the fact worker, as the full daemon does. Dense embeddings
+(`model.embedding-model`) are the full daemon's: refused here, by name, rather than ranked otherwise.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
+from mateclaw_mem.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+    from mateclaw_mem.llm.client import ModelClient
+    from mateclaw_mem.settings import Settings
+
+log = logging.getLogger(__name__)
+RETENTION_CHECK_S = 60.0  # how often `aml.retention-days` is looked at (AmlUsers.expire_due: at most hourly)
+
+
+@dataclass
+class AmlNode:
+    """One process's Add/Search service over its store: what the HTTP face (api/aml_only_app.py) serves
+    (`aml`, `aml_users`, `api_key`, `settings` - the names the AML routes read off `app.state.services`)."""
+
+    settings: Settings
+    clock: Clock
+    aml: AmlService
+    aml_users: AmlUsers
+    backend: str
+    api_key: str | None
+    mode: str
+    health_of_store: Callable[[], dict[str, Any]]
+    closers: list[Any] = field(default_factory=list)
+    background: list[tuple[str, Any]] = field(default_factory=list)
+    _running: list[tuple[str, Any]] = field(default_factory=list)
+    _retention: _Every | None = None
+
+    def start(self) -> None:
+        """The background parts (WAL checkpoints on SQLite, the fact worker in model mode, retention)."""
+        for label, part in self.background:
+            part.start()
+            self._running.append((label, part))
+            log.info("%s started", label)
+        if self.settings.aml.retention_days > 0:
+            self._retention = _Every(RETENTION_CHECK_S, self.aml_users.expire_due, "aml-retention")
+            self._retention.start()
+
+    def stop(self) -> None:
+        if self._retention is not None:
+            self._retention.stop()
+            self._retention = None
+        while self._running:
+            label, part = self._running.pop()
+            try:
+                part.stop()
+            except Exception:
+                log.exception("error while stopping the %s", label)
+
+    def close(self) -> None:
+        self.stop()
+        while self.closers:
+            closer = self.closers.pop()
+            try:
+                closer.close()
+            except Exception:
+                log.exception("error while closing %r", closer)
+
+    def running_parts(self) -> list[str]:
+        return [label for label, _ in self._running]
+
+    def store_health(self) -> dict[str, Any]:
+        """Backend, and its state: for SQLite the files; for PostgreSQL the pool and the migrations
+        (`pg_health`). `state` is "ok" or "unavailable" (with `reason`): never raises."""
+        try:
+            report = self.health_of_store()
+        except Exception as exc:  # a health check must answer, whatever the store does
+            report = {"backend": self.backend, "state": "unavailable", "reason": str(exc) or type(exc).__name__}
+        report.setdefault("backend", self.backend)
+        if report.get("reachable") is False:  # pg_health's word for a database it could not reach
+            report.setdefault("state", "unavailable")
+            report.setdefault("reason", report.get("last_error") or "the database cannot be reached")
+        report.setdefault("state", "ok")
+        return report
+
+
+class _Every:
+    """`fn` every `interval` seconds on a thread of its own, until `stop`; a failure is logged, not fatal."""
+
+    def __init__(self, interval: float, fn: Callable[[], object], name: str) -> None:
+        self.interval, self.fn = interval, fn
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.fn()
+            except Exception:
+                log.exception("%s failed (tried again in %g s)", self._thread.name, self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+
+def open_node(settings: Settings, clock: Clock | None = None) -> AmlNode:
+    """The Add/Search service over `settings.aml.store`, built and caught up, not started."""
+    clock = clock or SystemClock(resolve_timezone(settings.timezone))
+    if settings.model.embeddings_configured:
+        raise ConfigError(
+            "serve --aml-only ranks without dense embeddings; model.embedding-model is set - unset it for "
+            "this daemon, or run the full `serve` (which fuses them into Add/Search)"
+        )
+    closers: list[Any] = []
+    try:
+        return (_open_postgresql if settings.aml.store == "postgresql" else _open_sqlite)(settings, clock, closers)
+    except BaseException:
+        for closer in reversed(closers):
+            closer.close()
+        raise
+
+
+def _model(settings: Settings, closers: list[Any], *, usage_in_log: bool) -> ModelClient | None:
+    if not settings.model.configured:
+        return None
+    from mateclaw_mem.llm.client import ModelClient
+
+    usage = None
+    if usage_in_log:  # SQLite: the usage log beside the messages, as the full daemon keeps it
+        from mateclaw_mem.llm.usage import UsageLog
+
+        usage = UsageLog(settings.log_db)
+        closers.append(usage)
+    client = ModelClient.from_settings(settings, usage=usage)
+    closers.append(client)
+    return client
+
+
+def _reranker(settings: Settings, model: ModelClient | None, closers: list[Any]) -> Any:
+    """`aml.rerank` (llm/rerank.py), None while its url is empty. Its calls go to the model's usage log
+    where there is one (SQLite); on PostgreSQL a failure is logged and counted in its status only."""
+    rerank = settings.aml.rerank
+    if not rerank.url:
+        return None
+    from mateclaw_mem.llm.rerank import Reranker
+
+    key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None
+    built = Reranker(rerank, model.usage if model is not None else None, api_key=key)
+    closers.append(built)
+    return built
+
+
+def _aml_options(settings: Settings) -> dict[str, Any]:
+    from mateclaw_mem.conversations.aml_images import ImageSettings
+
+    aml = settings.aml
+    return {"agent": settings.aml_agent, "neighbours": aml.neighbours, "neighbour_chars": aml.neighbour_chars,
+            "images": ImageSettings(aml.images == "keep", aml.image_max_bytes)}
+
+
+def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
+    from filelock import FileLock
+
+    from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.facts import FactExtractor, FactStore
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.db import WalCheckpoints
+    from mateclaw_mem.index.messages.index import MessageIndex
+
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    model = _model(settings, closers, usage_in_log=True)
+    conversation_log = ConversationLog(settings.log_db)
+    closers.append(conversation_log)
+    index = MessageIndex(settings.messages_db, dense_weight=settings.search.dense_weight,
+                         cache_bytes=settings.aml.cache_bytes)
+    closers.append(index)
+    fact_store = FactStore(settings.log_db)
+    closers.append(fact_store)
+    if index.stale_tokenizer() is not None:
+        # An index written by another tokenizer version would silently stop matching: rebuilt (derived
+        # data), by one process while the others wait, as the full daemon does (runtime/index_wiring.py).
+        with FileLock(str(settings.state_dir / "retokenize.lock")):
+            if index.stale_tokenizer() is not None:
+                log.warning("the Add/Search message index was built by another tokenizer; rebuilding it")
+                index.rebuild(conversation_log, fact_store)
+    facts = None
+    if model is not None:
+        facts = FactExtractor(fact_store, conversation_log, index, model, clock)
+        closers.append(facts)
+    aml = AmlService(conversation_log, index, clock, facts=facts, reranker=_reranker(settings, model, closers),
+                     **_aml_options(settings))
+    background: list[tuple[str, Any]] = [("WAL checkpoints", WalCheckpoints(members=(conversation_log, index)))]
+    if facts is not None:
+        background.append(("AML fact worker", aml))
+
+    def health() -> dict[str, Any]:
+        return {"backend": "sqlite", "state": "ok", "files": [settings.log_db.name, settings.messages_db.name]}
+
+    return _node(settings, clock, aml, "sqlite", model, health, closers, background)
+
+
+def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
+    try:
+        from mateclaw_mem.conversations.pg import open_pg_service, pg_health
+    except ImportError as exc:
+        missing = getattr(exc, "name", "") or str(exc)
+        raise ConfigError(
+            f"aml.store: postgresql needs the PostgreSQL driver ({missing} is missing): "
+            "pip install 'mateclaw-mem[postgresql]'"
+        ) from None
+    model = _model(settings, closers, usage_in_log=False)
+    aml = open_pg_service(settings, clock, model=model)
+    once = _StopOnce(aml)
+    closers.append(once)
+    background: list[tuple[str, Any]] = [("Add/Search store", once)]
+    return _node(settings, clock, aml, "postgresql", model, lambda: pg_health(aml), closers, background)
+
+
+class _StopOnce:
+    """The PostgreSQL service as a background part whose `stop()` (closing its pool, opened by
+    `open_pg_service`) runs once: when the node stops, or at close if it never started."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+        self._stopped = False
+
+    def start(self) -> None:
+        self.service.start()
+
+    def stop(self) -> None:
+        if not self._stopped:
+            self._stopped = True
+            self.service.stop()
+
+    close = stop
+
+
+def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str, model: ModelClient | None,
+          health: Callable[[], dict[str, Any]], closers: list[Any], background: list[tuple[str, Any]]) -> AmlNode:
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+
+    users = AmlUsers(aml, clock, retention_days=settings.aml.retention_days)
+    return AmlNode(settings=settings, clock=clock, aml=aml, aml_users=users, backend=backend,
+                   api_key=os.environ.get(settings.server.api_key_env) or None,
+                   mode="model" if model is not None else "rules", health_of_store=health, closers=closers,
+                   background=background)

@@ -1,0 +1,146 @@
+"""The `serve --aml-only` process: bind, open the store (runtime/aml_only.py), serve, stop on a signal.
+
+Leaner than runtime/daemon.py on purpose: no workspace to seed, heal or recover, no watcher, no
+scheduler, no pid file (`status` of a workspace is the full daemon's business). What it shares with
+it: the port is bound before anything is opened (a busy port stops it first), any address other than
+loopback needs an API key, and SIGTERM / Ctrl-C stop the HTTP face first (open requests finish), then
+the store, within a deadline. On SQLite it takes the workspace's daemon lock (one writer: a second
+daemon, full or not, refuses to start); on PostgreSQL it takes none - that is the point.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock, Timeout
+
+from mateclaw_mem.errors import BusyError, ConfigError
+from mateclaw_mem.runtime.aml_only import AmlNode, open_node
+from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
+
+if TYPE_CHECKING:
+    import socket
+
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.settings import Settings
+
+log = logging.getLogger("mateclaw_mem.aml_only")
+HTTP_START_TIMEOUT = 30.0
+HTTP_STOP_GRACE = 5
+STOP_DEADLINE = 4.0  # SIGTERM to exit, whatever is still running (a service manager waits ~5 s)
+
+
+class AmlOnlyDaemon:
+    def __init__(self, settings: Settings, *, host: str | None = None, port: int | None = None,
+                 app_factory: Callable[[AmlNode, str], Any], clock: Clock | None = None) -> None:
+        """`app_factory(node, host)` builds the HTTP face (the CLI passes api/aml_only_app.py's)."""
+        self.settings = settings
+        self.host = host or settings.server.host
+        self.port = settings.server.port if port is None else port
+        self.app_factory = app_factory
+        self.clock = clock
+        self.node: AmlNode | None = None
+        self.url = ""
+        self._stop = threading.Event()
+        self._lock: FileLock | None = None
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self._deadline: threading.Timer | None = None
+
+    def start(self) -> None:
+        if not is_loopback(self.host) and not os.environ.get(self.settings.server.api_key_env):
+            env = self.settings.server.api_key_env
+            raise ConfigError(
+                f"refusing to listen on {self.host}: any address other than loopback needs an API key. Put the "
+                f"key in the environment variable {env} (setting server.api-key-env), or bind to 127.0.0.1"
+            )
+        sock = bind(self.host, self.port)
+        try:
+            if self.settings.aml.store == "sqlite":
+                self._take_lock()
+            t0 = time.perf_counter()
+            self.node = open_node(self.settings, self.clock)
+            log.info("Add/Search store: %s (%s mode), opened in %.0f ms", self.node.backend, self.node.mode,
+                     (time.perf_counter() - t0) * 1000)
+            self._serve(sock)
+            self.node.start()
+        except BaseException:
+            sock.close()
+            self.stop()
+            raise
+
+    def _take_lock(self) -> None:
+        state = self.settings.state_dir
+        state.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(state / "daemon.lock"))
+        try:
+            self._lock.acquire(timeout=0)
+        except Timeout:
+            self._lock = None
+            raise BusyError(
+                f"another mateclaw-mem daemon is already running on workspace {self.settings.workspace.resolve()} "
+                "(SQLite has one writer; many Add/Search daemons need aml.store: postgresql)"
+            ) from None
+
+    def _serve(self, sock: socket.socket) -> None:
+        import uvicorn
+
+        assert self.node is not None
+        app = self.app_factory(self.node, self.host)
+        config = uvicorn.Config(app, log_config=None, log_level="warning", access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=HTTP_STOP_GRACE)
+        config.load()
+        self._server = uvicorn.Server(config)
+        self._thread, self.url = serve_in_thread(self._server, sock, self.host, HTTP_START_TIMEOUT)
+        log.info("listening on %s (Add/Search only, auth %s); OpenAPI at %s/docs", self.url,
+                 "on" if self.node.api_key else "off", self.url)
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(HTTP_STOP_GRACE + 5)
+            self._server = None
+        if self.node is not None:
+            self.node.close()
+            self.node = None
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        self._stop.set()
+        if self._deadline is None:
+            self._deadline = threading.Timer(STOP_DEADLINE, self._forced_exit, args=(signum,))
+            self._deadline.daemon = True
+            self._deadline.start()
+
+    def _forced_exit(self, signum: int) -> None:
+        log.warning("stopping took over %.1f s after %s: exiting now (every Add acknowledged is committed)",
+                    STOP_DEADLINE, signal.Signals(signum).name)
+        logging.shutdown()
+        os._exit(0)
+
+    def run_forever(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        self.start()
+        if not gc.isenabled():  # the caller kept it off for the start (cli serve says why)
+            gc.freeze()
+            gc.enable()
+        log.info("ready; Ctrl-C or SIGTERM to stop")
+        try:
+            while not self._stop.wait(3600):
+                pass
+        finally:
+            log.info("stopping")
+            self.stop()
+            log.info("stopped")
+            if self._deadline is not None:
+                self._deadline.cancel()
