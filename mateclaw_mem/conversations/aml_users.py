@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.index.messages.storage import delete_owner as delete_documents
 from mateclaw_mem.memory.forget.scrub import scrub
 
 if TYPE_CHECKING:
@@ -54,7 +53,8 @@ class AmlUsers:
         self._last_expiry = float("-inf")
 
     def _files(self) -> list[Path]:
-        paths = [self.aml.log.path, self.aml.index.path]
+        # (None: the PostgreSQL store, whose deleted rows autovacuum reclaims: docs/postgresql.md)
+        paths = [p for p in (self.aml.log.path, self.aml.index.path) if p is not None]
         if self.file_index is not None:
             paths.append(self.file_index.path)
         return paths
@@ -74,8 +74,9 @@ class AmlUsers:
         with ExitStack() as held:
             held.enter_context(aml.log.lock)
             held.enter_context(aml.index.lock)
+            held.enter_context(aml.log.holding(aml.agent, user_id))  # (PostgreSQL: one transaction)
             out = {f"log.db:{t}": n for t, n in aml.log.delete_owner(aml.agent, user_id).items()}
-            out["messages.db:docs"] = delete_documents(aml.index.path, aml.agent, user_id)
+            out["messages.db:docs"] = aml.index.delete_owner(aml.agent, user_id)
             if self.file_index is not None:
                 out["index.db:chunks"] = self.file_index.delete_owner_messages(aml.agent, user_id)
         return out

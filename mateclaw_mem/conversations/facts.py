@@ -116,6 +116,11 @@ class FactJob:
 class FactStore(SharedConnection):
     """Facts and extraction jobs in log.db. Thread-safe: one connection behind a lock."""
 
+    # How often the worker looks for jobs nobody woke it for (None: only when woken - every job of
+    # this file is queued by this process; the PostgreSQL store's are queued by any daemon, and a
+    # dead daemon's come back when their lease ends).
+    poll_s: float | None = None
+
     def __init__(self, db_path: Path) -> None:
         super().__init__(db_path, _SCHEMA)
         run_once(self._conn, self._lock, _JOBS_PER_USER, _jobs_per_user)
@@ -139,6 +144,12 @@ class FactStore(SharedConnection):
                 "SELECT * FROM aml_fact_jobs WHERE status = 'pending' ORDER BY id LIMIT ?", (limit,)
             ).fetchall()
         return [_job(r) for r in rows]
+
+    def claim(self) -> FactJob | None:
+        """The next job to run (the oldest pending), or None. One process runs this file's jobs;
+        the PostgreSQL store's claim is a lease several daemons share (conversations/pg/store.py)."""
+        jobs = self.pending(limit=1)
+        return jobs[0] if jobs else None
 
     def job(self, request_id: str, owner: str | None = None) -> FactJob | None:
         with self._lock:
@@ -249,10 +260,10 @@ class FactExtractor:
         done = 0
         with self._run_lock:
             while limit is None or done < limit:
-                jobs = self.store.pending(limit=1)
-                if not jobs:
+                job = self.store.claim()
+                if job is None:
                     break
-                self._run(jobs[0])
+                self._run(job)
                 done += 1
         return done
 
@@ -296,7 +307,7 @@ class FactExtractor:
 
     def _loop(self) -> None:
         while not self._stop.is_set():
-            self._wake.wait()
+            self._wake.wait(self.store.poll_s)
             self._wake.clear()
             if self._stop.is_set():
                 break

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,13 @@ class ConversationLog(SharedConnection):
             conn.execute("CREATE INDEX IF NOT EXISTS messages_with_attachments ON messages (agent)"
                          " WHERE attachments IS NOT NULL")
         run_once(self._conn, self._lock, REDACTED + "log.db", _redact_stored)
+
+    def holding(self, agent: str, owner: str) -> AbstractContextManager[object]:
+        """Within: this owner's writes are one transaction that other writers of the owner wait
+        for (the PostgreSQL store, conversations/pg/: log and index in one database). Here nothing:
+        the log and the index are two files, and their locks (held by the caller) keep this process's
+        Adds out; another process's Add lands before or after, and its index catches up by `sync`."""
+        return nullcontext()
 
     def redacted_on_migration(self) -> dict[str, int]:
         """Rows the one-time migration redacted in place, per table (for `status`)."""

@@ -89,19 +89,24 @@ class ByteCache:
             if got is not None:
                 self.size -= got[1]
 
-    def get(self, key: tuple[Any, ...]) -> Any:
+    def get(self, key: tuple[Any, ...], version: int | None = None) -> Any:
+        """The entry, or None; with `version`, only while the owner's entries are of that version
+        (searches of one process may read different versions at once: the PostgreSQL store's run
+        side by side, each in its own snapshot)."""
         with self._lock:
             got = self._d.get(key)
-            if got is None:
+            if got is None or (version is not None and self._known.get(key[1]) != version):
                 return None
             self._d.move_to_end(key)
             return got[0]
 
-    def put(self, key: tuple[Any, ...], value: Any, nbytes: int) -> None:
+    def put(self, key: tuple[Any, ...], value: Any, nbytes: int, version: int | None = None) -> None:
         nbytes += _ENTRY
         if nbytes > self.max_bytes // 4:
             return  # one term's postings never push out everything else
         with self._lock:
+            if version is not None and self._known.get(key[1]) != version:
+                return  # read in an older (or newer) snapshot than the entries kept now
             old = self._d.pop(key, None)
             if old is not None:
                 self.size -= old[1]
@@ -141,18 +146,20 @@ class ByteCache:
                         self.size -= _ROW_BYTES
             self._known[okey] = new_version
 
-    def rows(self, okey: int) -> dict[int, tuple[Any, ...]]:
+    def rows(self, okey: int, version: int | None = None) -> dict[int, tuple[Any, ...]]:
         """The owner's document rows kept (`DiskView.fetch`): read them under `add_rows`' rules."""
         with self._lock:
             got = self._d.get(("f", okey))
-            if got is None:
+            if got is None or (version is not None and self._known.get(okey) != version):
                 return {}
             self._d.move_to_end(("f", okey))
             return got[0]
 
-    def add_rows(self, okey: int, rows: list[tuple[Any, ...]]) -> None:
+    def add_rows(self, okey: int, rows: list[tuple[Any, ...]], version: int | None = None) -> None:
         """Keep these document rows of the owner (one entry per owner, counted per row)."""
         with self._lock:
+            if version is not None and self._known.get(okey) != version:
+                return
             key = ("f", okey)
             got = self._d.get(key)
             if got is None:
@@ -213,7 +220,8 @@ class DocInfo:
 # A document's row as `prepare` reads it: plain tuples (sqlite3.Row's lookups by name were a third of
 # reading a few hundred candidates).
 _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare, p.echo, p.flags, p.names,"
-             " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})")
+             " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})"
+             " ORDER BY d.id")
 _NAMES, _PREV = 7, 8
 _HITS = "SELECT id, conversation_id, role, speaker, content, ts_ms FROM docs WHERE id IN ({marks})"
 
@@ -247,7 +255,7 @@ class _Df:
     def get(self, term: str, default: int | None = None) -> int | None:
         got = self.got.get(term)
         if got is None:
-            cached = self.view.cache.get(("t", self.view.okey, term))
+            cached = self.view.cache.get(("t", self.view.okey, term), self.view.version)
             if cached is not None:
                 got = cached[2]
             else:
@@ -266,6 +274,7 @@ class DiskView:
     def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row, cache: ByteCache) -> None:
         self.conn, self.cache = conn, cache
         self.okey: int = row["okey"]
+        self.version: int = row["version"]  # what the cache's entries must be of (`ByteCache.get`)
         self.agent: str = row["agent"]
         self.owner: str = row["owner"]
         self.n: int = row["n"]
@@ -305,11 +314,12 @@ class DiskView:
 
     def _speakers(self) -> dict[str, frozenset[str]]:
         key = ("s", self.okey)
-        got = self.cache.get(key)
+        got = self.cache.get(key, self.version)
         if got is None:
-            names = [r[0] for r in self.conn.execute("SELECT speaker FROM pspeakers WHERE okey = ?", (self.okey,))]
+            names = [r[0] for r in self.conn.execute("SELECT speaker FROM pspeakers WHERE okey = ? ORDER BY speaker",
+                                                     (self.okey,))]
             got = {s: frozenset(tokenize(s)) for s in names}
-            self.cache.put(key, got, sum(64 + 2 * len(s) for s in names))
+            self.cache.put(key, got, sum(64 + 2 * len(s) for s in names), self.version)
         return got
 
     def _read_deltas(self) -> list[Delta]:
@@ -317,7 +327,7 @@ class DiskView:
         ids = [r[0] for r in self.conn.execute("SELECT id FROM pdelta WHERE okey = ? ORDER BY id", (self.okey,))]
         got: dict[int, Delta] = {}
         for i in ids:
-            if (d := self.cache.get(("x", self.okey, i))) is not None:
+            if (d := self.cache.get(("x", self.okey, i), self.version)) is not None:
                 got[i] = d
         missing = [i for i in ids if i not in got]
         for k in range(0, len(missing), _CHUNK):
@@ -325,7 +335,7 @@ class DiskView:
             for r in self.conn.execute("SELECT id, first_new, terms, counts, ords, packed FROM pdelta"
                                        f" WHERE id IN ({','.join('?' * len(part))})", part):
                 d = got[r[0]] = decode(*tuple(r)[1:])
-                self.cache.put(("x", self.okey, r[0]), d, d.nbytes)
+                self.cache.put(("x", self.okey, r[0]), d, d.nbytes, self.version)
         self._delta_ids = tuple(ids)
         return [got[i] for i in ids]
 
@@ -335,7 +345,7 @@ class DiskView:
         if len(self.deltas) == 1:
             return self.deltas[0].terms
         key = ("u", self.okey)
-        got = self.cache.get(key)
+        got = self.cache.get(key, self.version)
         ids = self._delta_ids
         if got is not None and got[0] == ids:
             return got[1]
@@ -343,7 +353,7 @@ class DiskView:
             terms = set(got[1]).union(*(d.terms for d in self.deltas[len(got[0]) :]))
         else:
             terms = set().union(*(d.terms for d in self.deltas))
-        self.cache.put(key, (ids, terms), 64 * len(terms))
+        self.cache.put(key, (ids, terms), 64 * len(terms), self.version)
         return terms
 
     def _term(self, term: str) -> tuple[Any, Any, int]:
@@ -371,7 +381,7 @@ class DiskView:
 
     def _base(self, term: str) -> tuple[Any, Any, int]:
         key = ("t", self.okey, term)
-        got = self.cache.get(key)
+        got = self.cache.get(key, self.version)
         if got is None:
             rows = self.conn.execute("SELECT df, ords, packed FROM postings WHERE okey = ? AND term = ? ORDER BY first",
                                      (self.okey, term)).fetchall()
@@ -383,7 +393,7 @@ class DiskView:
             else:
                 got = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint32),
                        np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint64), rows[-1][0])
-            self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term))
+            self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 
     def _resolve(self, ords: Any) -> tuple[Any, Any]:
@@ -393,7 +403,7 @@ class DiskView:
         arrays: dict[int, tuple[Any, Any]] = {}
         missing = []
         for s in wanted:
-            got = self.cache.get(("d", self.okey, s))
+            got = self.cache.get(("d", self.okey, s), self.version)
             if got is None:
                 missing.append(s)
             else:
@@ -405,7 +415,7 @@ class DiskView:
                     (self.okey, *part)):
                 got = (np.frombuffer(ids, dtype=np.int64), np.frombuffer(lens, dtype=np.uint32).reshape(-1, 4))
                 arrays[seg] = got
-                self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes)
+                self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes, self.version)
         if not wanted:
             return np.empty(0, dtype=np.int64), np.empty((0, 4))
         # The wanted segments end to end, each ordinal at its segment's offset there (one gather,
@@ -503,11 +513,11 @@ class DiskView:
                 # the unmerged rows read: a grown turn's new lengths come with new entries for each
                 # of its terms), the average lengths and the key.
                 ckey = ("v", self.okey, term, key, self._delta_ids, self.avg)
-                sat = self.cache.get(ckey)
+                sat = self.cache.get(ckey, self.version)
                 if sat is None:
                     sat = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
                                         key)
-                    self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term))
+                    self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
                 got = (idx[sat[0]], sat[1])
             self._sat[(term, key)] = got
         return got
@@ -571,7 +581,7 @@ class DiskView:
 
     def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """`_FEATURES` rows of these documents (kept in `rows`)."""
-        kept = self.cache.rows(self.okey)
+        kept = self.cache.rows(self.okey, self.version)
         rows = [r for i in ids if (r := kept.get(i)) is not None]
         missing = [i for i in ids if i not in kept] if len(rows) < len(ids) else []
         cur = self.conn.cursor()
@@ -581,7 +591,7 @@ class DiskView:
             part = missing[k : k + _CHUNK]
             read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
         if read:
-            self.cache.add_rows(self.okey, read)
+            self.cache.add_rows(self.okey, read, self.version)
             rows += read
         self.rows.update((r[0], r) for r in rows)
         return rows

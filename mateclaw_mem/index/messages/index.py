@@ -28,7 +28,7 @@ from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
-from mateclaw_mem.index.messages.storage import MessageStorage
+from mateclaw_mem.index.messages.storage import MessageStorage, delete_owner
 from mateclaw_mem.index.sources import FactSource, MessageSource
 
 log = logging.getLogger(__name__)
@@ -163,6 +163,10 @@ class MessageIndex:
             rows = view.hit_rows([i for _, i in top])
         return [Hit(id=i, agent=agent, owner=owner, conversation_id=r[1], role=r[2], speaker=r[3], content=r[4],
                     ts_ms=r[5], score=round(s, 6)) for s, i in top if (r := rows.get(i)) is not None]
+
+    def delete_owner(self, agent: str, owner: str) -> int:
+        """Every document of one owner deleted (conversations/aml_users.py); how many."""
+        return delete_owner(self.path, agent, owner)
 
     def close(self) -> None:
         self._storage.close()

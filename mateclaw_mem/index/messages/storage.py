@@ -167,10 +167,7 @@ class _Merger:
                 with st.lock:
                     if self._stop:
                         return
-                    with immediate(st._conn, st.lock) as conn:
-                        folded = postings.merge_owner(conn, okey, st.cache, above=postings.DELTA_MAX)
-                    if folded:
-                        st.committed(documents=False)
+                    st.merge_one(okey)
             except Exception:  # the rows stay unmerged (searches read them); the next Add asks again
                 log.exception("merging the postings of owner %s failed", okey)
 
@@ -182,11 +179,7 @@ class _Merger:
                     return
                 okey = min(self._due, key=self._due.__getitem__)
                 del self._due[okey]
-            st = self.storage
-            with immediate(st._conn, st.lock) as conn:
-                folded = postings.merge_owner(conn, okey, st.cache, above=postings.DELTA_MAX)
-            if folded:
-                st.committed(documents=False)
+            self.storage.merge_one(okey)
 
     def stop(self) -> None:
         with self._cv:
@@ -288,6 +281,15 @@ class MessageStorage:
         """Documents the one-time migration redacted in place (for `status`); None: not run."""
         with self.lock:
             return migrated(self._conn, _REDACTED).get("")
+
+    def merge_one(self, okey: int) -> int:
+        """Fold one owner's unmerged postings into its segments when still due, in a write
+        transaction of its own (the merger's step); the entries folded."""
+        with immediate(self._conn, self.lock) as conn:
+            folded = postings.merge_owner(conn, okey, self.cache, above=postings.DELTA_MAX)
+        if folded:
+            self.committed(documents=False)
+        return folded
 
     # ------------------------------------------------------------------ indexing
 
@@ -522,14 +524,15 @@ class MessageStorage:
         ).fetchone()
 
     def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...],
-                 limit: int = -1) -> list[sqlite3.Row]:
-        """One owner's documents with their field tokens, in id order (the first `limit`, -1: all);
+                 limit: int | None = None) -> list[sqlite3.Row]:
+        """One owner's documents with their field tokens, in id order (the first `limit`, None: all);
         `where` filters on `d.`."""
         return self._conn.execute(
             "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
             " f.body, f.ctx, f.nb, f.dt FROM docs d"
-            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id LIMIT ?",
-            (agent, owner_column(owner), *params, limit),
+            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id"
+            + (" LIMIT ?" if limit is not None else ""),
+            (agent, owner_column(owner), *params, *([limit] if limit is not None else [])),
         ).fetchall()
 
     def close(self) -> None:
@@ -547,11 +550,16 @@ def delete_owner(path: Path, agent: str, owner: str) -> int:
     try:
         conn.execute("PRAGMA secure_delete = ON")
         with immediate(conn, threading.Lock()) as c:
-            key = (agent, owner_column(owner))
-            postings.delete_owner(c, agent, owner)
-            c.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE agent = ? AND owner = ?)", key)
-            n = c.execute("DELETE FROM docs WHERE agent = ? AND owner = ?", key).rowcount
-            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
-        return n
+            return delete_owner_rows(c, agent, owner)
     finally:
         conn.close()
+
+
+def delete_owner_rows(c: sqlite3.Connection, agent: str, owner: str) -> int:
+    """`delete_owner`'s rows, in the caller's write transaction (the PostgreSQL store's too)."""
+    key = (agent, owner_column(owner))
+    postings.delete_owner(c, agent, owner)
+    c.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE agent = ? AND owner = ?)", key)
+    n: int = c.execute("DELETE FROM docs WHERE agent = ? AND owner = ?", key).rowcount
+    c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
+    return n
