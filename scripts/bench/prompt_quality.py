@@ -1,7 +1,7 @@
 """Does the prompt the daemon assembles hold what the assistant needs? Measured end to end.
 
     .venv/bin/python scripts/bench/prompt_quality.py --data ../shared/bench/locomo/locomo_dev.json
-        [--conversations 0,1] [--half a|b] [--budget-chars N] [--json OUT]
+        [--conversations 0,1] [--half a|b] [--budget-chars N] [--json OUT] [--show-promoted]
 
 Each LoCoMo conversation is replayed through a real daemon (`mateclaw-mem serve`, one fresh workspace
 per conversation, rules mode, the shipped defaults otherwise) over HTTP, in date order: each session
@@ -175,6 +175,7 @@ def replay(conv: dict, base: str, client: httpx.Client) -> dict:
             out = r.json()
             stats["dreams_done"] += out.get("status") == "done"
             stats["promoted"] += len(out.get("promoted") or [])
+            stats.setdefault("promoted_lines", []).extend(f"[{day}] {p}" for p in out.get("promoted") or [])
     return stats
 
 
@@ -202,6 +203,7 @@ def import_jsonl(conv: dict, base: str, client: httpx.Client) -> dict:
         if r.status_code == 200:
             stats["dreams_done"] += r.json().get("status") == "done"
             stats["promoted"] += len(r.json().get("promoted") or [])
+            stats.setdefault("promoted_lines", []).extend(f"[{day}] {p}" for p in r.json().get("promoted") or [])
     for n, when, msgs in sessions(conv):  # the Add/Search reference, as in `replay`
         aml = [{"role": "user", "content": turn_text(t),
                 "timestamp": int((when + timedelta(seconds=30 * i)).timestamp() * 1000)} for i, t in enumerate(msgs)]
@@ -287,7 +289,7 @@ def run_conversation(conv: dict, half: str | None, root: Path, recall_chars: int
     return rows
 
 
-def report(rows: list[dict]) -> None:
+def report(rows: list[dict], show_promoted: bool = False) -> None:
     load = os.getloadavg()
     print(f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; {len(rows)} questions")
     refs = [("daemon", "the daemon's prompt"), ("last20", "last 20 turns only"),
@@ -319,6 +321,8 @@ def report(rows: list[dict]) -> None:
         print(f"  {conv}: {st['turns']} turns replayed in {secs:.0f} s; extraction runs that wrote: "
               f"{st['extractions_changed']}; PROFILE.md lines {st['profile_lines']}, MEMORY.md lines "
               f"{st['memory_lines']}; dreams done {st['dreams_done']}, lines promoted {st['promoted']}")
+        if show_promoted:
+            print("".join(f"    {line}\n" for line in st.get("promoted_lines", [])), end="")
 
 
 def main() -> None:
@@ -331,6 +335,7 @@ def main() -> None:
                     help="turns: replayed turn by turn (default); import: one JSONL import-chats, then each day")
     ap.add_argument("--recall-chars", type=int,
                     help="mate.memory.provider-prefetch-max-chars (default: the shipped one)")
+    ap.add_argument("--show-promoted", action="store_true", help="print every line dreaming promoted, by night")
     args = ap.parse_args()
     data = json.loads(args.data.read_text(encoding="utf-8"))
     if args.conversations:
@@ -340,7 +345,7 @@ def main() -> None:
         for conv in data:
             rows += run_conversation(conv, args.half, Path(tmp), args.recall_chars, args.via)
             print(f"{conv['sample_id']}: {len(rows)} questions so far", file=sys.stderr)
-    report(rows)
+    report(rows, args.show_promoted)
     if args.json:
         args.json.write_text(json.dumps(rows), encoding="utf-8")
 

@@ -230,6 +230,7 @@ class ScoredCandidate:
 class Scored:
     candidates: list[ScoredCandidate]  # best first
     clusters: list[FactCluster]  # best first
+    older: list[Candidate] = field(default_factory=list)  # notes before the window: evidence for topics.py
 
 
 def _hits_for(c: Candidate, hits: Sequence[Any]) -> int:
@@ -266,6 +267,7 @@ def score(
     hits: Sequence[Any] = (),
     topic: str | None = None,
     memory_body: str = "",
+    older: Sequence[Candidate] = (),
 ) -> Scored:
     """Cluster the facts of `candidates`, then score clusters and candidates on their evidence."""
     facts: list[tuple[int, str, claims.Claim]] = []
@@ -338,7 +340,7 @@ def score(
             )
         )
     scored.sort(key=lambda s: (-s.score, -s.candidate.day.toordinal(), s.candidate.key))
-    return Scored(scored, clusters)
+    return Scored(scored, clusters, list(older))
 
 
 def promotable(scored: Scored, *, topic: str | None = None, limit: int = MAX_PROMOTIONS) -> list[FactCluster]:

@@ -174,6 +174,17 @@ def same(a: Claim, b: Claim, weights: dict[str, float]) -> bool:
     return not _swapped(a.seq, b.seq)
 
 
+def conflicts(a: Claim, b: Claim, weights: dict[str, float]) -> bool:
+    """Do `a` and `b` say one thing two ways: a one-value key given two values, or mostly the same
+    words with a value swapped in place or a negation on one side? (A thread of one topic is never
+    made of these: they are a contradiction to resolve, memory/contradictions/.)"""
+    if any(k in SINGLE_KEYS and (k, v) not in b.pairs for k, v in a.pairs if k in b.keys):
+        return True
+    if similarity(a.words, b.words, weights) < SAME_CLAIM:
+        return False
+    return a.negated != b.negated or _swapped(a.seq, b.seq)
+
+
 def _swapped(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
     """Does one put a word of its own where the other has a word of its own ("dark" / "light")?
     Words only moved elsewhere, or added on one side, leave the claim as it was."""

@@ -64,7 +64,7 @@ from mateclaw_mem.errors import (
 from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.memory.dreaming import candidates as cand
-from mateclaw_mem.memory.dreaming import gates
+from mateclaw_mem.memory.dreaming import gates, topics
 from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.model_plan import plan_model
@@ -264,7 +264,10 @@ class DreamingService:
             out.status, out.reason = "rejected", exc.message
             return
         out.memory_before = snap.text
-        scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body)
+        # Rules mode threads topics the person came back to weeks apart: it reads the notes before the window.
+        older = topics.history(self.store, agent, owner=owner, today=today, day_range=self.mem.emergence_day_range)
+        scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body,
+                            older=older if self.mode == "rules" else ())
         out.candidates = [s.as_dict() for s in scored.candidates]
         plan = self._plan(out, snap, scored, now, RETRY_NOTE if n else "")
         guard = self._forget.guard(agent, owner) if self._forget is not None else None
