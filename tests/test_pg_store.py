@@ -1,0 +1,318 @@
+"""The Add/Search store on PostgreSQL (conversations/pg/) against a real server (tests/support/postgres.py;
+skipped with the reason where none can start): it ranks exactly as the SQLite store on random
+histories - chunked Adds spread over two daemons sharing one database, merges, facts, searches on
+either daemon between them - and keeps the contract across daemons (read-after-write, one row and
+one answer per request id under concurrent retries, 409 for another body), fact jobs claimed once
+and taken over after a dead claimer's lease, and a lost database answered with a reason."""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mateclaw_mem.clock import ManualClock
+from mateclaw_mem.conversations.aml import AmlService
+from mateclaw_mem.conversations.aml_records import AmlMessage
+from mateclaw_mem.conversations.facts import FactStore
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.errors import ConflictError, StoreUnavailableError
+from mateclaw_mem.index.messages import postings
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.ranking import Ranking, rank
+from tests.support.disk_reference import disk_state, disk_view, random_line, random_query
+
+pytest.importorskip("psycopg")
+
+from mateclaw_mem.conversations.pg import PgStore, open_store
+from mateclaw_mem.conversations.pg.store import PgFactStore
+
+TS = 1683554160000
+BASE = Ranking()
+RANKINGS = {"default": BASE, "requery": replace(BASE, prf_requery=True), "few-candidates": replace(BASE, max_candidates=7)}
+
+
+def _clock() -> ManualClock:
+    return ManualClock(datetime(2024, 1, 1, tzinfo=UTC))
+
+
+def _store_facts(store: FactStore, job_key: str, owner: str, conv: str, msg_ids: list[int],
+                 facts: list[tuple[str, list[int], int]]) -> None:
+    """A fact job queued, claimed and finished with these facts (what the model would have answered)."""
+    store.enqueue(job_key, "aml", owner, conv, msg_ids, now_ms=TS)
+    job = store.claim()
+    assert job is not None
+    store.finish(job, facts, now_ms=TS)
+
+
+class _Sqlite:
+    """The SQLite store as the daemon builds it (log.db + messages.db, facts in log.db)."""
+
+    def __init__(self, root: Path, clock: ManualClock) -> None:
+        self.log = ConversationLog(root / "log.db")
+        self.index = MessageIndex(root / "messages.db")
+        self.facts = FactStore(root / "log.db")
+        self.service = AmlService(self.log, self.index, clock)
+
+    def store_facts(self, job_key: str, owner: str, conv: str, msg_ids: list[int], facts: list[tuple[str, list[int],
+                    int]]) -> None:
+        _store_facts(self.facts, job_key, owner, conv, msg_ids, facts)
+        self.index.sync_facts(self.facts)
+
+    def close(self) -> None:
+        for x in (self.index, self.facts, self.log):
+            x.close()
+
+
+class _Pg:
+    """One daemon's store over the shared database."""
+
+    def __init__(self, dsn: str, clock: ManualClock) -> None:
+        self.store: PgStore = open_store(dsn)
+        self.log, self.index = self.store.log, self.store.index
+        self.facts = self.store.fact_store(lambda: int(clock.now().timestamp() * 1000))
+        self.service = AmlService(self.log, self.index, clock)
+
+    def store_facts(self, job_key: str, owner: str, conv: str, msg_ids: list[int], facts: list[tuple[str, list[int],
+                    int]]) -> None:
+        _store_facts(self.facts, job_key, owner, conv, msg_ids, facts)  # (indexed in its transaction)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _msgs(lines: list[str], ts: int) -> list[AmlMessage]:
+    return [AmlMessage(role="user", content=t, timestamp=ts + i) for i, t in enumerate(lines)]
+
+
+def _rank(index: MessageIndex, owner: str, query: str, options: list[str], r: Ranking) -> list[tuple[float, int]]:
+    with index.lock:  # (the PostgreSQL store's connection is bound while its lock is held)
+        return rank(disk_view(index, "aml", owner), query, options, r, limit=100)
+
+
+def _items(service: AmlService, query: str, owner: str) -> list[tuple[str, float, str]]:
+    return [(i.id, i.score, i.content) for i in service.search(query, owner, 100)]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_postgresql_ranks_exactly_like_sqlite(tmp_path: Path, pg_database: str, seed: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    if seed >= 2:  # tiny segments and merges at nearly every Add: every path of the segment writes
+        monkeypatch.setattr(postings, "SEG_POSTINGS", 4)
+        monkeypatch.setattr(postings, "DELTA_MAX", 40 * (seed - 1))
+    rng = random.Random(seed)
+    clock = _clock()
+    lite = _Sqlite(tmp_path, clock)
+    daemons = [_Pg(pg_database, clock), _Pg(pg_database, clock)]  # two daemons, one database
+    owners = ("u1", "u2", "u3")
+    compared = found = 0
+    try:
+        for k in range(30 + 15 * seed):
+            owner = rng.choice(owners)
+            conv = f"{owner}-c{rng.randint(0, 2 + seed % 3)}"
+            lines = [random_line(rng) for _ in range(rng.randint(1, 9))]
+            ts = TS + rng.randint(0, 400) * 86_400_000
+            writer, reader = rng.sample(daemons, 2)
+            answers = {s.service.add_json(f"r{k}", owner, conv, _msgs(lines, ts)) for s in (lite, writer)}
+            assert len(answers) == 1
+            if rng.random() < 0.2:  # a fact job's result, on one daemon
+                last = lite.log.messages("aml", conv, owner=owner)[-1].id
+                fact = [(random_line(rng).split(": ", 1)[-1], [last], ts)]
+                for s in (lite, rng.choice(daemons)):
+                    s.store_facts(f"r{k}", owner, conv, [last], fact)
+            if rng.random() < 0.2:
+                for s in (lite, *daemons):
+                    s.index._storage.merger.run_now()
+            if k % 3 == 0:  # read-after-write on the other daemon, its cache warm from earlier searches
+                query, _ = random_query(rng)
+                want = _items(lite.service, query, owner)
+                assert _items(reader.service, query, owner) == want, (seed, k, query)
+                assert _items(writer.service, query, owner) == want, (seed, k, query)
+        for owner in owners:
+            assert disk_state(daemons[0].index, "aml", owner) == disk_state(lite.index, "aml", owner)
+            for _ in range(8):
+                query, options = random_query(rng)
+                for name, r in RANKINGS.items():
+                    want = _rank(lite.index, owner, query, options, r)
+                    for d in daemons:
+                        got = _rank(d.index, owner, query, options, r)
+                        assert got == want, (seed, owner, query, options, name)
+                    compared += 1
+                    found += bool(want)
+                assert _items(daemons[1].service, query, owner) == _items(lite.service, query, owner)
+        assert found > compared * 0.6
+    finally:
+        for s in (lite, *daemons):
+            s.close()
+
+
+# ------------------------------------------------------------------- the contract, on either store
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def two(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[AmlService, AmlService]]:
+    """Two services over one store: two daemons over one PostgreSQL database, or - for SQLite, one
+    file per daemon by design - two services over the same files, as two processes would open them."""
+    clock = _clock()
+    if request.param == "sqlite":
+        stores: list[Any] = [_Sqlite(tmp_path, clock), _Sqlite(tmp_path, clock)]
+    else:
+        dsn = request.getfixturevalue("pg_database")
+        stores = [_Pg(dsn, clock), _Pg(dsn, clock)]
+    try:
+        yield stores[0].service, stores[1].service
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_an_add_on_one_daemon_is_found_at_once_on_the_other(two: tuple[AmlService, AmlService]) -> None:
+    a, b = two
+    for k in range(12):
+        a.add(f"r{k}", "u1", "s1", _msgs([f"Ann: my {k}th pet is called Biscuit{k}"], TS + k))
+        hits = b.search(f"Biscuit{k}", "u1", 5)
+        assert hits and hits[0].id == f"m{k + 1}" and f"Biscuit{k}" in hits[0].content, k
+        (a, b) = (b, a)
+    assert b.search("Biscuit3", "u2", 5) == []  # another user sees nothing
+
+
+def test_one_request_id_retried_at_once_on_both_daemons_is_one_add(two: tuple[AmlService, AmlService]) -> None:
+    a, b = two
+    body = _msgs(["Bo: the kiln reaches 1200 degrees", "Cy: pottery glazes melt there"], TS)
+    answers: list[str] = []
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def deliver(svc: AmlService) -> None:
+        start.wait()
+        try:
+            answers.append(svc.add_json("same", "u1", "s1", body))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=deliver, args=(svc,)) for svc in (a, b) * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(answers) == 8 and len(set(answers)) == 1
+    stored = b.log.messages("aml", "s1", owner="u1")
+    assert [m.content for m in stored] == ["Bo: the kiln reaches 1200 degrees", "Cy: pottery glazes melt there"]
+    assert len(a.search("kiln degrees", "u1", 10)) == 2
+    with pytest.raises(ConflictError):
+        b.add("same", "u1", "s1", _msgs(["Bo: another body"], TS))
+    assert len(a.log.messages("aml", "s1", owner="u1")) == 2
+    # The same id from another user is a request of its own.
+    assert a.add("same", "u2", "s1", _msgs(["Bo: another body"], TS))["success"] is True
+
+
+def test_deleting_a_user_removes_their_rows_from_every_daemons_answers(two: tuple[AmlService, AmlService]) -> None:
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+
+    a, b = two
+    a.add("r1", "victim", "s1", _msgs(["Ann: my marmalade harbour secret"], TS))
+    b.add("r1", "other", "s1", _msgs(["Bo: the teapot lighthouse"], TS))
+    assert b.search("marmalade harbour", "victim", 5)
+    out = AmlUsers(a, _clock()).delete("victim")
+    assert out["deleted"]["log.db:messages"] == 1 and out["deleted"]["messages.db:docs"] == 1
+    assert b.search("marmalade harbour", "victim", 5) == [] and a.search("marmalade harbour", "victim", 5) == []
+    assert b.search("teapot lighthouse", "other", 5)
+    b.add("r1", "victim", "s1", _msgs(["Ann: starting afresh"], TS))  # the request id is free again
+    assert [i.content for i in a.search("afresh", "victim", 5)] == ["[2023-05-08 Mon] Ann: starting afresh"]
+
+
+# ------------------------------------------------------------------- fact jobs over several daemons
+
+
+def test_fact_jobs_are_claimed_once_and_a_dead_claimers_job_after_its_lease(pg_database: str) -> None:
+    clock = _clock()
+    now = lambda: int(clock.now().timestamp() * 1000)  # noqa: E731
+    stores = [open_store(pg_database) for _ in range(3)]
+    try:
+        jobs = [s.fact_store(now) for s in stores]
+        a = AmlService(stores[0].log, stores[0].index, clock)
+        for k in range(30):
+            a.add(f"r{k}", "u1", "s1", _msgs([f"Ann: note number {k}"], TS + k))
+            assert jobs[k % 3].enqueue(f"r{k}", "aml", "u1", "s1", [k + 1], now_ms=TS)
+        assert not jobs[1].enqueue("r0", "aml", "u1", "s1", [1], now_ms=TS)  # a retried Add queues nothing
+        claimed: dict[int, list[int]] = {}
+        lock = threading.Lock()
+
+        def drain(i: int) -> None:
+            while (job := jobs[i].claim()) is not None:
+                with lock:
+                    claimed.setdefault(job.id, []).append(i)
+                jobs[i].finish(job, [(f"fact of job {job.id}", list(job.message_ids), TS)], now_ms=TS)
+
+        threads = [threading.Thread(target=drain, args=(i,)) for i in range(3) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(claimed) == list(range(1, 31)) and all(len(v) == 1 for v in claimed.values())
+        assert jobs[0].counts() == {"done": 30, "facts": 30}
+        (top,) = a.search("fact of job 7", "u1", 1)  # indexed with the result
+        assert top.id.startswith("f") and top.content.endswith("fact: fact of job 7")
+
+        # A daemon claims a job and dies: nobody else takes it until its lease ends, then one does.
+        a.add("late", "u1", "s2", _msgs(["Bo: the late one"], TS))
+        assert jobs[0].enqueue("late", "aml", "u1", "s2", [31], now_ms=TS)
+        dead = jobs[0].claim()
+        assert dead is not None and jobs[1].claim() is None and jobs[2].claim() is None
+        clock.set(clock.now() + timedelta(milliseconds=jobs[0].lease_ms + 1))
+        taken = jobs[2].claim()
+        assert taken is not None and taken.id == dead.id and jobs[1].claim() is None
+        jobs[0].finish(dead, [("from the dead claimer", [31], TS)], now_ms=TS)  # it was not dead after all
+        jobs[2].finish(taken, [("from the new claimer", [31], TS)], now_ms=TS)
+        assert jobs[1].counts() == {"done": 31, "facts": 31}
+        assert a.search("claimer", "u1", 5)[0].content.endswith("fact: from the new claimer")
+    finally:
+        for s in stores:
+            s.close()
+
+
+def test_a_worker_picks_up_jobs_another_daemon_queued(pg_database: str) -> None:
+    assert PgFactStore.poll_s is not None and FactStore.poll_s is None
+
+
+# ------------------------------------------------------------------- a lost database
+
+
+def test_a_lost_database_is_a_store_unavailable_error_and_the_pool_reconnects(pg_server: Any) -> None:
+    dsn = pg_server.create_database()
+    store = open_store(dsn, timeout=2.0)
+    try:
+        svc = AmlService(store.log, store.index, _clock())
+        svc.add("r1", "u1", "s1", _msgs(["Ann: the lighthouse keeper"], TS))
+        pg_server.stop_server()
+        try:
+            with pytest.raises(StoreUnavailableError, match="PostgreSQL") as lost:
+                svc.search("lighthouse", "u1", 5)
+            assert "password" not in str(lost.value)
+            with pytest.raises(StoreUnavailableError):
+                svc.add("r2", "u1", "s1", _msgs(["Ann: lost?"], TS))
+        finally:
+            pg_server.restart_server()
+        for _ in range(120):  # back by itself, once the pool has a connection again (seconds)
+            try:
+                found = svc.search("lighthouse", "u1", 5)
+                break
+            except StoreUnavailableError:
+                time.sleep(0.25)
+        assert [i.id for i in found] == ["m1"]
+        svc.add("r2", "u1", "s1", _msgs(["Ann: back again"], TS))
+        assert svc.search("back again", "u1", 5)
+    finally:
+        store.close()
+
+
+def test_an_unreachable_database_at_open_names_why() -> None:
+    with pytest.raises(StoreUnavailableError, match="no connection within"):
+        open_store("host=127.0.0.1 port=1 user=nobody dbname=none connect_timeout=1", timeout=1.0)
