@@ -317,7 +317,7 @@ def test_missing_key_is_401_and_wrong_key_is_403_without_leaking(keyed: httpx.Cl
 
 def test_full_reindex_rebuilds_the_add_search_index_from_the_log(tmp_path) -> None:
     from mateclaw_mem.conversations.aml import AmlMessage
-    from mateclaw_mem.runtime.index_wiring import reindex
+    from mateclaw_mem.runtime.index_ops import reindex
     from mateclaw_mem.runtime.services import Services
     from mateclaw_mem.settings import load_settings
 

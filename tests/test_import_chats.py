@@ -16,7 +16,7 @@ import pytest
 
 from mateclaw_mem.cli.main import main
 from mateclaw_mem.conversations.imports.records import MalformedExport
-from mateclaw_mem.conversations.imports.service import CHUNK_MESSAGES, ChatImport
+from mateclaw_mem.conversations.imports.service import CHUNK_MESSAGES
 from mateclaw_mem.conversations.imports.source import read_export
 from mateclaw_mem.errors import TooLargeError
 from mateclaw_mem.runtime.services import Services
@@ -236,7 +236,7 @@ def test_an_import_killed_after_a_chunk_continues_where_it_stopped(tmp_path: Pat
     services = Services(settings)
     try:
         services.seed_agents()
-        imp = ChatImport.from_services(services)
+        imp = services.chat_import
         with pytest.raises(Killed):
             imp.run(imp.read(path, name="big.jsonl"), "default", progress=kill_after_first_chunk)
         assert len(rows(tmp_path)) == CHUNK_MESSAGES  # the committed chunk, whole

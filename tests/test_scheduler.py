@@ -8,7 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from mateclaw_mem.runtime.scheduler import Scheduler, cron_trigger, decide, due_fire, next_fire_after
+from mateclaw_mem.cron import cron_trigger, next_fire_after
+from mateclaw_mem.runtime.scheduler import Scheduler, decide, due_fire
 from mateclaw_mem.runtime.services import Services
 from tests.conftest import TZ
 from tests.test_dreaming import write_week

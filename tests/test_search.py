@@ -15,7 +15,7 @@ from mateclaw_mem.cli.main import main
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.chunker import MAX_CHUNK_CHARS, chunk_file
 from mateclaw_mem.index.reconcile import reconcile
-from mateclaw_mem.runtime.index_wiring import reindex
+from mateclaw_mem.runtime.index_ops import reindex
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
 

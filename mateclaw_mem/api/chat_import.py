@@ -12,7 +12,6 @@ import queues; a dream per imported day is `POST …/emergence {"asOf": day}`, o
 from __future__ import annotations
 
 import tempfile
-import threading
 from typing import IO, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -25,7 +24,6 @@ from mateclaw_mem.api.auth import require_api_key
 from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD, counted_body
 from mateclaw_mem.api.deps import AGENT_PATTERN, OwnerQuery, declared_query_only, get_services, known_agent
 from mateclaw_mem.conversations.imports.records import MAX_IMPORT_BYTES
-from mateclaw_mem.conversations.imports.service import ChatImport
 from mateclaw_mem.errors import InvalidInputError, TooLargeError
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.wire import Wire
@@ -35,7 +33,6 @@ router = APIRouter(prefix="/api/v1/memory/{agentId}", tags=["memory"],
 
 AgentId = Path(alias="agentId", pattern=AGENT_PATTERN, description="agent name, e.g. default")
 SPOOL_BYTES = 8 * 1024 * 1024  # a body up to this stays in memory; a larger one goes to a temp file
-_lock = threading.Lock()
 
 _BODY: dict[str, Any] = {
     "requestBody": {
@@ -91,15 +88,6 @@ class ChatImportOut(Wire):
     next: str = Field(description="how to consolidate the imported days")
 
 
-def _importer(request: Request, services: Services) -> ChatImport:
-    """One per app: its ledger's connection is closed with the services."""
-    with _lock:
-        importer = getattr(request.app.state, "chat_import", None)
-        if importer is None:
-            importer = request.app.state.chat_import = ChatImport.from_services(services)
-        return importer
-
-
 async def _export(request: Request) -> tuple[IO[bytes], str]:
     """The export's bytes (spooled) and the name errors will call it."""
     too_big = f"upload larger than {MAX_IMPORT_BYTES} bytes (the chat import limit); split the export"
@@ -143,7 +131,7 @@ async def import_chats(
     services: Services = Depends(get_services),
 ) -> ChatImportOut:
     body, name = await _export(request)
-    importer = _importer(request, services)
+    importer = services.chat_import
 
     def work() -> dict[str, Any]:
         parsed = importer.read(body, name=name, fmt=fmt)

@@ -72,9 +72,9 @@ def cmd_card(ctx: CliContext) -> int:
         return EXIT_OK
     shown = card.card(agent, a.owner)
     if a.seen:
-        done = card.seen(agent, a.owner)
-        ctx.emit(done, f"marked {done['marked']} report(s) seen")
-        return EXIT_OK if done["marked"] else EXIT_NOTHING
+        marked = card.seen(agent, a.owner)
+        ctx.emit(marked, f"marked {marked['marked']} report(s) seen")
+        return EXIT_OK if marked["marked"] else EXIT_NOTHING
     if shown is None:
         ctx.emit(None, f"no morning card for {agent}: every dream report has been seen")
         return EXIT_NOTHING

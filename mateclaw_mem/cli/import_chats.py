@@ -82,11 +82,9 @@ class _ProgressLine:
 
 def cmd_import_chats(ctx: CliContext) -> int:
     from mateclaw_mem.cli.main import EXIT_MODEL, EXIT_NOTHING, EXIT_OK
-    from mateclaw_mem.conversations.imports.service import ChatImport
-
     a = ctx.args
     agent = ctx.agent()
-    importer = ChatImport.from_services(ctx.services)
+    importer = ctx.services.chat_import
     parsed = importer.read(Path(a.file), name=a.file, fmt=a.format)
     if a.dry_run:
         summary = importer.preview(parsed, agent, a.owner, max_tokens=a.max_tokens, dream=a.dream)

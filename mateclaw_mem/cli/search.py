@@ -43,7 +43,7 @@ def cmd_search(ctx: CliContext) -> int:
 
 
 def cmd_reindex(ctx: CliContext) -> int:
-    from mateclaw_mem.runtime.index_wiring import reindex
+    from mateclaw_mem.runtime.index_ops import reindex
 
     progress = _Progress() if sys.stderr.isatty() and not ctx.json else None
     report = reindex(ctx.services, agent=ctx.args.agent, progress=progress)

@@ -47,7 +47,7 @@ def check(services: Services) -> dict[str, Any]:
 def _rebuild(services: Services) -> dict[str, Any]:
     """Derived data refilled now (a CLI has no watcher to catch up later): the file index, the
     message index (the Add/Search service syncs it with the log when built), the fact projection."""
-    from mateclaw_mem.runtime.index_wiring import reindex
+    from mateclaw_mem.runtime.index_ops import reindex
 
     settings = services.settings
     done: dict[str, Any] = {}

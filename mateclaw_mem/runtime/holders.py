@@ -28,15 +28,8 @@ from mateclaw_mem.memory.forget.rows import TableRule, forget_rows, rows_left
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from mateclaw_mem.clock import Clock
-    from mateclaw_mem.conversations.log import ConversationLog
-    from mateclaw_mem.index.files.index import FileIndex
-    from mateclaw_mem.index.messages.index import MessageIndex
-    from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.forget.service import ForgetService
     from mateclaw_mem.providers.registry import ProviderRegistry
-    from mateclaw_mem.settings import Settings
-    from mateclaw_mem.workspace.store import WorkspaceStore
 
 # -- the tables reached by rules (memory/forget/rows.py) ---------------------------------------------
 
@@ -184,17 +177,3 @@ def _providers(registry: Callable[[], ProviderRegistry]) -> Callable[[Cut], dict
         return out
 
     return run
-
-
-def build_forget(settings: Settings, store: WorkspaceStore, log: ConversationLog, clock: Clock, *,
-                 file_index: FileIndex, message_index: MessageIndex, facts: FactService,
-                 providers: Callable[[], ProviderRegistry], on_close: Callable[[Any], None]) -> ForgetService:
-    """`services.forget`: the forget service with this registry (`fact.forget-enabled` gates its use)."""
-    from mateclaw_mem.memory.forget.service import ForgetService
-
-    svc = ForgetService(settings, store, log, clock,
-                        holders=lambda forget: holders(settings.state_dir, forget, facts_on=lambda: facts.enabled,
-                                                       providers=providers),
-                        file_index=file_index, message_index=message_index, facts=facts)
-    on_close(svc)
-    return svc

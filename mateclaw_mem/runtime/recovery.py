@@ -45,6 +45,8 @@ class Container(Protocol):
     def soul(self) -> Any: ...
     @property
     def forget(self) -> Any: ...
+    @property
+    def chat_import(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
@@ -57,14 +59,8 @@ def _finishers(services: Container) -> dict[str, Finisher]:
         "soul-apply": lambda f: services.soul.finish_apply(f),
         "contradiction": lambda f: services.contradictions.finish_resolve(f),
         "forget": lambda f: services.forget.finish_interrupted(f),
-        "import-chats": lambda f: _chat_import(services).finish_interrupted(f),
+        "import-chats": lambda f: services.chat_import.finish_interrupted(f),
     }
-
-
-def _chat_import(services: Container) -> Any:
-    from mateclaw_mem.conversations.imports.service import ChatImport
-
-    return ChatImport.from_services(services)
 
 
 def at_start(services: Container) -> list[dict[str, Any]]:

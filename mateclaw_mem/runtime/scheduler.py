@@ -19,6 +19,10 @@ a fire missed by more than `MISFIRE_GRACE` is recorded as missed and skipped.
 
 A job seen for the first time starts covered at "now": installing the daemon at noon does not
 trigger last night's dream.
+
+The scheduler is handed its jobs (`Job`: a cron and what to run per unit) and the heartbeat's own
+tasks (`Beat`: forget's purges, interrupted operations, AML retention) by runtime/build/schedule.py;
+it knows no service.
 """
 
 from __future__ import annotations
@@ -29,40 +33,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import quote, unquote
+from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.cron import cron_trigger, next_fire_after
+from mateclaw_mem.cron import next_fire_after
 from mateclaw_mem.db import SharedConnection
-from mateclaw_mem.errors import BusyError, MateclawError
-from mateclaw_mem.runtime import recovery
+from mateclaw_mem.errors import MateclawError
 
 if TYPE_CHECKING:
     from apscheduler.triggers.cron import CronTrigger
 
-    from mateclaw_mem.conversations.aml_users import AmlUsers
-    from mateclaw_mem.memory.dreaming.service import DreamingService
-    from mateclaw_mem.memory.facts.service import FactService
-    from mateclaw_mem.memory.forget.service import ForgetService
-    from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
+    from mateclaw_mem.clock import Clock
 
 log = logging.getLogger("mateclaw_mem.scheduler")
-
-
-class Container(recovery.Container, Protocol):
-    """What the jobs run on (runtime/services.py `Services`, which builds the scheduler); each part is
-    built when its job first runs. Recovery's heartbeat sweep reads what recovery.Container names."""
-
-    @property
-    def dreaming(self) -> DreamingService: ...
-    @property
-    def structured_consolidation(self) -> StructuredConsolidation: ...
-    @property
-    def facts(self) -> FactService: ...
-    @property
-    def forget(self) -> ForgetService: ...
-    @property
-    def aml_users(self) -> AmlUsers: ...
 
 HEARTBEAT_SECONDS = 60  # wall-clock check; after a sleep the next beat notices the missed fire
 MISFIRE_GRACE = timedelta(minutes=10)  # with catch-up off: how late a fire may still run
@@ -144,7 +126,9 @@ class ScheduleState(SharedConnection):
 
 
 @dataclass
-class _Job:
+class Job:
+    """A scheduled job: its cron, and what one run of one unit does."""
+
     name: str
     cron: str
     trigger: CronTrigger
@@ -152,81 +136,28 @@ class _Job:
     units: Callable[[], list[str]]  # coverage keys: one per agent for dreaming, the job name otherwise
 
 
+@dataclass
+class Beat:
+    """A task of every heartbeat: `run()` answers what it did, or None when there was nothing to do.
+    A failure is logged (`failed`) and tried again at the next beat; it never stops the schedule."""
+
+    name: str
+    run: Callable[[], str | None]
+    failed: str
+
+
 class Scheduler:
     """start() / stop() / next_runs() for the daemon; tick() / tick_all() are what every wake-up calls."""
 
-    def __init__(self, services: Container) -> None:
-        self.services = services
-        self.settings = services.settings
-        self.clock = services.clock
-        self._db = ScheduleState(self.settings.state_db)
+    def __init__(self, state_db: Path, clock: Clock, jobs: list[Job], beats: list[Beat], *,
+                 catch_up: Callable[[], bool]) -> None:
+        self.clock = clock
+        self.catch_up = catch_up  # dreaming.catch-up, read at each fire: whether one missed past MISFIRE_GRACE runs
+        self._db = ScheduleState(state_db)
         self._job_locks: dict[str, threading.Lock] = {}
         self._scheduler: Any = None
-        self.jobs: dict[str, _Job] = {}
-        self._build_jobs()
-
-    # -- jobs ------------------------------------------------------------------------------------
-
-    def _build_jobs(self) -> None:
-        tz = self.clock.tz
-        s = self.settings
-        mem = s.mate.memory
-        if mem.emergence_enabled:
-            self.jobs["dreaming"] = _Job("dreaming", s.dreaming.cron, cron_trigger(s.dreaming.cron, tz),
-                                         self._run_dreaming, lambda: self._units("dreaming"))
-        if mem.structured_consolidation_enabled:
-            cron = mem.structured_consolidation_cron
-            self.jobs["structured_consolidation"] = _Job(
-                "structured_consolidation", cron, cron_trigger(cron, tz), self._run_structured,
-                lambda: ["structured_consolidation"])
-        if mem.fact.projection_enabled:
-            cron = mem.fact.projection_rebuild_cron
-            self.jobs["fact_projection"] = _Job("fact_projection", cron, cron_trigger(cron, tz), self._run_facts,
-                                                lambda: ["fact_projection"])
-        self.jobs["archive_rotation"] = _Job(
-            "archive_rotation", s.dreaming.archive_rotation_cron, cron_trigger(s.dreaming.archive_rotation_cron, tz),
-            self._run_rotation, lambda: self._units("archive_rotation"))
-
-    def _units(self, job: str) -> list[str]:
-        """One unit per agent, plus one per owner's personal memory when owner isolation is on:
-        `job:agent` and `job:agent:owner` (the owner percent-encoded, so it never holds a ':')."""
-        store = self.services.store
-        units = []
-        for agent in store.agents():
-            units.append(f"{job}:{agent}")
-            units.extend(f"{job}:{agent}:{quote(owner, safe='')}" for owner in store.owners(agent))
-        return units
-
-    @staticmethod
-    def _target(unit: str) -> tuple[str, str | None]:
-        parts = unit.split(":")
-        return parts[1], (unquote(parts[2]) if len(parts) > 2 else None)
-
-    def _run_dreaming(self, unit: str, trigger: str) -> str:
-        agent, owner = self._target(unit)
-        try:
-            out = self.services.dreaming.dream(agent, owner=owner, trigger=trigger)
-        except BusyError:
-            return "busy (a manual run holds the lock)"
-        return f"{out.status}: {out.reason}"
-
-    def _run_structured(self, unit: str, trigger: str) -> str:
-        try:
-            report = self.services.structured_consolidation.run()
-        except BusyError:
-            return "busy (a manual run holds the lock)"
-        summary = report.as_dict() if hasattr(report, "as_dict") else {}
-        return (f"done: {summary.get('ownersConsolidated', 0)} owner(s) consolidated, "
-                f"{summary.get('updated', 0)} updated")
-
-    def _run_facts(self, unit: str, trigger: str) -> str:
-        report = self.services.facts.rebuild()
-        return f"done: {report['facts']} fact(s) from {report['files']} file(s)"
-
-    def _run_rotation(self, unit: str, trigger: str) -> str:
-        agent, owner = self._target(unit)
-        result = self.services.dreaming.rotate(agent, owner=owner)
-        return f"done: {len(result['daily_notes_archived'])} note(s) archived"
+        self.jobs: dict[str, Job] = {job.name: job for job in jobs}
+        self.beats = beats
 
     # -- bookkeeping -----------------------------------------------------------------------------
 
@@ -256,7 +187,7 @@ class Scheduler:
                 if covered is None:
                     self._cover(unit, now)  # first sight starts coverage; nothing is "missed" yet
                     continue
-                d = decide(covered, now, job.trigger, catch_up=self.settings.dreaming.catch_up)
+                d = decide(covered, now, job.trigger, catch_up=self.catch_up())
                 if d.fire is None:
                     continue
                 if not d.run:
@@ -286,21 +217,12 @@ class Scheduler:
 
     def tick_all(self) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
-        try:  # every heartbeat: history copies of forgotten claims whose undo window has passed
-            if self.services.forget.purge_due():
-                out.append(("forget_purge", "done"))
-        except Exception:  # a purge failing must not stop the schedule; it is tried again next beat
-            log.exception("forget purge failed")
-        try:  # every heartbeat: an operation another process died in is finished (runtime/recovery.py)
-            if finished := recovery.sweep(self.services):
-                out.append(("interrupted_operations", f"{len(finished)} finished"))
-        except Exception:  # tried again next beat; status says what is unfinished
-            log.exception("finishing interrupted operations failed")
-        try:  # AML users past aml.retention-days (at most hourly; the first beat is at start)
-            if expired := self.services.aml_users.expire_due():
-                out.append(("aml_retention", f"{len(expired)} user(s) deleted"))
-        except Exception:
-            log.exception("AML retention failed")
+        for beat in self.beats:
+            try:
+                if (outcome := beat.run()) is not None:
+                    out.append((beat.name, outcome))
+            except Exception:  # tried again next beat; status says what is left
+                log.exception(beat.failed)
         for name in list(self.jobs):
             out.extend(self.tick(name))
         return out

@@ -20,52 +20,33 @@ pending work hung silently (issue 13, point 5).
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
+from mateclaw_mem.runtime import events
+from mateclaw_mem.runtime.build import aml as build_aml
+from mateclaw_mem.runtime.build import index as build_index
+from mateclaw_mem.runtime.build import lifecycle as build_lifecycle
+from mateclaw_mem.runtime.build import model as build_model
+from mateclaw_mem.runtime.build import prompt as build_prompt
+from mateclaw_mem.runtime.build import providers as build_providers
+from mateclaw_mem.runtime.build import schedule as build_schedule
+from mateclaw_mem.runtime.build import server as build_server
+from mateclaw_mem.runtime.build import workspace as build_workspace
 
 if TYPE_CHECKING:
-    from mateclaw_mem.conversations.aml import AmlService
-    from mateclaw_mem.conversations.aml_users import AmlUsers
-    from mateclaw_mem.conversations.log import ConversationLog
-    from mateclaw_mem.index.files.index import FileIndex
-    from mateclaw_mem.index.messages.index import MessageIndex
-    from mateclaw_mem.index.search import SearchService
     from mateclaw_mem.llm.client import ModelClient
-    from mateclaw_mem.memory.context.assembly import ContextService
-    from mateclaw_mem.memory.contradictions.service import ContradictionService
-    from mateclaw_mem.memory.extraction.service import ExtractionService
-    from mateclaw_mem.memory.learning.lineage import HarnessLineage
-    from mateclaw_mem.memory.learning.service import LearningService
-    from mateclaw_mem.memory.proxy.service import ChatProxy
-    from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
-    from mateclaw_mem.memory.structured.entries import StructuredMemory
+    from mateclaw_mem.memory.dreaming.card import MorningCard
+    from mateclaw_mem.memory.facts.service import FactService
+    from mateclaw_mem.memory.forget.service import ForgetService
     from mateclaw_mem.providers.registry import ProviderRegistry
-    from mateclaw_mem.runtime.model_probe import ModelProbe
-    from mateclaw_mem.runtime.scheduler import Scheduler
-    from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
-    from mateclaw_mem.workspace.file_commands import FileCommands
-    from mateclaw_mem.workspace.store import WorkspaceStore
-    from mateclaw_mem.workspace.tools import WorkspaceTools
-    from mateclaw_mem.workspace.transfer import Transfer
 
 logger = logging.getLogger("mateclaw_mem.services")
 T = TypeVar("T")
 
-# Dependencies before dependants, so each builder finds what it needs already built; the services
-# with listeners (store, file_index, lineage) come before anything that writes through them.
-BUILD_ORDER = (
-    "api_key", "store", "log", "model", "embeddings", "model_probe", "tools", "transfer", "file_commands", "file_index",
-    "facts",
-    "contradictions", "search", "message_index", "aml", "aml_users", "forget", "lineage", "learning", "structured",
-    "providers",
-    "context", "structured_consolidation", "dreaming", "soul", "morning_card", "extraction", "chat_proxy", "watcher",
-    "scheduler", "backfill",
-)
 # Workers first (they resume persisted work), then the sources of new work; stopped in reverse.
 START_ORDER = ("WAL checkpoints", "extraction workers", "AML fact worker", "file watcher", "scheduler",
                "embeddings backfill")
@@ -96,12 +77,18 @@ class _service(Generic[T]):  # lower case: a decorator, like the cached_property
 
 
 class Services:
+    """The parts, one line each: what each is built from (runtime/build/). `build()` builds them in
+    the order they are listed here (BUILD_ORDER); a builder reaches what it reads through this
+    container, so that is built first whatever the listing says. Who hears whose writes:
+    runtime/events.py, wired as each emitter is built. Where a person's words are kept:
+    runtime/holders.py."""
+
     def __init__(self, settings: Settings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock: Clock = clock or SystemClock(resolve_timezone(settings.timezone))
         self._closers: list[Any] = []
         self._reporters: list[tuple[str, Any]] = []
-        self._built: dict[str, Any] = {}
+        self._built: dict[str, Any] = {}  # in the order the parts were first built
         self._sealed = False  # set by build(): from then on nothing is built lazily
         # Only before build() (CLI commands, tests): the one thread that can then race a first use
         # is a provider prefetch worker asking for `search`, and it holds no lock of ours when it
@@ -112,13 +99,13 @@ class Services:
         self.heal_checked = False
         self.set_aside_now: list[Any] = []
         self.journal_checked = False  # runtime/recovery.py: interrupted operations finished at start
-        self.add_status("index", lambda: _index_wiring().index_status(self))
+        self.add_status("index", lambda: _index_ops().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
         self.add_status("prompt_budget", lambda: self.context.budget_report())
         self.add_status("dreaming", lambda: self.dreaming.report())
         self.add_status("extraction", self._extraction_status)
         self.add_status("providers", lambda: self.providers.status())
-        self.add_status("redaction", lambda: _index_wiring().redaction_status(self))
+        self.add_status("redaction", lambda: _index_ops().redaction_status(self))
         # Hand saves that met a machine write at its final step (each kept: re-planned on, or in history).
         self.add_status("hand_edit_conflicts", lambda: self.store.conflict_report())
         self.add_status("aml", self._aml_status)
@@ -128,281 +115,82 @@ class Services:
         """"model" when a model is configured, else "rules" (explicit, never a silent fallback)."""
         return "model" if self.settings.model.configured else "rules"
 
-    @_service
-    def store(self) -> WorkspaceStore:
-        from mateclaw_mem.workspace.store import WorkspaceStore
+    def use_model(self) -> ModelClient | None:
+        """The model client as every builder takes it (runtime/build/types.ModelProvider): asked for
+        when a step first needs it, so building a part never builds the client."""
+        return self.model
 
-        store = WorkspaceStore.from_settings(self.settings, self.clock)
-        # Every write refreshes the search index once one exists (CLI writes included).
-        store.subscribe(lambda event: _index_wiring().on_store_write(self, event))
-        return store
+    # -- the parts, in build order (runtime/build/ holds each builder) ----------------------------
 
-    @_service
-    def tools(self) -> WorkspaceTools:
-        from mateclaw_mem.workspace.tools import WorkspaceTools
-
-        return WorkspaceTools(self.store)
-
-    @_service
-    def transfer(self) -> Transfer:
-        """export/import of an agent's files; every import write goes through `store` (actor "import")."""
-        from mateclaw_mem.memory.facts.snapshot import FactEvents
-        from mateclaw_mem.workspace.snapshot_rules import policy_from
-        from mateclaw_mem.workspace.transfer import Transfer
-
-        memory = self.settings.mate.memory
-        sidecars = [FactEvents(self.facts.db)] if "facts" in memory.snapshot_extras else []
-        return Transfer(self.store, policy=policy_from(memory.snapshot_vault_import, memory.snapshot_extras),
-                        sidecars=sidecars)
-
-    @_service
-    def file_commands(self) -> FileCommands:
-        """view/create/str_replace/insert/delete/rename over `/memories/...` (MCP's file-memory set)."""
-        from mateclaw_mem.workspace.file_commands import FileCommands
-
-        return FileCommands(self.store, self.tools)
-
-    @_service
-    def log(self) -> ConversationLog:
-        from mateclaw_mem.conversations.log import ConversationLog
-
-        log = ConversationLog(self.settings.log_db)
-        self.on_close(log)
-        return log
-
-    @_service
-    def message_index(self) -> MessageIndex:
-        return _index_wiring().build_message_index(self)
-
-    @_service
-    def aml(self) -> AmlService:
-        facts = None
-        if self.model is not None:  # model mode: source-bound facts beside raw messages
-            from mateclaw_mem.conversations.facts import FactExtractor, FactStore
-
-            store = FactStore(self.settings.log_db)
-            self.on_close(store)
-            facts = FactExtractor(store, self.log, self.message_index, self.model, self.clock)
-            self.on_close(facts)
-        from mateclaw_mem.conversations.aml_images import ImageSettings
-        from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse  # the agent's folder: made by the first Add
-
-        aml = self.settings.aml
-        return AmlOnFirstUse(self.log, self.message_index, self.clock, agent=self.settings.aml_agent, facts=facts,
-                             ensure=self.store.ensure_agent, reranker=self._reranker(),
-                             neighbours=self.settings.aml.neighbours, neighbour_chars=self.settings.aml.neighbour_chars,
-                             images=ImageSettings(aml.images == "keep", aml.image_max_bytes))
-
-    def _reranker(self) -> Any:
-        """`aml.rerank` (llm/rerank.py), None while its url is empty."""
-        rerank = self.settings.aml.rerank
-        if not rerank.url:
-            return None
-        from mateclaw_mem.llm.rerank import Reranker
-        from mateclaw_mem.llm.usage import UsageLog
-
-        usage = self.model.usage if self.model is not None else None
-        if usage is None:  # rules mode: the reranker's calls and failures still go to the usage log
-            usage = UsageLog(self.settings.log_db)
-            self.on_close(usage)
-        key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None
-        reranker = Reranker(rerank, usage, api_key=key)
-        self.on_close(reranker)
-        return reranker
-
-    @_service
-    def aml_users(self) -> AmlUsers:
-        """A person's Add/Search data deleted on request or at the end of `aml.retention-days`."""
-        from mateclaw_mem.conversations.aml_users import AmlUsers
-
-        return AmlUsers(self.aml, self.clock, file_index=self.file_index,
-                        retention_days=self.settings.aml.retention_days)
-
-    @_service
-    def lineage(self) -> HarnessLineage:
-        """Harness lineage; subscribes to the store when built (`build()` builds it before any writer runs)."""
-        from mateclaw_mem.memory.learning.lineage import HarnessLineage
-
-        lineage = HarnessLineage(self.store, self.settings.state_db, self.clock)
-        self.store.subscribe(lineage.on_write)
-        self.on_close(lineage)
-        return lineage
-
-    @_service
-    def learning(self) -> LearningService:
-        from mateclaw_mem.memory.learning.service import LearningService
-        from mateclaw_mem.memory.learning.task_runs import TaskRunLog
-
-        service = LearningService(
-            self.store, TaskRunLog(self.settings.log_db), self.clock, lineage=self.lineage
-        )
-        self.on_close(service)
-        return service
-
-    @_service
-    def file_index(self) -> FileIndex:
-        return _index_wiring().build_file_index(self)
-
-    facts = _service(lambda s: _lifecycle().build_facts(s.settings, s.store, s.clock, file_index=lambda: s.file_index,
-                                                        on_close=s.on_close))
-
-    @_service
-    def contradictions(self) -> ContradictionService:
-        return _lifecycle().build_contradictions(
-            self.settings, self.facts, self.store, self.clock, model=lambda: self.model,
-            forget=lambda: getattr(self, "forget", None), on_close=self.on_close)
-
-    forget = _service(lambda s: _holders().build_forget(  # with every holder of a person's words
+    api_key = _service(lambda s: build_server.api_key(s.settings))
+    store = _service(lambda s: build_workspace.store(s.settings, s.clock))
+    log = _service(lambda s: build_aml.conversation_log(s.settings, on_close=s.on_close))
+    model = _service(lambda s: build_model.model(s.settings, on_close=s.on_close))
+    embeddings = _service(lambda s: build_index.embedder(s.settings, model=s.use_model, on_close=s.on_close))
+    model_probe = _service(lambda s: build_model.model_probe(s.settings, model=s.use_model, on_close=s.on_close))
+    tools = _service(lambda s: build_workspace.tools(s.store))
+    transfer = _service(lambda s: build_workspace.transfer(s.settings, s.store, facts=lambda: s.facts))
+    file_commands = _service(lambda s: build_workspace.file_commands(s.store, s.tools))
+    file_index = _service(lambda s: build_index.file_index(s.settings, s.store, s.clock, log=lambda: s.log,
+                                                     on_close=s.on_close))
+    facts: _service[FactService] = _service(lambda s: build_lifecycle.facts(s.settings, s.store, s.clock,
+                                                                          on_close=s.on_close))
+    contradictions = _service(lambda s: build_lifecycle.contradictions(
+        s.settings, s.facts, s.store, s.clock, model=s.use_model, forget=lambda: s.forget, on_close=s.on_close))
+    search = _service(lambda s: build_index.search(
+        s.settings, s.clock, s.file_index, s.log, embedder=s.embeddings, messages=lambda: s.message_index,
+        watching=lambda: s.built("watcher") and s.watcher.state == "running", on_close=s.on_close))
+    message_index = _service(lambda s: build_index.message_index(s.settings, embedder=s.embeddings, log=lambda: s.log,
+                                                           on_close=s.on_close))
+    aml = _service(lambda s: build_aml.aml(s.settings, s.log, s.message_index, s.clock, model=s.use_model,
+                                     ensure_agent=s.store.ensure_agent, on_close=s.on_close))
+    aml_users = _service(lambda s: build_aml.aml_users(s.settings, s.aml, s.clock, file_index=s.file_index))
+    # Forget, with every store that holds a person's words (runtime/holders.py).
+    forget: _service[ForgetService] = _service(lambda s: build_lifecycle.forget(
         s.settings, s.store, s.log, s.clock, file_index=s.file_index, message_index=s.message_index, facts=s.facts,
         providers=lambda: s.providers, on_close=s.on_close))
-
-    @_service
-    def search(self) -> SearchService:
-        return _index_wiring().build_search(self)
-
-    embeddings = _service(lambda s: _index_wiring().build_embedder(s))  # None without model.embedding-model
-    backfill = _service(lambda s: _index_wiring().build_backfill(s))  # vectors for what has none, in the background
-
-    @_service
-    def watcher(self) -> Watcher:
-        """Built here, not started: `start()` starts it."""
-        watcher = _index_wiring().build_watcher(self)
-        # Hand edits of AGENTS.md / SOUL.md become harness versions (lineage built on first change).
-        watcher.subscribe(lambda *change: self.lineage.on_file_changed(*change))
-        return watcher
-
-    @_service
-    def model(self) -> ModelClient | None:
-        """The one model client (and usage log) every step shares: extraction, window summaries,
-        dreaming, structured consolidation, AML facts, search embeddings. None in rules mode.
-        Nothing else builds one, so every call the daemon makes to the model is in the usage log."""
-        if not self.settings.model.configured:
-            return None
-        from mateclaw_mem.llm.client import ModelClient
-        from mateclaw_mem.llm.usage import UsageLog
-
-        usage = UsageLog(self.settings.log_db)
-        self.on_close(usage)
-        client = ModelClient.from_settings(self.settings, usage=usage)
-        self.on_close(client)
-        return client
-
-    @_service
-    def model_probe(self) -> ModelProbe | None:
-        """Whether the model answers (runtime/model_probe.py). Building it calls nothing: the daemon
-        starts one probe in the background once its API listens. None in rules mode."""
-        if self.model is None:
-            return None
-        from mateclaw_mem.runtime.model_probe import ModelProbe
-
-        probe = ModelProbe(self.settings, self.model.usage)
-        self.on_close(probe)
-        return probe
-
-    @_service
-    def structured(self) -> StructuredMemory:
-        from mateclaw_mem.memory.structured.entries import StructuredMemory
-
-        memory = self.settings.mate.memory
-        # Relevance of project/reference entries: in-process token overlap over exactly those entries
-        # (~1 ms). `memory.structured.search_relevance(lambda: self.search)` plugs in the search index
-        # instead; see scripts/bench/context_build.py for what each costs per prompt.
-        return StructuredMemory(self.store, self.clock, max_chars=memory.system_block_max_chars,
-                                max_entries_per_type=memory.system_block_max_entries_per_type)
-
-    @_service
-    def context(self) -> ContextService:
-        from mateclaw_mem.memory.context.assembly import ContextService
-        from mateclaw_mem.memory.context.turns import TurnLog
-        from mateclaw_mem.memory.context.window import Summarizer, WindowDefense
-
-        window = self.settings.mate.agent.conversation.window
-        summarizer = Summarizer(self.clock, client=self.model, max_tokens=window.summary_max_tokens)
-        self.on_close(summarizer)  # its background worker: a model call still running must not outlive us
-        self.on_close(turns := TurnLog(self.settings.log_db, self.clock))  # what each build injected
-        return ContextService(self.store, self.structured, WindowDefense(window, summarizer), log=self.log,
-                              providers=self.providers, facts=self.facts, turns=turns,
-                              recall_max_chars=self.settings.mate.memory.provider_prefetch_max_chars,
-                              prompt_file_max_chars=self.settings.mate.memory.prompt_file_max_chars,
-                              card_pointer=(lambda a, o: self.morning_card.card_pointer(a, o))
-                              if self.settings.mate.memory.dream.morning_card_pointer else None)
-
-    @_service
-    def chat_proxy(self) -> ChatProxy | None:
-        """Memory in front of the user's own model (`proxy.upstream`); None while that is not set."""
-        from mateclaw_mem.llm.upstream import Upstream
-        from mateclaw_mem.memory.proxy.service import ChatProxy
-
-        upstream = self.settings.proxy.upstream
-        if not upstream.base_url:
-            return None
-        tools = None
-        if self.settings.proxy.tools:
-            from mateclaw_mem.memory.proxy.tools import ToolRunner
-
-            tools = ToolRunner(self.structured.remember, self.search.search, self.forget.forget)
-        proxy = ChatProxy(self.context, self.extraction, self.log, default_model=upstream.model, tools=tools,
-                          max_tool_rounds=self.settings.proxy.max_tool_rounds)
-        proxy.upstream = Upstream(upstream)
-        self.add_status("chat_proxy", lambda: {"upstream": upstream.base_url, **proxy.stats.as_dict()})
-        return proxy
-
+    lineage = _service(lambda s: build_prompt.lineage(s.settings, s.store, s.clock, on_close=s.on_close))
+    learning = _service(lambda s: build_prompt.learning(s.settings, s.store, s.clock, lineage=s.lineage,
+                                                  on_close=s.on_close))
+    structured = _service(lambda s: build_prompt.structured(s.settings, s.store, s.clock))
     # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in
     # `mate.memory.providers`; cheap to build: no thread and no index until the first prefetch.
-    providers: _service[ProviderRegistry] = _service(lambda s: _providers().build_registry(
+    providers: _service[ProviderRegistry] = _service(lambda s: build_providers.registry(
         s.settings, s.clock, search=lambda: s.search, messages=lambda: s.message_index, log=lambda: s.log,
         on_close=s.on_close))
-
-    @_service
-    def structured_consolidation(self) -> StructuredConsolidation:
-        from mateclaw_mem.memory.structured.consolidation import StructuredConsolidation
-
-        memory = self.settings.mate.memory
-        svc = StructuredConsolidation(
-            self.store, self.clock, state_db=self.settings.state_db,
-            min_entries=memory.structured_consolidation_min_entries,
-            max_owners_per_run=memory.structured_consolidation_max_owners_per_run, client=self.model,
-        )
-        self.on_close(svc)
-        return svc
-
-    dreaming = _service(lambda s: _lifecycle().build_dreaming(  # nightly/manual (memory/dreaming/service.py)
-        s.settings, s.store, s.clock, model=lambda: s.model, search=lambda: s.search, forget=s.forget,
+    context = _service(lambda s: build_prompt.context(
+        s.settings, s.store, s.clock, structured=s.structured, log=s.log, providers=s.providers, facts=s.facts,
+        model=s.use_model, card_pointer=lambda a, o: s.morning_card.card_pointer(a, o), on_close=s.on_close))
+    structured_consolidation = _service(lambda s: build_lifecycle.structured_consolidation(
+        s.settings, s.store, s.clock, model=s.use_model, on_close=s.on_close))
+    dreaming = _service(lambda s: build_lifecycle.dreaming(  # nightly/manual (memory/dreaming/service.py)
+        s.settings, s.store, s.clock, model=s.use_model, search=lambda: s.search, forget=s.forget,
         contradictions=lambda: s.contradictions, on_close=s.on_close))
-    soul = _service(lambda s: _lifecycle().build_soul(s.settings, s.store, s.clock, facts=lambda: s.facts,
-                                                      model=lambda: s.model, on_close=s.on_close))
-    morning_card = _service(lambda s: _lifecycle().build_morning_card(
+    soul = _service(lambda s: build_lifecycle.soul(
+        s.settings, s.store, s.clock, facts=lambda: s.facts, model=s.use_model, on_close=s.on_close))
+    morning_card: _service[MorningCard] = _service(lambda s: build_lifecycle.morning_card(
         s.dreaming.runs, s.clock, facts=lambda: s.facts, soul=lambda: s.soul, forget=lambda: s.forget))
-
-    @_service
-    def extraction(self) -> ExtractionService:
-        """Post-chat extraction. Building it starts nothing: `start()` starts its workers and timers
-        (and so resumes persisted pending work) once everything a run writes through exists."""
-        from mateclaw_mem.memory.extraction.service import ExtractionService
-
-        # One model client (and usage log) for every step; structured items go through `structured`.
-        svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.model,
-                                remember=lambda *a, **k: self.structured.remember(*a, **k), forget=self.forget,
-                                on_turn=lambda *turn: self.providers.sync_turn(*turn),
-                                sources=lambda *a: self.facts.record_sources(*a))
-        self.on_close(svc)
-        return svc
-
-    @_service
-    def scheduler(self) -> Scheduler:
-        """Built here, not started: `start()` starts it, `stop()` stops it."""
-        from mateclaw_mem.runtime.scheduler import Scheduler
-
-        sched = Scheduler(self)
-        self.on_close(sched)
-        return sched
-
-    @_service
-    def api_key(self) -> str | None:
-        """The HTTP API key from the environment variable the settings name; None = open.
-
-        Read once; never logged or rendered (not even by repr)."""
-        return os.environ.get(self.settings.server.api_key_env) or None
+    extraction = _service(lambda s: build_lifecycle.extraction(  # one model client for every step
+        s.settings, s.store, s.log, s.clock, model=s.use_model,
+        remember=lambda *a, **k: s.structured.remember(*a, **k), forget=s.forget,
+        on_turn=lambda *turn: s.providers.sync_turn(*turn), sources=lambda *a: s.facts.record_sources(*a),
+        on_close=s.on_close))
+    chat_import = _service(lambda s: build_lifecycle.chat_import(
+        s.settings, s.log, s.clock, mode=s.mode, store=s.store, extraction=s.extraction, dreaming=s.dreaming,
+        on_close=s.on_close))
+    chat_proxy = _service(lambda s: build_prompt.chat_proxy(
+        s.settings, s.log, context=lambda: s.context, extraction=lambda: s.extraction,
+        tools=lambda: (s.structured.remember, s.search.search, s.forget.forget), add_status=s.add_status))
+    watcher = _service(lambda s: build_index.watcher(s.settings, s.file_index, s.log, on_close=s.on_close))
+    scheduler = _service(lambda s: build_schedule.scheduler(
+        s.settings, s.clock,
+        build_schedule.jobs(s.settings, s.clock, s.store, dreaming=lambda: s.dreaming,
+                      structured=lambda: s.structured_consolidation, facts=lambda: s.facts),
+        build_schedule.beats(forget=lambda: s.forget, sweep=lambda: _recovery().sweep(s),
+                             aml_users=lambda: s.aml_users),
+        on_close=s.on_close))
+    backfill = _service(lambda s: build_index.backfill(s.embeddings, search=lambda: s.search,
+                                                 messages=lambda: s.message_index))
 
     def _aml_status(self) -> dict[str, Any]:
         """Add/Search's options: the reranker (with its counts once built here), windows, retention."""
@@ -435,11 +223,13 @@ class Services:
                 _heal().before_first_open(self)
                 _recovery().at_start(self)
             if name not in self._built:  # a waiting prefetch worker finds it built
-                self._built[name] = build(self)
+                self._built[name] = built = build(self)
+                events.wire(self, name, built)  # who hears this part's writes (runtime/events.py)
             return self._built[name]  # type: ignore[no-any-return]
 
     def build(self) -> None:
-        """Build every service, in BUILD_ORDER, on this thread; starts no thread."""
+        """Build every service, in BUILD_ORDER, on this thread; starts no thread. (`_built` then
+        holds them in the order each was first reached: a part after everything its builder read.)"""
         for name in BUILD_ORDER:
             getattr(self, name)
         self._sealed = True
@@ -514,6 +304,10 @@ class Services:
 _NO_DATABASE = frozenset({"store", "api_key", "tools", "file_commands"})
 
 
+# The parts in the order they are listed above: what build() walks. Derived, never typed out twice.
+BUILD_ORDER: tuple[str, ...] = tuple(name for name, part in vars(Services).items() if isinstance(part, _service))
+
+
 def _heal() -> Any:
     from mateclaw_mem.runtime import heal
 
@@ -526,25 +320,7 @@ def _recovery() -> Any:
     return recovery
 
 
-def _index_wiring() -> Any:
-    from mateclaw_mem.runtime import index_wiring
+def _index_ops() -> Any:
+    from mateclaw_mem.runtime import index_ops
 
-    return index_wiring
-
-
-def _providers() -> Any:
-    from mateclaw_mem.runtime import provider_wiring
-
-    return provider_wiring
-
-
-def _lifecycle() -> Any:
-    from mateclaw_mem.runtime import lifecycle_wiring
-
-    return lifecycle_wiring
-
-
-def _holders() -> Any:
-    from mateclaw_mem.runtime import holders
-
-    return holders
+    return index_ops

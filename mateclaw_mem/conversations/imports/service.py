@@ -1,6 +1,6 @@
 """The chat import: an export read and checked whole, appended chunk by chunk, handed to extraction.
 
-    imp = ChatImport.from_services(services)
+    imp = services.chat_import                  # runtime/build/lifecycle.py builds it
     parsed = imp.read(path_or_stream, name="conversations.json", fmt=None)    # raises, naming the record
     imp.preview(parsed, agent, owner, max_tokens=None, dream=False) -> ImportSummary   # writes nothing
     imp.run(parsed, agent, owner, max_tokens=None, extract=False, dream=False, progress=None) -> ImportSummary
@@ -119,14 +119,6 @@ class ChatImport:
         self.store = store  # PROFILE.md / MEMORY.md for the estimate
         self.extraction = extraction
         self.dreaming = dreaming
-
-    @classmethod
-    def from_services(cls, services: Any) -> ChatImport:
-        """Built from a `runtime.services.Services`; the ledger's connection closes with it."""
-        ledger = ImportLedger(services.settings.log_db)
-        services.on_close(ledger)
-        return cls(services.log, ledger, services.clock, mem=services.settings.mate.memory, mode=services.mode,
-                   store=services.store, extraction=services.extraction, dreaming=services.dreaming)
 
     def read(self, source: Path | IO[bytes], *, name: str, fmt: str | None = None) -> Parsed:
         return read_export(source, name=name, fmt=fmt, tz=self.clock.tz)

@@ -2,7 +2,7 @@
 
 Public API (what the CLI / HTTP / MCP faces and the scheduler call)::
 
-    svc = DreamingService(settings, store, clock=clock, model_factory=lambda: services.model)  # shared client
+    svc = DreamingService(settings, store, clock=clock, model=lambda: services.model)  # shared client, on first use
     svc.dream(agent, *, topic=None, preview=False, owner=None, trigger="manual") -> DreamOutcome
         # POST /api/v1/memory/{agentId}/emergence; raises BusyError when a run holds the agent's lock
     svc.status(agent, *, owner=None) -> dict                  # GET /api/v1/memory/{agentId}/dreaming/status
@@ -97,12 +97,12 @@ class DreamingService:
         store: WorkspaceStore,
         *,
         clock: Clock,
-        model: Any | None = None,
-        model_factory: Callable[[], Any] | None = None,
+        model: Callable[[], Any] = lambda: None,
         retrieval_hits: HitsProvider | None = None,
         next_run: Callable[[], datetime | None] | None = None,
         runs_db: Path | None = None,
         forget: Any = None,
+        contradictions: ContradictionsHook | None = None,
     ) -> None:
         self.settings = settings
         self._forget = forget  # memory/forget/: a tombstoned claim is never promoted
@@ -110,13 +110,13 @@ class DreamingService:
         self.clock = clock
         self.mem = settings.mate.memory
         self.diary = Diary(store, max_chars=settings.dreaming.diary_max_chars)
-        self._model = model
         # The shared client (runtime/services.py), asked for on first use: a `status` never imports openai.
-        self._model_factory = model_factory
+        self._model = model
+        self._client: Any = None
         self._retrieval_hits = retrieval_hits
         self._next_run = next_run
         self.runs = DreamRunLog(runs_db or settings.log_db)
-        self.contradictions: ContradictionsHook | None = None  # Services sets it when that inbox exists
+        self.contradictions = contradictions  # the inbox's open pairs, for the report (when that inbox exists)
         self._guard = threading.Lock()
         self._thread_locks: dict[str, threading.Lock] = {}
         self._file_locks: dict[str, FileLock] = {}
@@ -124,7 +124,7 @@ class DreamingService:
 
     @property
     def mode(self) -> str:
-        return "model" if (self.settings.model.configured or self._model is not None) else "rules"
+        return "model" if self.settings.model.configured else "rules"
 
     # -- the per-agent run lock ------------------------------------------------------------------
 
@@ -330,12 +330,12 @@ class DreamingService:
         return plan_model(self._model_client(), out.agent, out.topic, snap, scored, now, protected, retry_note)
 
     def _model_client(self) -> Any:
-        if self._model is None and self._model_factory is not None:
-            self._model = self._model_factory()
-        if self._model is None:
+        if self._client is None:
+            self._client = self._model()
+        if self._client is None:
             raise ConfigError("no model client: model mode needs the shared one (Services.model), and in rules "
                               "mode (model.base-url and model.model empty) there is none")
-        return self._model
+        return self._client
 
     def _hits(self, agent: str, owner: str | None, since: datetime) -> Sequence[Any]:
         if self._retrieval_hits is None:
@@ -352,7 +352,7 @@ class DreamingService:
         out.finished_at = self.clock.now().isoformat(timespec="seconds")
         out.reason = redact(out.reason)  # into the run log and DREAMS.md; a model error may quote its answer
         if out.error_kind:
-            record_failure(self._model, "dream", out.error_kind, out.reason, agent=out.agent, owner=out.owner)
+            record_failure(self._client, "dream", out.error_kind, out.reason, agent=out.agent, owner=out.owner)
         memory = self.store.read(out.agent, MEMORY_REL, owner=out.owner)
         before = memory.text if out.memory_before is None else out.memory_before
         out.report = build_report(out, before, memory.text, self.contradictions)

@@ -159,12 +159,6 @@ class ExtractionService:
         )
         self._last_skip: dict[str, Any] | None = None
 
-    @classmethod
-    def from_services(cls, services: Any, **kwargs: Any) -> ExtractionService:
-        """Build from a `runtime.services.Services` (settings, store, log, clock, the shared model)."""
-        kwargs.setdefault("model", services.model)
-        return cls(services.settings, services.store, services.log, clock=services.clock, **kwargs)
-
     # -- time ------------------------------------------------------------------------------------
 
     def _now_ms(self) -> int:

@@ -87,13 +87,14 @@ class ProxyStats:
 
 class ChatProxy:
     def __init__(self, context: ContextService, extraction: ExtractionService, log_: ConversationLog, *,
-                 default_model: str = "", tools: ToolRunner | None = None, max_tool_rounds: int = 3) -> None:
+                 default_model: str = "", tools: ToolRunner | None = None, max_tool_rounds: int = 3,
+                 upstream: Upstream | None = None) -> None:
         self.context = context
         self.extraction = extraction
         self.log = log_
         self.default_model = default_model
         self.stats = ProxyStats()
-        self.upstream: Upstream | None = None  # set by the composition root
+        self.upstream = upstream  # the user's own model (proxy.upstream); None: nothing to relay to
         self.tools = tools  # None: the model gets no memory tools (proxy.tools: false)
         self.max_tool_rounds = max_tool_rounds
 

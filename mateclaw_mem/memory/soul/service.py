@@ -1,6 +1,6 @@
 """SOUL.md evolution, reviewed (`services.soul`).
 
-    soul = SoulService(settings, store, clock, facts=lambda: services.facts, model_factory=lambda: services.model)
+    soul = SoulService(settings, store, clock, facts=lambda: services.facts, model=lambda: services.model)
     store.subscribe(soul.on_write)          # counts memory writes per (agent, owner)
     soul.propose(agent, owner)              # -> Proposal | None (also every `soul-update-interval` writes)
     soul.pending(agent, owner)              # the proposal waiting for a person (morning card, CLI, HTTP)
@@ -63,13 +63,13 @@ def is_memory_write(rel: str) -> bool:
 
 class SoulService:
     def __init__(self, settings: Settings, store: WorkspaceStore, clock: Clock, *,
-                 facts: Callable[[], Any] | None = None, model_factory: Callable[[], Any] | None = None,
+                 facts: Callable[[], Any] | None = None, model: Callable[[], Any] = lambda: None,
                  db: SoulDB | None = None) -> None:
         self.settings = settings
         self.store = store
         self.clock = clock
         self._facts = facts
-        self._model_factory = model_factory
+        self._model = model  # the shared client, asked for only when a proposal is planned
         self.db = db or SoulDB(settings.state_db)
 
     @property
@@ -176,7 +176,7 @@ class SoulService:
         return [t for _, _, t in sorted(ranked)[:LEARNED_MAX]]
 
     def _plan_model(self, agent: str, owner: str | None, old_body: str) -> tuple[str | None, str]:
-        model = self._model_factory() if self._model_factory else None
+        model = self._model()
         if model is None:
             raise ModelError("no model client for the SOUL.md proposal", kind="config", retryable=False)
         profile = self.store.read(agent, "PROFILE.md", owner=owner).body

@@ -1,0 +1,76 @@
+"""Builders of the conversation log and of the Agent Memory Leaderboard's Add/Search service, its
+reranker and its users' deletion and retention."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mateclaw_mem.clock import Clock
+    from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.index.messages.index import MessageIndex
+    from mateclaw_mem.llm.client import ModelClient
+    from mateclaw_mem.runtime.build.types import Closer, ModelProvider
+    from mateclaw_mem.settings import Settings
+
+
+def conversation_log(settings: Settings, *, on_close: Closer) -> ConversationLog:
+    """log.db: every message as said (Add/Search, the chat proxy, imports), read by extraction."""
+    from mateclaw_mem.conversations.log import ConversationLog
+
+    log = ConversationLog(settings.log_db)
+    on_close(log)
+    return log
+
+
+def aml(settings: Settings, log: ConversationLog, index: MessageIndex, clock: Clock, *, model: ModelProvider,
+        ensure_agent: Callable[[str], object], on_close: Closer) -> AmlService:
+    """Add/Search over the conversation log and the message index; in model mode with source-bound
+    facts beside the raw messages. `ensure_agent` makes the AML agent's folder at the first Add."""
+    facts = None
+    client = model()
+    if client is not None:
+        from mateclaw_mem.conversations.facts import FactExtractor, FactStore
+
+        store = FactStore(settings.log_db)
+        on_close(store)
+        facts = FactExtractor(store, log, index, client, clock)
+        on_close(facts)
+    from mateclaw_mem.conversations.aml_images import ImageSettings
+    from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse
+
+    section = settings.aml
+    return AmlOnFirstUse(log, index, clock, agent=settings.aml_agent, facts=facts, ensure=ensure_agent,
+                         reranker=reranker(settings, client, on_close=on_close), neighbours=section.neighbours,
+                         neighbour_chars=section.neighbour_chars,
+                         images=ImageSettings(section.images == "keep", section.image_max_bytes))
+
+
+def reranker(settings: Settings, model: ModelClient | None, *, on_close: Closer) -> Any:
+    """`aml.rerank` (llm/rerank.py), None while its url is empty."""
+    rerank = settings.aml.rerank
+    if not rerank.url:
+        return None
+    from mateclaw_mem.llm.rerank import Reranker
+    from mateclaw_mem.llm.usage import UsageLog
+
+    usage = model.usage if model is not None else None
+    if usage is None:  # rules mode: the reranker's calls and failures still go to the usage log
+        usage = UsageLog(settings.log_db)
+        on_close(usage)
+    key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None
+    built = Reranker(rerank, usage, api_key=key)
+    on_close(built)
+    return built
+
+
+def aml_users(settings: Settings, service: AmlService, clock: Clock, *, file_index: FileIndex) -> AmlUsers:
+    """A person's Add/Search data deleted on request or at the end of `aml.retention-days`."""
+    from mateclaw_mem.conversations.aml_users import AmlUsers
+
+    return AmlUsers(service, clock, file_index=file_index, retention_days=settings.aml.retention_days)
