@@ -10,15 +10,17 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.aml_stores import STORES, serve_store
 from tests.support.server import serve_api
 
 KEY = "s3cret-key-\u00e9-do-not-leak"
 TS = 1683554160000  # 2023-05-08 13:56 UTC
 
 
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from serve_api(tmp_path / "ws", seed=False)
+@pytest.fixture(params=STORES)
+def client(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
+    """The contract on either store: SQLite (the daemon) and PostgreSQL (`serve --aml-only`)."""
+    yield from serve_store(request, tmp_path, monkeypatch)
 
 
 @pytest.fixture

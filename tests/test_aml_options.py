@@ -11,15 +11,15 @@ import httpx
 import pytest
 
 from mateclaw_mem.index.tokenizer import MAX_QUERY_TERMS
-from tests.support.server import serve_api
+from tests.support.aml_stores import STORES, serve_store
 
 TS = 1683554160000
 WORDS = [f"q{chr(97 + i // 26)}{chr(97 + i % 26)}xv" for i in range(MAX_QUERY_TERMS + 16)]  # rare, made-up words
 
 
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[httpx.Client]:
-    yield from serve_api(tmp_path / "ws", seed=False)
+@pytest.fixture(params=STORES)
+def client(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[httpx.Client]:
+    yield from serve_store(request, tmp_path, monkeypatch)  # SQLite (the daemon) and PostgreSQL (--aml-only)
 
 
 def _add(client: httpx.Client, texts: list[str]) -> None:

@@ -19,6 +19,11 @@ run with the reranker's call counts: anyone with a model can measure it.
 `--neighbours N` (and `--neighbour-chars C`) returns each hit with its evidence window (aml.neighbours),
 and prints the figures with and without windows side by side.
 
+`--store postgresql` runs the same over the PostgreSQL store (conversations/pg/): `--dsn` names an empty
+database (else `MATECLAW_PG_DSN`, else a throw-away server is started as the tests start one), and
+`--daemons N` spreads the Adds and searches round-robin over N stores sharing it (N daemons in one
+process); the figures must be those of `--store sqlite` (`--out` both and compare the ranks).
+
 `--convs` keeps only some conversations; `--split` reports a tune half and a confirm half apart (keep
 a change only when it helps on both). `--set` overrides a field of `Ranking` (JSON values; dict fields
 merge, e.g. b='{"body": 0.2}').
@@ -27,6 +32,7 @@ merge, e.g. b='{"body": 0.2}').
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -81,6 +87,50 @@ def ranking_with(overrides: list[str]) -> Ranking:
     return r
 
 
+class RoundRobin:
+    """Adds and searches handed to several services in turn (daemons behind a round-robin client)."""
+
+    def __init__(self, services: list[AmlService]) -> None:
+        self.services = services
+        self.n = 0
+
+    def _next(self) -> AmlService:
+        self.n += 1
+        return self.services[self.n % len(self.services)]
+
+    def add(self, *args, **kw):
+        return self._next().add(*args, **kw)
+
+    def search(self, *args, **kw):
+        return self._next().search(*args, **kw)
+
+
+class _Closing:
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self.stack = stack
+
+    def close(self) -> None:
+        self.stack.close()
+
+
+def pg_services(stack: contextlib.ExitStack, args: argparse.Namespace, ranking: Ranking):
+    """(round-robin service, closer, the first store's index) over `args.daemons` PostgreSQL stores."""
+    from mateclaw_mem.conversations.pg import open_store
+
+    dsn = args.dsn
+    if not dsn:
+        from tests.support.postgres import PostgresServer
+
+        server = stack.enter_context(PostgresServer.start())
+        dsn = server.create_database()
+    stores = [open_store(dsn, ranking=ranking) for _ in range(args.daemons)]
+    for store in stores:
+        stack.callback(store.close)
+    clock = ManualClock(datetime(2024, 1, 1, tzinfo=UTC))
+    print(f"store: postgresql, {args.daemons} daemon(s) round-robin", file=sys.stderr)
+    return RoundRobin([AmlService(st.log, st.index, clock) for st in stores]), _Closing(stack), stores[0].index
+
+
 def evaluate(bench, svc: AmlService, questions: list[dict], top_k: int) -> tuple[list[dict], list[float]]:
     rows, search_ms = [], []
     for q in questions:
@@ -127,10 +177,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rerank-kind", default="rerank", choices=("rerank", "chat"))
     ap.add_argument("--rerank-model", default="")
     ap.add_argument("--rerank-top-n", type=int, default=RerankSettings().top_n)
+    ap.add_argument("--store", default="sqlite", choices=("sqlite", "postgresql"))
+    ap.add_argument("--dsn", default=os.environ.get("MATECLAW_PG_DSN", ""),
+                    help="--store postgresql: an empty database (default MATECLAW_PG_DSN; none: a throw-away server)")
+    ap.add_argument("--daemons", type=int, default=1, help="--store postgresql: stores sharing the database")
     ap.add_argument("--rerank-deadline", type=float, default=30.0, help="seconds per search (default 30: a bench"
                     " measures the model, not the daemon's default deadline)")
     args = ap.parse_args(argv)
     require_inputs(ap, args)
+    if args.store == "postgresql" and (args.embeddings or args.rerank_url or args.neighbours):
+        ap.error("--store postgresql runs the lexical ranking only (no --embeddings, --rerank-url, --neighbours)")
     if args.no_stem:
         import mateclaw_mem.index.tokenizer as tokenizer
 
@@ -147,17 +203,21 @@ def main(argv: list[str] | None = None) -> int:
         convs = [c for c in convs if c.get("sample_id") in wanted]
     plan, questions, _ = bench.build_plan(convs, "inproc", bargs)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         state = Path(tmp)
-        log = ConversationLog(state / "log.db")
-        embedder = bench_embedder(args.embeddings, args.embedding_model, query_prefix=args.query_prefix,
-                                  passage_prefix=args.passage_prefix, input_type=args.input_type,
-                                  cache=Path(args.embed_cache) if args.embed_cache else None,
-                                  cache_queries=args.cache_queries) if args.embeddings not in ("", "random") else None
-        embedder = random_embedder() if args.embeddings == "random" else embedder
-        index = MessageIndex(state / "messages.db", ranking_with(args.set), embedder=embedder,
-                             dense_weight=args.dense_weight if embedder else 0.0)
-        svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+        if args.store == "postgresql":
+            svc, log, index = pg_services(stack, args, ranking_with(args.set))
+        else:
+            log = ConversationLog(state / "log.db")
+            embedder = bench_embedder(
+                args.embeddings, args.embedding_model, query_prefix=args.query_prefix,
+                passage_prefix=args.passage_prefix, input_type=args.input_type,
+                cache=Path(args.embed_cache) if args.embed_cache else None,
+                cache_queries=args.cache_queries) if args.embeddings not in ("", "random") else None
+            embedder = random_embedder() if args.embeddings == "random" else embedder
+            index = MessageIndex(state / "messages.db", ranking_with(args.set), embedder=embedder,
+                                 dense_weight=args.dense_weight if embedder else 0.0)
+            svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
         add_ms: list[float] = []
         mixed_ms: list[float] = []
         for conv in plan:
