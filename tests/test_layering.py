@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import composition
 from tests.support.layering import LAYERS, MAX_LINES, WARN_LINES, check
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mateclaw_mem"
@@ -41,6 +42,19 @@ def test_no_module_over_the_limit(report):
         listed = "\n".join(report.long)
         warnings.warn(f"modules over {WARN_LINES} lines:\n{listed}", stacklevel=1)
     assert report.too_long == [], "\n".join(report.too_long)
+
+
+def test_one_composition_root():
+    """Builders take explicit arguments (never the container), no part is wired after it is built,
+    and who listens to whom is runtime/events.py's table alone (docs/ENGINEERING.md, the three tables)."""
+    assert composition.check(PACKAGE, "mateclaw_mem") == []
+
+
+def test_the_parts_build_order_is_derived_and_complete():
+    from mateclaw_mem.runtime.services import BUILD_ORDER, Services
+
+    listed = [name for name, value in vars(Services).items() if type(value).__name__ == "_service"]
+    assert list(BUILD_ORDER) == listed and len(set(listed)) == len(listed)
 
 
 # -- the checker can fail ------------------------------------------------------------------------
@@ -111,3 +125,32 @@ def test_a_long_module_and_a_folder_without_a_layer_are_caught(tmp_path):
 def test_the_layers_are_designs_order():
     tops = [names[0] for names in LAYERS]
     assert tops == ["settings", "markdown", "workspace", "index", "memory", "runtime", "cli"]
+
+
+def test_the_composition_rules_catch_each_breach(tmp_path):
+    root = _package(tmp_path, {
+        "runtime/services.py": "class Services:\n    pass\n",
+        "runtime/build/index.py": (
+            "from pkg.runtime.services import Services\n"
+            "def search(services: Services):\n    pass\n"
+            "def watcher(settings, parts: 'Container'):\n    pass\n"
+            "def proxy(settings):\n    p = object()\n    p.upstream = 1\n    return p\n"),
+        "memory/x.py": (
+            "class X:\n    @classmethod\n    def from_services(cls, s):\n        pass\n"
+            "    def attach(self, s):\n        pass\n"
+            "def build(services):\n    pass\n"
+            "def wire(store, fi):\n    store.subscribe(fi.on_write)\n    store.attach(fi)\n"),
+        "runtime/events.py": "def wire(store, fi):\n    store.subscribe(fi.on_write)\n",
+    })
+    found = {f.split(" ", 1)[0]: f.split(" ", 1)[1] for f in composition.check(root, "pkg")}
+    assert found == {
+        "memory/x.py:3": "defines from_services(): a part is built whole by its builder",
+        "memory/x.py:5": "defines attach(): a part is built whole by its builder",
+        "memory/x.py:7": "defines build(services, ...): take explicit arguments",
+        "memory/x.py:10": "calls .subscribe(): listeners go in runtime/events.py",
+        "memory/x.py:11": "uses .attach: a part is built whole by its builder",
+        "runtime/build/index.py:1": "imports pkg.runtime.services: a builder takes explicit arguments, never the container",
+        "runtime/build/index.py:2": "search(services: Services) takes the container",
+        "runtime/build/index.py:4": "watcher(parts: 'Container') takes the container",
+        "runtime/build/index.py:8": "sets .upstream on a built part: give it a constructor argument",
+    }  # runtime/events.py's own subscribe is the table's: not a breach

@@ -2,8 +2,8 @@
 that change the files.
 
     inbox = ContradictionService(settings, facts, store, clock, model=lambda: services.model,
-                                 forget=lambda: getattr(services, "forget", None))
-    facts.add_listener(inbox.on_projection)       # every refresh / rebuild re-detects for that owner
+                                 forget=lambda: services.forget)
+    inbox.on_projection(agent, owner)             # after every refresh / rebuild (runtime/events.py): re-detects
     inbox.list(agent, owner)                      # open pairs side by side (judged first, with a model)
     inbox.resolve(agent, owner, id, "KEEP_A" | "KEEP_B" | "MERGE" | "IGNORE", text=None)
 

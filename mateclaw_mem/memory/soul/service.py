@@ -1,7 +1,7 @@
 """SOUL.md evolution, reviewed (`services.soul`).
 
     soul = SoulService(settings, store, clock, facts=lambda: services.facts, model=lambda: services.model)
-    store.subscribe(soul.on_write)          # counts memory writes per (agent, owner)
+    soul.on_write(event)                    # each store write (runtime/events.py): counted per (agent, owner)
     soul.propose(agent, owner)              # -> Proposal | None (also every `soul-update-interval` writes)
     soul.pending(agent, owner)              # the proposal waiting for a person (morning card, CLI, HTTP)
     soul.apply(agent, owner) / soul.reject(agent, owner)
