@@ -1,7 +1,11 @@
 """`mateclaw-mem aml check URL`: the AML Add/Search contract run against any deployment
-(conversations/aml_check.py), one PASS/FAIL line per rule.
+(conversations/aml_check.py), one PASS/FAIL line per rule. `aml export FILE` / `aml import FILE`: the
+Add/Search store (`aml.store`) moved between SQLite and PostgreSQL (runtime/aml_store.py; the file
+format in conversations/aml_transfer.py and docs/postgresql.md).
 
-Exit codes: 0 every rule passes · 1 any rule fails · 2 usage (no key in the named variable).
+Exit codes of check: 0 every rule passes · 1 any rule fails · 2 usage (no key in the named variable).
+Of export/import: 0 done · 2 a bad file (the line and what is wrong; nothing imported) · 4 the target
+store is not empty · 5 a daemon holds the SQLite workspace · 6 configuration · 8 the database is out of reach.
 """
 
 from __future__ import annotations
@@ -32,6 +36,27 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                        help="environment variable holding the API key (sent as Authorization: Bearer)")
     check.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
     check.set_defaults(func=cmd_check)
+    export = actions.add_parser(
+        "export", parents=[common], help="write the Add/Search store (aml.store) to a JSON Lines file",
+        description="Write the Add/Search store that aml.store names (SQLite: this workspace's; PostgreSQL: the "
+        "database in aml.postgres-dsn-env's variable) to FILE from one consistent snapshot: messages with their "
+        "ids, sessions, roles, times, owners and attachments, kept image bytes, idempotency records with their "
+        "stored answers, model-mode facts and jobs. FILE ending in .gz is gzip'd; - writes to stdout. Daemons "
+        "may keep running meanwhile.",
+    )
+    export.add_argument("file", help="the file to write (.gz: compressed; -: stdout)")
+    export.add_argument("--no-facts", action="store_true", help="leave model-mode facts and jobs out")
+    export.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    export.set_defaults(func=cmd_export)
+    imp = actions.add_parser(
+        "import", parents=[common], help="load an `aml export` file into an empty Add/Search store",
+        description="Load FILE (plain or gzip'd JSON Lines from `aml export`; - reads stdin) into the store aml.store "
+        "names, which must hold no Add/Search data yet. One transaction: a bad line rolls everything back and is "
+        "named with what is wrong; then the message index is rebuilt through the store's own path. On SQLite no "
+        "daemon may run on the workspace; on PostgreSQL import before the daemons take traffic.",
+    )
+    imp.add_argument("file", help="the file to read (-: stdin)")
+    imp.set_defaults(func=cmd_import)
 
 
 def cmd_check(ctx: CliContext) -> int:
@@ -50,3 +75,28 @@ def cmd_check(ctx: CliContext) -> int:
     report = check(url, api_key=key, timeout=ctx.args.timeout)
     ctx.emit(report.as_dict(), report.lines())
     return EXIT_OK if report.ok else EXIT_ERROR
+
+
+def cmd_export(ctx: CliContext) -> int:
+    from mateclaw_mem.runtime.aml_store import export_to
+
+    moved = export_to(ctx.settings, ctx.args.file, facts=not ctx.args.no_facts, force=ctx.args.force)
+    if ctx.args.file != "-":  # stdout carries the file itself
+        ctx.emit({**moved.as_dict(), "file": ctx.args.file, "store": ctx.settings.aml.store},
+                 f"exported {_counts(moved.counts)} of agent {moved.agent!r} from {ctx.settings.aml.store} to "
+                 f"{ctx.args.file}")
+    return 0
+
+
+def cmd_import(ctx: CliContext) -> int:
+    from mateclaw_mem.runtime.aml_store import import_from
+
+    moved = import_from(ctx.settings, ctx.args.file)
+    ctx.emit({**moved.as_dict(), "file": ctx.args.file, "store": ctx.settings.aml.store},
+             f"imported {_counts(moved.counts)} of agent {moved.agent!r} into {ctx.settings.aml.store}; "
+             "the message index is rebuilt")
+    return 0
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind.replace('_', ' ')}(s)" for kind, n in counts.items()) or "nothing"

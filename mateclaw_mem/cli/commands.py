@@ -39,7 +39,7 @@ TABLE: dict[str, tuple[str, str]] = {
                            "one undoable run"),
     "import-chats": ("import_chats", "import chat history (ChatGPT, Claude, Open WebUI exports, JSONL) with its dates"),
     "model": ("model", "the configured model: check that it answers"),
-    "aml": ("aml", "the AML Add/Search contract checked against a deployment (aml check URL)"),
+    "aml": ("aml", "Add/Search: the contract checked (aml check URL); the store moved (aml export|import FILE)"),
     "facts": ("facts", "facts with trust: list, feedback, confirm, edit, rebuild"),
     "contradictions": ("contradictions", "the contradiction inbox: list, or resolve one pair"),
     "card": ("card", "the morning card: last night's report; confirm/edit/forget"),

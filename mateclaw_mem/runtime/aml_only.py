@@ -183,37 +183,21 @@ def _aml_options(settings: Settings) -> dict[str, Any]:
 
 
 def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
-    from filelock import FileLock
-
     from mateclaw_mem.conversations.aml import AmlService
-    from mateclaw_mem.conversations.facts import FactExtractor, FactStore
-    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.conversations.facts import FactExtractor
     from mateclaw_mem.db import WalCheckpoints
-    from mateclaw_mem.index.messages.index import MessageIndex
+    from mateclaw_mem.runtime.aml_store import open_parts
 
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    parts = open_parts(settings)
+    closers.append(parts)
     model = _model(settings, closers, usage_in_log=True)
-    conversation_log = ConversationLog(settings.log_db)
-    closers.append(conversation_log)
-    index = MessageIndex(settings.messages_db, dense_weight=settings.search.dense_weight,
-                         cache_bytes=settings.aml.cache_bytes)
-    closers.append(index)
-    fact_store = FactStore(settings.log_db)
-    closers.append(fact_store)
-    if index.stale_tokenizer() is not None:
-        # An index written by another tokenizer version would silently stop matching: rebuilt (derived
-        # data), by one process while the others wait, as the full daemon does (runtime/index_wiring.py).
-        with FileLock(str(settings.state_dir / "retokenize.lock")):
-            if index.stale_tokenizer() is not None:
-                log.warning("the Add/Search message index was built by another tokenizer; rebuilding it")
-                index.rebuild(conversation_log, fact_store)
     facts = None
     if model is not None:
-        facts = FactExtractor(fact_store, conversation_log, index, model, clock)
+        facts = FactExtractor(parts.facts, parts.log, parts.index, model, clock)
         closers.append(facts)
-    aml = AmlService(conversation_log, index, clock, facts=facts, reranker=_reranker(settings, model, closers),
+    aml = AmlService(parts.log, parts.index, clock, facts=facts, reranker=_reranker(settings, model, closers),
                      **_aml_options(settings))
-    background: list[tuple[str, Any]] = [("WAL checkpoints", WalCheckpoints(members=(conversation_log, index)))]
+    background: list[tuple[str, Any]] = [("WAL checkpoints", WalCheckpoints(members=(parts.log, parts.index)))]
     if facts is not None:
         background.append(("AML fact worker", aml))
 

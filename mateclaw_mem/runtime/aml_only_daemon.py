@@ -17,11 +17,10 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
-
-from mateclaw_mem.errors import BusyError, ConfigError
+from mateclaw_mem.errors import ConfigError
 from mateclaw_mem.runtime.aml_only import AmlNode, open_node
 from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
 
@@ -49,7 +48,7 @@ class AmlOnlyDaemon:
         self.node: AmlNode | None = None
         self.url = ""
         self._stop = threading.Event()
-        self._lock: FileLock | None = None
+        self._lock: ExitStack | None = None
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._deadline: threading.Timer | None = None
@@ -77,17 +76,11 @@ class AmlOnlyDaemon:
             raise
 
     def _take_lock(self) -> None:
-        state = self.settings.state_dir
-        state.mkdir(parents=True, exist_ok=True)
-        self._lock = FileLock(str(state / "daemon.lock"))
-        try:
-            self._lock.acquire(timeout=0)
-        except Timeout:
-            self._lock = None
-            raise BusyError(
-                f"another mateclaw-mem daemon is already running on workspace {self.settings.workspace.resolve()} "
-                "(SQLite has one writer; many Add/Search daemons need aml.store: postgresql)"
-            ) from None
+        from mateclaw_mem.runtime.aml_store import daemon_lock
+
+        self._lock = ExitStack()
+        self._lock.enter_context(daemon_lock(
+            self.settings, "SQLite has one writer; many Add/Search daemons need aml.store: postgresql"))
 
     def _serve(self, sock: socket.socket) -> None:
         import uvicorn
@@ -111,7 +104,7 @@ class AmlOnlyDaemon:
             self.node.close()
             self.node = None
         if self._lock is not None:
-            self._lock.release()
+            self._lock.close()
             self._lock = None
 
     def _on_signal(self, signum: int, _frame: object) -> None:
