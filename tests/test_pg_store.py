@@ -316,3 +316,35 @@ def test_a_lost_database_is_a_store_unavailable_error_and_the_pool_reconnects(pg
 def test_an_unreachable_database_at_open_names_why() -> None:
     with pytest.raises(StoreUnavailableError, match="no connection within"):
         open_store("host=127.0.0.1 port=1 user=nobody dbname=none connect_timeout=1", timeout=1.0)
+
+
+def test_retention_expires_idle_users_on_postgresql(pg_database: str) -> None:
+    from mateclaw_mem.conversations.aml_users import DAY_MS, AmlUsers
+
+    clock = _clock()
+    pg = _Pg(pg_database, clock)
+    try:
+        pg.service.add("r1", "idle", "s1", _msgs(["Ann: an old marmalade note"], TS))
+        clock.set(clock.now() + timedelta(days=40))
+        pg.service.add("r1", "active", "s1", _msgs(["Bo: a fresh marmalade note"], TS))
+        users = AmlUsers(pg.service, clock, retention_days=30)
+        assert users.expire() == ["idle"]
+        assert pg.service.search("marmalade", "idle", 5) == [] and pg.service.search("marmalade", "active", 5)
+        assert pg.log.owners_idle_since("aml", int(clock.now().timestamp() * 1000) + DAY_MS) == ["active"]
+    finally:
+        pg.close()
+
+
+def test_a_nul_character_is_refused_with_a_reason_and_nothing_half_stored(pg_database: str) -> None:
+    from mateclaw_mem.errors import InvalidInputError
+
+    pg = _Pg(pg_database, _clock())
+    try:
+        with pytest.raises(InvalidInputError, match="NUL"):
+            pg.service.add("r1", "u1", "s1", _msgs(["Ann: fine", "Bo: not \x00 fine"], TS))
+        assert pg.log.messages("aml", "s1", owner="u1") == []
+        assert pg.service.add("r1", "u1", "s1", _msgs(["Ann: fine"], TS))["success"] is True  # the id is free
+        (kept,) = pg.log.messages("aml", "s1", owner="u1")
+        assert [i.id for i in pg.service.search("fine", "u1", 5)] == [f"m{kept.id}"]
+    finally:
+        pg.close()
