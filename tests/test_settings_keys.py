@@ -202,6 +202,7 @@ PROVEN_BY: dict[str, str] = {
     "proxy.upstream.base-url": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
     "proxy.upstream.model": "test_chat_proxy.py::test_the_models_list_and_a_proxy_that_is_off",
     "aml.store": "test_aml_only.py::test_the_full_daemon_refuses_a_postgresql_store_naming_aml_only",
+    "aml.postgres-dsn-env": "test_aml_only_pg.py::test_two_daemons_over_one_postgresql_are_one_service",
     "aml.rerank.deadline-seconds": "test_aml_rerank.py::test_failures_leave_the_lexical_order_and_are_recorded",
     "mate.agent.conversation.window.summary-wait-ms":
         "test_slow_model.py::test_a_slow_summary_is_finished_in_the_background_for_the_next_turn",
@@ -216,7 +217,6 @@ NOT_YET_PROVEN: dict[str, str] = {
     "proxy.upstream.connect-timeout-seconds": "no test of an upstream that never accepts the connection",
     "proxy.upstream.max-answer-bytes": "no test of an upstream answer over the cap",
     "proxy.max-tool-rounds": "no test of a model that keeps calling tools past the limit",
-    "aml.postgres-dsn-env": "issue 40 in progress: the serve --aml-only tests over PostgreSQL will prove it",
 }
 
 # Not settings a person writes: where the settings came from, filled in by load_settings.

@@ -64,7 +64,7 @@ def open_parts(settings: Settings) -> StoreParts:
         closers.append(facts)
         if index.stale_tokenizer() is not None:
             # An index written by another tokenizer version would silently stop matching: rebuilt (derived
-            # data) by one process while the others wait, as the full daemon does (runtime/index_wiring.py).
+            # data) by one process while the others wait, as the full daemon does (runtime/build/index.py).
             with FileLock(str(settings.state_dir / "retokenize.lock")):
                 if index.stale_tokenizer() is not None:
                     index.rebuild(log, facts)

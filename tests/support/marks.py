@@ -33,7 +33,8 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_status_daemon.py": ("subprocess",),
     "test_pg_support.py": ("subprocess",),
     "test_aml_only.py": ("slow", "subprocess"),  # serve --aml-only as real processes, the full daemon beside it
-    "test_aml_only_pg.py": ("slow", "subprocess"),  # ... over a real PostgreSQL, stopped and restarted under it  # a real PostgreSQL (initdb, pg_ctl), and children killed with SIGKILL
+    "test_aml_only_pg.py": ("slow", "subprocess"),  # ... over a real PostgreSQL, stopped and restarted under it
+    "test_aml_transfer_pg.py": ("subprocess",),  # a real PostgreSQL  # a real PostgreSQL (initdb, pg_ctl), and children killed with SIGKILL
     "test_hostile_files.py": ("slow", "subprocess"),  # megabyte memory files through the real daemon
     "test_half_operations.py": ("slow", "subprocess"),  # each operation killed with SIGKILL, then restarted
     # The CLI and the README run as a user runs them.

@@ -1,0 +1,93 @@
+"""`serve --aml-only` over a real PostgreSQL (issue 40): many daemons are one service (read-after-write,
+idempotency across daemons), the DSN's variable named when missing, and a lost database answered 503
+with the reason, then recovered without a restart. SQLite's half: tests/test_aml_only.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mateclaw_mem.conversations.aml_check import check
+from tests.support.postgres import PostgresServer
+from tests.test_aml_only import POSTGRES_CONFIG, AmlOnly, _add, _contents, _run
+from tests.test_daemon_e2e import wait_for
+
+
+def _pg_daemon(tmp_path: Path, dsn: str, name: str = "a", variable: str = "MATECLAW_PG_DSN") -> AmlOnly:
+    """A daemon of its own folder (config, log, a workspace it must never create) reading `variable`."""
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    daemon = AmlOnly(folder, env={variable: dsn})
+    daemon.config.write_text(POSTGRES_CONFIG + f"  postgres-dsn-env: {variable}\n", encoding="utf-8")
+    return daemon
+
+
+def test_postgresql_without_its_variable_stops_naming_it(tmp_path: Path, pg_database: str) -> None:
+    (tmp_path / "c.yaml").write_text(POSTGRES_CONFIG, encoding="utf-8")
+    done = _run(tmp_path, "serve", "--aml-only", "--workspace", str(tmp_path / "ws"), "--config",
+                str(tmp_path / "c.yaml"), "--port", "0")
+    assert done.returncode == 6, done.stderr
+    assert "MATECLAW_PG_DSN" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_two_daemons_over_one_postgresql_are_one_service(tmp_path: Path, pg_database: str) -> None:
+    a = _pg_daemon(tmp_path, pg_database).start()
+    b = _pg_daemon(tmp_path, pg_database, "b", variable="STORE_DSN_OF_B").start()  # aml.postgres-dsn-env
+    try:
+        assert check(a.url).ok and check(b.url).ok
+        with a.client() as ca, b.client() as cb:
+            health = cb.get("/health").json()
+            assert health["store"]["backend"] == "postgresql" and health["store"]["state"] == "ok", health
+            first = _add(ca, "r1", "My sister Lena moved to Porto in March")
+            assert first.status_code == 200, first.text
+            # Read-after-write on the other daemon, at once.
+            assert any("Porto" in c for c in _contents(cb, "where did Lena move"))
+            # The retry lands on the other daemon: the same bytes, one stored copy; a changed body is a 409.
+            again = _add(cb, "r1", "My sister Lena moved to Porto in March")
+            assert (again.status_code, again.content) == (200, first.content)
+            assert sum("Porto" in c for c in _contents(ca, "Lena Porto")) == 1
+            assert _add(cb, "r1", "something else").status_code == 409
+    finally:
+        a.stop()
+        b.stop()
+    assert not a.workspace.exists() and not b.workspace.exists(), "a PostgreSQL daemon wrote files on this machine"
+
+
+def test_a_lost_database_is_a_503_with_the_reason_and_the_daemon_recovers(
+        tmp_path: Path, pg_server: PostgresServer, pg_database: str) -> None:
+    daemon = _pg_daemon(tmp_path, pg_database).start()
+    try:
+        with daemon.client() as client:
+            assert _add(client, "before", "The boat is called Albatross").status_code == 200
+            pg_server.stop_server()
+            try:
+                r = _add(client, "during", "The car is called Rocinante")
+                assert r.status_code == 503, r.text
+                assert r.headers["retry-after"] == "1"
+                assert r.json()["detail"]["reason"], r.text
+                s = client.post("/v1/aml/search", json={"query": "boat", "user_id": "u1", "top_k": 3})
+                assert s.status_code == 503 and s.json()["detail"]["reason"]
+                h = client.get("/health")
+                assert h.status_code == 503 and h.json()["store"]["state"] == "unavailable", h.text
+                assert "password" not in h.text.lower()
+            finally:
+                pg_server.restart_server()
+            # Back by itself: no restart of the daemon.
+            wait_for(lambda: _add(client, "during", "The car is called Rocinante").status_code == 200,
+                     "the daemon to answer again once the database is back")
+            assert any("Albatross" in c for c in _contents(client, "boat called"))
+            assert any("Rocinante" in c for c in _contents(client, "car called"))
+            assert client.get("/health").json()["store"]["state"] == "ok"
+            # Every connection of the pool cut under the daemon (a failover, an idle timeout): no 500.
+            import psycopg
+
+            with psycopg.connect(pg_server.dsn(), autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                              "WHERE datname = %s AND pid <> pg_backend_pid()", [pg_database.rsplit("=", 1)[1]])
+            statuses = [_add(client, f"after-{i}", f"note {i} about the kite").status_code for i in range(5)]
+            assert set(statuses) <= {200, 503}, statuses
+            wait_for(lambda: _add(client, "after-x", "the kite is red").status_code == 200, "recovery after a cut")
+            assert len([c for c in _contents(client, "kite") if "kite" in c]) >= 1
+        assert daemon.stop() == 0
+    finally:
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
