@@ -37,11 +37,13 @@ from mateclaw_mem.runtime.build import server as build_server
 from mateclaw_mem.runtime.build import workspace as build_workspace
 
 if TYPE_CHECKING:
+    from mateclaw_mem.index.messages.index import MessageIndex
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.memory.dreaming.card import MorningCard
     from mateclaw_mem.memory.facts.service import FactService
     from mateclaw_mem.memory.forget.service import ForgetService
     from mateclaw_mem.providers.registry import ProviderRegistry
+    from mateclaw_mem.runtime.watcher import Watcher
     from mateclaw_mem.settings import Settings
 
 logger = logging.getLogger("mateclaw_mem.services")
@@ -140,8 +142,8 @@ class Services:
     search = _service(lambda s: build_index.search(
         s.settings, s.clock, s.file_index, s.log, embedder=s.embeddings, messages=lambda: s.message_index,
         watching=lambda: s.built("watcher") and s.watcher.state == "running", on_close=s.on_close))
-    message_index = _service(lambda s: build_index.message_index(s.settings, embedder=s.embeddings, log=lambda: s.log,
-                                                           on_close=s.on_close))
+    message_index: _service[MessageIndex] = _service(lambda s: build_index.message_index(
+        s.settings, embedder=s.embeddings, log=lambda: s.log, on_close=s.on_close))
     aml = _service(lambda s: build_aml.aml(s.settings, s.log, s.message_index, s.clock, model=s.use_model,
                                      ensure_agent=s.store.ensure_agent, on_close=s.on_close))
     aml_users = _service(lambda s: build_aml.aml_users(s.settings, s.aml, s.clock, file_index=s.file_index))
@@ -181,7 +183,8 @@ class Services:
     chat_proxy = _service(lambda s: build_prompt.chat_proxy(
         s.settings, s.log, context=lambda: s.context, extraction=lambda: s.extraction,
         tools=lambda: (s.structured.remember, s.search.search, s.forget.forget), add_status=s.add_status))
-    watcher = _service(lambda s: build_index.watcher(s.settings, s.file_index, s.log, on_close=s.on_close))
+    watcher: _service[Watcher] = _service(lambda s: build_index.watcher(s.settings, s.file_index, s.log,
+                                                                        on_close=s.on_close))
     scheduler = _service(lambda s: build_schedule.scheduler(
         s.settings, s.clock,
         build_schedule.jobs(s.settings, s.clock, s.store, dreaming=lambda: s.dreaming,
