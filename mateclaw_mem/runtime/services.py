@@ -14,7 +14,11 @@ Two ways in, one rule: no service is built while another thread may be asking fo
 Why not `functools.cached_property`: on Python 3.11 it holds a lock while its getter runs. The
 daemon's main thread building `watcher` (which needs `file_index`) while a resumed extraction worker
 wrote a file whose listener built `file_index` took the locks in reverse order, and a restart with
-pending work hung silently (issue 13, point 5).
+pending work hung silently (issue 13, point 5). So the rule is the one above - everything built on
+one thread before any of ours runs - and `BUILD_ORDER` is simply the parts as `Services` lists them
+(derived, not a second list to keep in step): a builder reaches what it reads through the container,
+which builds that first, and listeners need no place in the order because runtime/events.py wires
+them when their emitter is built (a write finds each listener that exists when it happens).
 """
 
 from __future__ import annotations
