@@ -19,6 +19,7 @@ from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
+from tests.support.aml_stores import STORES
 from tests.support.model_server import ModelServer
 
 TS = 1683554160000  # 2023-05-08 13:56 UTC
@@ -38,9 +39,19 @@ def model_settings(tmp_path: Path, model_settings_overrides: dict[str, Any], mon
     return load_settings(cfg, tmp_path / "ws", overrides=model_settings_overrides)
 
 
-@pytest.fixture
-def aml(model_settings, clock) -> Iterator[AmlService]:
-    """AmlService in model mode without the worker thread: tests run the jobs themselves."""
+@pytest.fixture(params=STORES)
+def aml(request: pytest.FixtureRequest, model_settings, clock) -> Iterator[AmlService]:
+    """AmlService in model mode without the worker thread: tests run the jobs themselves. On either
+    store: SQLite files, or PostgreSQL (fact jobs claimed under a lease, facts indexed as stored)."""
+    if request.param == "postgresql":
+        from mateclaw_mem.conversations.pg import open_pg_service
+
+        client = ModelClient.from_settings(model_settings)
+        svc = open_pg_service(model_settings, clock, model=client, dsn=request.getfixturevalue("pg_database"))
+        yield svc
+        svc.stop()
+        client.close()
+        return
     state = model_settings.state_dir
     state.mkdir(parents=True, exist_ok=True)
     log, index = ConversationLog(state / "log.db"), MessageIndex(state / "messages.db")

@@ -32,6 +32,9 @@ from mateclaw_mem.errors import ConflictError
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace.walk import normalise_owner
 
+INSERT_COLUMNS = ("agent, owner, conversation_id, role, content, ts_ms, trigger_source, finish_reason, memoryless,"
+                  " request_id, created_ms, attachments")
+_INSERT_MESSAGE = f"INSERT INTO messages ({INSERT_COLUMNS}) VALUES ({', '.join('?' * 12)})"
 REDACTED = "redacted:"  # `meta` marker prefix of the one-time redaction of stored rows
 # Text columns of log.db that hold what people and models said. aml_facts belongs to
 # conversations.facts.FactStore but lives in this file: the log's migration covers the whole file.
@@ -193,33 +196,26 @@ class ConversationLog(SharedConnection):
         request_id: str | None,
         now_ms: int,
     ) -> list[int]:
+        key = owner_column(owner)
+        ids = self._insert_rows(conn, [
+            (agent, key, conversation_id, m.role, redact(m.content), m.ts_ms if m.ts_ms is not None else now_ms,
+             trigger_source, finish_reason, int(memoryless), request_id, now_ms,
+             json.dumps(list(m.attachments), ensure_ascii=False) if m.attachments else None)
+            for m in messages])
+        conn.executemany(
+            "INSERT INTO attachment_blobs (message_id, position, agent, owner, sha256, data) VALUES (?, ?, ?, ?, ?, ?)",
+            [(mid, pos, agent, key, sha, data) for mid, m in zip(ids, messages, strict=True)
+             for pos, sha, data in m.blobs])
+        return ids
+
+    def _insert_rows(self, conn: sqlite3.Connection, rows: list[tuple[object, ...]]) -> list[int]:
+        """Insert `messages` rows (`INSERT_COLUMNS`, in order); their ids in order (the PostgreSQL
+        store inserts them in one statement: one round trip, not one per message)."""
         ids: list[int] = []
-        for m in messages:
-            cur = conn.execute(
-                "INSERT INTO messages (agent, owner, conversation_id, role, content, ts_ms,"
-                " trigger_source, finish_reason, memoryless, request_id, created_ms, attachments)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    agent,
-                    owner_column(owner),
-                    conversation_id,
-                    m.role,
-                    redact(m.content),
-                    m.ts_ms if m.ts_ms is not None else now_ms,
-                    trigger_source,
-                    finish_reason,
-                    int(memoryless),
-                    request_id,
-                    now_ms,
-                    json.dumps(list(m.attachments), ensure_ascii=False) if m.attachments else None,
-                ),
-            )
+        for row in rows:
+            cur = conn.execute(_INSERT_MESSAGE, row)
             assert cur.lastrowid is not None
             ids.append(cur.lastrowid)
-            conn.executemany(
-                "INSERT INTO attachment_blobs (message_id, position, agent, owner, sha256, data)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                [(cur.lastrowid, pos, agent, owner_column(owner), sha, data) for pos, sha, data in m.blobs])
         return ids
 
     def append(

@@ -30,7 +30,7 @@ from typing import Any
 from psycopg import errors as pg_errors
 
 from mateclaw_mem.conversations.facts import MAX_ATTEMPTS, Fact, FactJob, FactStore, _job
-from mateclaw_mem.conversations.log import ConversationLog, NewMessage, OnceResult
+from mateclaw_mem.conversations.log import INSERT_COLUMNS, ConversationLog, NewMessage, OnceResult
 from mateclaw_mem.conversations.pg.connection import Checkout, ConnProxy, lock_owner
 from mateclaw_mem.db import immediate, owner_column
 from mateclaw_mem.errors import ConfigError
@@ -150,6 +150,14 @@ class PgLog(ConversationLog):
             lock_owner(conn, agent, owner_column(owner))
             yield conn
         self.storage.committed()  # (the merger hears of owners due a merge)
+
+    def _insert_rows(self, conn: Any, rows: list[tuple[object, ...]]) -> list[int]:
+        # One statement for the whole Add. Its rows take their ids from the sequence in the order of
+        # VALUES, so the ids ascending are the messages in order (RETURNING's order is not promised).
+        values = ", ".join(["(" + ", ".join("?" * len(rows[0])) + ")"] * len(rows))
+        got = conn.execute(f"INSERT INTO messages ({INSERT_COLUMNS}) VALUES {values} RETURNING id",
+                           [x for row in rows for x in row]).fetchall()
+        return sorted(r[0] for r in got)
 
     def _index(self, ids: list[int]) -> None:
         self.storage._add_batch(self.by_ids(ids))

@@ -114,6 +114,7 @@ class PostingWriter:
         self.docsegs: dict[tuple[int, int], tuple[array, array]] = {}
         self.segs: dict[tuple[int, str, int], _Seg] = {}  # by (okey, term, key or -1 - id(new))
         self.last: dict[tuple[int, str], _Seg | None] = {}
+        self.top: dict[tuple[int, str], _Seg | None] = {}  # each term's stored segment of the greatest first
         self.term_segs: dict[tuple[int, str], list[_Seg]] = {}  # what `segs` holds, by term
         self.feat: dict[int, list[object]] = {}  # doc id -> its pfeat row, as written at flush
         self.parsed: dict[int, Doc] = {}
@@ -165,7 +166,7 @@ class PostingWriter:
 
     def _last(self, okey: int, term: str) -> _Seg | None:
         if (okey, term) not in self.last:
-            self.last[(okey, term)] = self._seg_of(self.conn.execute(
+            self.last[(okey, term)] = self.top[(okey, term)] = self._seg_of(self.conn.execute(
                 f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? ORDER BY first DESC LIMIT 1",
                 (okey, term)).fetchone())
         return self.last[(okey, term)]
@@ -351,9 +352,13 @@ class PostingWriter:
         # first segment (its key moves down to `ordinal`).
         self._last(o.okey, t)  # loaded (a term's last segment is where most of these land)
         mine = [g for g in self.term_segs.get((o.okey, t), ()) if g.ords]
-        stored = self._seg_of(self.conn.execute(
-            f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? AND first <= ?"
-            " ORDER BY first DESC LIMIT 1", (o.okey, t, ordinal)).fetchone())
+        top = self.top[(o.okey, t)]
+        if top is None or (top.key is not None and top.key <= ordinal):
+            stored = top  # (no stored segment; or the last one starts at or below it: it is the one)
+        else:
+            stored = self._seg_of(self.conn.execute(
+                f"SELECT * FROM postings{self.s} WHERE okey = ? AND term = ? AND first <= ?"
+                " ORDER BY first DESC LIMIT 1", (o.okey, t, ordinal)).fetchone())
         below = [g for g in (*mine, stored) if g is not None and g.ords[0] <= ordinal]
         if below:
             seg = max(below, key=lambda g: g.ords[0])
