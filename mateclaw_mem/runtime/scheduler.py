@@ -4,7 +4,7 @@ Jobs (crons from settings, Quartz or 5-field, in the configured timezone):
 
 - `dreaming` at `dreaming.cron` — one dream per agent (each agent has its own lock and bookkeeping);
 - `structured_consolidation` at `mate.memory.structured-consolidation-cron` — runs
-  `services.structured_consolidation.run()` when that service exists and is enabled;
+  `StructuredConsolidation.run()` when that service is enabled;
 - `archive_rotation` at `dreaming.archive-rotation-cron` — `DreamingService.rotate` per agent;
 - `fact_projection` at `mate.memory.fact.projection-rebuild-cron` (with `fact.projection-enabled`) —
   `FactService.rebuild()` reconciles the facts with the files.

@@ -77,7 +77,7 @@ class _service(Generic[T]):  # lower case: a decorator, like the cached_property
         if obj is None:
             return self
         try:
-            return obj._built[self.name]  # type: ignore[no-any-return]
+            return obj._built[self.name]
         except KeyError:
             return obj._build_one(self.name, self._build)
 
@@ -232,7 +232,7 @@ class Services:
             if name not in self._built:  # a waiting prefetch worker finds it built
                 self._built[name] = built = build(self)
                 events.wire(self, name, built)  # who hears this part's writes (runtime/events.py)
-            return self._built[name]  # type: ignore[no-any-return]
+            return self._built[name]
 
     def build(self) -> None:
         """Build every service, in BUILD_ORDER, on this thread; starts no thread. (`_built` then

@@ -1,7 +1,7 @@
 """Forget that forgets: a claim out of every store that can hold a person's words, a tombstone so
 nothing brings it back, and - asked for - a receipt that proves it byte by byte.
 
-    forget = services.forget            # built by runtime/holders.py, with the registry of holders
+    forget = services.forget            # built by runtime/build/lifecycle.py, with runtime/holders.py's registry
     forget.forget(agent, owner, "I take my tea without sugar", actor="person", receipt=True)  # -> ForgetReport
     forget.forget_fact(agent, owner, fact_id, actor="person")                     # the fact's text
     forget.guard(agent, owner)          # what extraction and dreaming consult before they write
