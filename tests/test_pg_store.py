@@ -25,6 +25,7 @@ from mateclaw_mem.conversations.facts import FactStore
 from mateclaw_mem.conversations.log import ConversationLog
 from mateclaw_mem.errors import ConflictError, StoreUnavailableError
 from mateclaw_mem.index.messages import postings
+from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from tests.support.disk_reference import disk_state, disk_view, random_line, random_query
@@ -348,3 +349,51 @@ def test_a_nul_character_is_refused_with_a_reason_and_nothing_half_stored(pg_dat
         assert [i.id for i in pg.service.search("fine", "u1", 5)] == [f"m{kept.id}"]
     finally:
         pg.close()
+
+
+def test_concurrent_adds_merges_and_searches_on_two_daemons_stay_exact(pg_database: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads of two daemons at once - Adds of a shared owner and of their own, searches, the mergers
+    (tiny thresholds: merges all along) - then every daemon's warm cache ranks as a cold view does."""
+    monkeypatch.setattr(postings, "SEG_POSTINGS", 4)
+    monkeypatch.setattr(postings, "DELTA_MAX", 60)
+    clock = _clock()
+    daemons = [_Pg(pg_database, clock), _Pg(pg_database, clock)]
+    errors: list[BaseException] = []
+    misses: list[str] = []
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        me, other = daemons[i % 2], daemons[1 - i % 2]
+        try:
+            for k in range(25):
+                owner = rng.choice(("shared", f"own{i}"))
+                word = f"zq{i}x{k}"
+                lines = [random_line(rng) for _ in range(rng.randint(1, 5))] + [f"Ann: the {word} arrived"]
+                me.service.add(f"t{i}-{k}", owner, f"{owner}-c{rng.randint(0, 2)}", _msgs(lines, TS + k))
+                if not any(word in it.content for it in other.service.search(word, owner, 5)):
+                    misses.append(word)  # read-after-write on the other daemon
+                other.service.search(random_query(rng)[0], owner, 20)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors and not misses
+        rng = random.Random(99)
+        for owner in ("shared", "own0", "own1", "own2", "own3"):
+            for _ in range(6):
+                query, options = random_query(rng)
+                for d in daemons:
+                    with d.index.lock:
+                        warm = rank(disk_view(d.index, "aml", owner), query, options, BASE, limit=100)
+                        fresh = rank(disk_view(d.index, "aml", owner, ByteCache(0)), query, options, BASE, limit=100)
+                    assert warm == fresh, (owner, query)
+        assert disk_state(daemons[0].index, "aml", "shared") == disk_state(daemons[1].index, "aml", "shared")
+    finally:
+        for d in daemons:
+            d.close()
