@@ -369,3 +369,38 @@ def test_status_reports_the_providers(svc: Services) -> None:
     assert set(report["providers"]) == {"search_hits", "conversation_hits"}
     assert report["providers"]["search_hits"]["circuit"] == "closed"
     assert report["providers"]["search_hits"]["answered"] == 1 and report["timeout_ms"] == 30000
+
+
+def test_a_ledger_line_gives_its_slot_to_the_dated_message_it_was_copied_from(
+    tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The day's ledger ("## 13:15 Said: …") copies the person's sentences from the logged chat: with
+    # conversation_hits on, the message itself is recalled (dated, with its speaker) and the copy not;
+    # a note the person wrote is recalled as before. Without conversation_hits the ledger is all there is.
+    for key in [k for k in __import__("os").environ if k.startswith("MATECLAW_")]:
+        monkeypatch.delenv(key, raising=False)
+    said = "I ran a charity race for mental health last Saturday."
+    for providers, ledger_recalled in (("[search_hits, conversation_hits]", False), ("[search_hits]", True)):
+        root = tmp_path / providers.strip("[]").replace(", ", "-")
+        (root / "ws").mkdir(parents=True)
+        cfg = root / "mateclaw.yaml"
+        cfg.write_text("timezone: Europe/Berlin\nmate:\n  memory:\n    provider-prefetch-timeout-ms: 30000\n"
+                       f"    provider-prefetch-total-budget-ms: 60000\n    providers: {providers}\n", encoding="utf-8")
+        services = Services(load_settings(cfg, root / "ws"), clock)
+        try:
+            services.store.ensure_agent("default")
+            services.store.write("default", "memory/2026-11-29.md",
+                                 f"# 2026-11-29\n\n## 13:15 Said: I ran a charity race…\n\n- {said}\n\n"
+                                 "## 09:00 Race day\n\nThe charity race starts at the town hall.\n",
+                                 expected_sha=None, actor=PERSON)
+            services.log.append("default", "c-old", [NewMessage("user", said)], now_ms=1_764_400_000_000)
+            ctx = services.context.build("default", query="Where did the charity race start, and why run it?")
+            assert ctx.recalled is not None
+            sources = [i.source for i in ctx.recalled.items]
+            assert "memory/2026-11-29.md:7" in sources  # the person's own note
+            assert ("memory/2026-11-29.md:3" in sources) is ledger_recalled, sources
+            assert ("conversations/c-old" in sources) is not ledger_recalled, sources
+            if not ledger_recalled:
+                assert f"- [Sat 29 November 2025] user: {said[:-1]} (22 November 2025)." in ctx.recalled.text
+        finally:
+            services.close()
