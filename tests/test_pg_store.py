@@ -397,3 +397,58 @@ def test_concurrent_adds_merges_and_searches_on_two_daemons_stay_exact(pg_databa
     finally:
         for d in daemons:
             d.close()
+
+
+def test_migrations_go_forward_once_and_a_newer_schema_is_refused(pg_database: str) -> None:
+    import psycopg
+
+    from mateclaw_mem.conversations.pg import schema
+    from mateclaw_mem.errors import ConfigError
+
+    with psycopg.connect(pg_database, autocommit=True) as raw:  # a database made by the first release
+        first = schema.MIGRATIONS
+        try:
+            schema.MIGRATIONS = first[:1]
+            assert schema.migrate(raw, TS) == [1]
+        finally:
+            schema.MIGRATIONS = first
+        raw.execute("INSERT INTO messages (agent, owner, conversation_id, role, content, ts_ms, created_ms)"
+                    " VALUES ('aml', 'u1', 's1', 'user', 'Ann: kept across the upgrade', %s, %s)", (TS, TS))
+    store = open_store(pg_database)  # the daemon's start applies what is missing, and only that
+    try:
+        assert store.migrated == [m[0] for m in schema.MIGRATIONS[1:]]
+        assert [m.content for m in store.log.messages("aml", "s1", owner="u1")] == ["Ann: kept across the upgrade"]
+    finally:
+        store.close()
+    again = open_store(pg_database)
+    try:
+        assert again.migrated == []
+        with psycopg.connect(pg_database, autocommit=True) as raw:
+            assert [r[0] for r in raw.execute("SELECT version FROM schema_version ORDER BY version")] == [
+                m[0] for m in schema.MIGRATIONS]
+            raw.execute("INSERT INTO schema_version (version, name, applied_ms) VALUES (%s, 'from the future', 0)",
+                        (schema.LATEST + 1,))
+    finally:
+        again.close()
+    with pytest.raises(ConfigError, match=f"version {schema.LATEST + 1}, newer than"):
+        open_store(pg_database)
+
+
+def test_health_names_the_backend_pool_and_schema(pg_database: str, tmp_path: Path) -> None:
+    from mateclaw_mem.conversations.pg import PgAmlService, pg_health, schema
+
+    store = open_store(pg_database)
+    svc = PgAmlService(store.log, store.index, _clock())
+    svc.pg = store
+    try:
+        health = pg_health(svc)
+        assert health["backend"] == "postgresql" and health["reachable"] is True
+        assert health["schema_version"] == schema.LATEST and health["pending_migrations"] == 0
+        assert health["pool"]["pool_max"] >= 1 and health["last_error"] is None
+    finally:
+        svc.stop()
+    lite = _Sqlite(tmp_path, _clock())
+    try:
+        assert pg_health(lite.service) == {"backend": "sqlite"}
+    finally:
+        lite.close()

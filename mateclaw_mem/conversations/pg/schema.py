@@ -72,6 +72,10 @@ CREATE TABLE aml_fact_jobs (
 CREATE INDEX aml_fact_jobs_by_status ON aml_fact_jobs (status, id);
 INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
 """),
+    # Retention (`owners_idle_since`, hourly) reads each owner's latest message: from this index alone,
+    # not every message of the agent.
+    (2, "messages by owner and time (retention)",
+     "CREATE INDEX messages_by_owner_time ON messages (agent, owner, created_ms);"),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"
