@@ -48,6 +48,24 @@ def test_every_step_shares_the_one_client_and_search_embeddings_are_counted(
         svc.close()
 
 
+def test_parts_that_call_the_model_now_and_then_are_built_without_it(
+    tmp_path: Path, clock, model_server: ModelServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model is handed over as a provider (runtime/build/types.ModelProvider): dreaming, SOUL
+    proposals and the contradiction judge ask for it at their first model call, not when built."""
+    from tests.support.isolation import no_config_here
+
+    no_config_here(monkeypatch, tmp_path)
+    svc = Services(_settings(tmp_path, model_server.base_url), clock)
+    try:
+        assert svc.dreaming.mode == "model" and svc.soul.mode == "model"
+        assert svc.contradictions is not None and svc.morning_card is not None
+        assert not svc.built("model"), "building a part that calls the model now and then built the client"
+        assert svc.dreaming._model_client() is svc.model  # asked for at the first call: the shared one
+    finally:
+        svc.close()
+
+
 def test_model_mode_without_the_shared_client_is_a_config_error(
     tmp_path: Path, clock, model_server: ModelServer
 ) -> None:
