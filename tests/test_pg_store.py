@@ -452,3 +452,40 @@ def test_health_names_the_backend_pool_and_schema(pg_database: str, tmp_path: Pa
         assert pg_health(lite.service) == {"backend": "sqlite"}
     finally:
         lite.close()
+
+
+def test_a_request_id_raced_past_the_owner_lock_is_answered_from_its_row(pg_database: str) -> None:
+    """Request ids are per user, not per agent, so two agents' services serving one user name take
+    different owner locks: the loser of the insert race meets the unique key and answers from the
+    winner's row (the same answer), never with an error."""
+    clock = _clock()
+    stores = [open_store(pg_database) for _ in range(2)]
+    try:
+        services = [AmlService(st.log, st.index, clock, agent=agent) for st, agent in zip(stores, ("aml", "other"),
+                                                                                        strict=True)]
+        for k in range(6):
+            start = threading.Barrier(4)
+            answers: list[str] = []
+            errors: list[BaseException] = []
+
+            def deliver(svc: AmlService, k: int = k, start: threading.Barrier = start,
+                        answers: list[str] = answers, errors: list[BaseException] = errors) -> None:
+                start.wait()
+                try:
+                    answers.append(svc.add_json(f"r{k}", "u1", "s1", _msgs([f"Ann: raced {k}"], TS)))
+                except BaseException as exc:
+                    errors.append(exc)
+
+            threads = [threading.Thread(target=deliver, args=(svc,)) for svc in services * 2]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors and len(set(answers)) == 1 and len(answers) == 4, (k, errors)
+            with stores[0].log.lock:
+                rows = stores[0].log._conn.execute("SELECT COUNT(*) FROM requests WHERE owner = 'u1' AND"
+                                                   " request_id = ?", (f"r{k}",)).fetchone()[0]
+            assert rows == 1
+    finally:
+        for st in stores:
+            st.close()
