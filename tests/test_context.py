@@ -104,7 +104,7 @@ def test_memoryless_flag_lives_with_the_conversation_and_stops_extraction(servic
     from mateclaw_mem.memory.extraction.service import ExtractionService
 
     extraction = ExtractionService(services.settings, services.store, services.log, clock=services.clock,
-                                   model=services.model, timers=False)
+                                   model=services.use_model, timers=False)
     try:
         decision = extraction.trigger("default", "c1", last_user_message="remember that I like tea, please")
     finally:

@@ -223,7 +223,7 @@ def test_cooldown_watermark_and_pending_survive_restart(make_env, model_server) 
     env.clock.advance(minutes=6)
     model_server.reply_json(answer(memory="# MEMORY\n\n## Notes\n- plan A\n- budget 10k, designer\n"))
     # A fresh start runs the due work by itself.
-    svc = ExtractionService(env.settings, env.store, env.log, clock=env.clock, model=env.client, timers=False)
+    svc = ExtractionService(env.settings, env.store, env.log, clock=env.clock, model=lambda: env.client, timers=False)
     env.svc = svc
     svc.start()
     env.idle()

@@ -188,7 +188,7 @@ def test_extraction_sends_exactly_summary_max_tokens(model_server: ModelServer, 
     store.ensure_agent("default")
     log = ConversationLog(settings.state_dir / "log.db")
     client = ModelClient.from_settings(settings)
-    svc = ExtractionService(settings, store, log, clock=clock, model=client, timers=False)
+    svc = ExtractionService(settings, store, log, clock=clock, model=lambda: client, timers=False)
     svc.start()
     try:
         svc.record_turn("default", "c1", "Remember that my cat is called Miso.", "Noted.")

@@ -35,7 +35,7 @@ def _history(pairs: int, size: int = 400) -> list[dict[str, Any]]:
 
 def _defense(clock: Any, *, client: ModelClient | None = None, wait_ms: int = 1500) -> WindowDefense:
     settings = WindowSettings(default_max_input_tokens=6000, summary_max_tokens=100, summary_wait_ms=wait_ms)
-    return WindowDefense(settings, Summarizer(clock, client=client, max_tokens=100))
+    return WindowDefense(settings, Summarizer(clock, model=lambda: client, max_tokens=100))
 
 
 def _client(server: ModelServer) -> ModelClient:

@@ -39,7 +39,7 @@ def _client(server) -> ModelClient:
 def _defense(clock, *, budget: int = 2000, client=None, pairs: int = 2) -> WindowDefense:
     settings = WindowSettings(default_max_input_tokens=budget, compact_trigger_ratio=0.75,
                               preserve_recent_pairs=pairs, summary_max_tokens=100)
-    return WindowDefense(settings, Summarizer(clock, client=client, max_tokens=100))
+    return WindowDefense(settings, Summarizer(clock, model=lambda: client, max_tokens=100))
 
 
 def test_token_estimate_is_documented_and_matches_the_model_server() -> None:

@@ -205,7 +205,7 @@ def run_ours(turns: list[Turn], server: ModelServer, tmp: Path) -> dict[str, Any
     store.ensure_agent(AGENT)
     log = ConversationLog(settings.state_dir / "log.db")
     client = ModelClient.from_settings(settings, usage=UsageLog(settings.log_db))  # what Services.model builds
-    svc = ExtractionService(settings, store, log, clock=clock, model=client, timers=False)
+    svc = ExtractionService(settings, store, log, clock=clock, model=lambda: client, timers=False)
     svc.start()  # workers on; the timer is played by fire_due() below
 
     def fire_due(until: datetime) -> None:

@@ -246,7 +246,7 @@ def step_probe(services: Services) -> str:
 
 
 def step_extraction(services: Services, clock: ManualClock, turns: list[Turn]) -> str:
-    svc = ExtractionService(services.settings, services.store, services.log, clock=clock, model=services.model,
+    svc = ExtractionService(services.settings, services.store, services.log, clock=clock, model=services.use_model,
                             timers=False, remember=lambda *a, **k: services.structured.remember(*a, **k))
     svc.start()
 

@@ -56,7 +56,7 @@ class Env:
 
     def restart(self) -> ExtractionService:
         self.svc.shutdown()
-        self.svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=self.client,
+        self.svc = ExtractionService(self.settings, self.store, self.log, clock=self.clock, model=lambda: self.client,
                                      timers=False)
         self.svc.start()
         return self.svc
@@ -83,7 +83,7 @@ def make_env(tmp_path: Path, clock: ManualClock, monkeypatch: pytest.MonkeyPatch
         if server is not None:
             client = ModelClient.from_settings(settings, usage=UsageLog(settings.state_dir / "log.db"),
                                                backoff_base=0.001, retry_after_cap=0.01)
-        svc = ExtractionService(settings, store, log, clock=clock, model=client, timers=False)
+        svc = ExtractionService(settings, store, log, clock=clock, model=lambda: client, timers=False)
         svc.start()
         env = Env(settings, store, log, clock, client, svc)
         envs.append(env)

@@ -115,10 +115,11 @@ class Summarizer:
     the conversation's previous model summary stands in (if it covers a prefix of the same messages),
     else the rules digest, and the next assembly finds the new summary in the cache."""
 
-    def __init__(self, clock: Clock, *, client: ModelClient | None = None, max_tokens: int = 300,
-                 ttl: timedelta = SUMMARY_TTL, workers: int = 1, max_pending: int = 32) -> None:
+    def __init__(self, clock: Clock, *, model: Callable[[], ModelClient | None] = lambda: None,
+                 max_tokens: int = 300, ttl: timedelta = SUMMARY_TTL, workers: int = 1,
+                 max_pending: int = 32) -> None:
         self.clock = clock
-        self.client = client
+        self.client = model()  # the shared client (runtime/build/types.ModelProvider); it fixes the mode
         self.max_tokens = max_tokens
         self.ttl = ttl
         self.max_pending = max_pending

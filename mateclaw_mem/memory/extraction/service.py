@@ -2,7 +2,7 @@
 
 Public API (what the CLI / HTTP / MCP faces call)::
 
-    svc = ExtractionService(settings, store, log, clock=clock, model=client)  # client: runtime/services.py
+    svc = ExtractionService(settings, store, log, clock=clock, model=lambda: client)  # the shared one
     svc.start()                                                       # workers on: resume pending work
     svc.record_turn(agent, conversation_id, user, assistant, *, owner=None, trigger_source="chat",
                     finish_reason=None, memoryless=False) -> TriggerResult
@@ -119,7 +119,7 @@ class ExtractionService:
         log_: ConversationLog,
         *,
         clock: Clock,
-        model: ModelClient | None = None,
+        model: Callable[[], ModelClient | None] = lambda: None,
         state_db: Path | None = None,
         runs_db: Path | None = None,
         workers: int = 2,
@@ -141,16 +141,18 @@ class ExtractionService:
         self.log = log_
         self.clock = clock
         self.mem = settings.mate.memory
-        # The one model client is built by the composition root (runtime/services.py) and shared.
-        if settings.model.configured and model is None:
+        # The one model client is built by the composition root (runtime/services.py) and shared; asked
+        # for now, as extraction's mode is fixed when it is built.
+        client = model()
+        if settings.model.configured and client is None:
             raise ConfigError("model.base-url / model.model are configured but no model client was given "
                               "(Services.model builds the shared one)")
-        if model is not None and not settings.model.configured:
+        if client is not None and not settings.model.configured:
             raise ConfigError("a model client was given but model.base-url / model.model are not configured")
-        self.mode = "model" if model is not None else "rules"
-        self.model = model
+        self.mode = "model" if client is not None else "rules"
+        self.model = client
         self.triage = triage
-        self.usage = model.usage if model is not None else None
+        self.usage = client.usage if client is not None else None
         self._state = ExtractionState(state_db or settings.state_db)
         self._runs = ExtractionRunLog(runs_db or settings.log_db)
         self._queue = ExtractionQueue(

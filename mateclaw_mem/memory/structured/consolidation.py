@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,13 +138,13 @@ class StructuredConsolidation:
         state_db: Path,
         min_entries: int = 8,
         max_owners_per_run: int = 50,
-        client: ModelClient | None = None,
+        model: Callable[[], ModelClient | None] = lambda: None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.min_entries = min_entries
         self.max_owners_per_run = max_owners_per_run
-        self.client = client
+        self.client = model()  # the shared client (runtime/build/types.ModelProvider); it fixes the mode
         self._db = _Bookkeeping(state_db)
         self._run_lock = FileLock(str(state_db.parent / "structured-consolidation.lock"))
 

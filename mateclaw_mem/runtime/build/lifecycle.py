@@ -112,10 +112,10 @@ def extraction(settings: Settings, store: WorkspaceStore, log: ConversationLog, 
                on_turn: Callable[..., None], sources: Callable[..., Any], on_close: Closer) -> ExtractionService:
     """Post-chat extraction. Building it starts nothing: `Services.start()` starts its workers and
     timers (and so resumes persisted pending work) once everything a run writes through exists.
-    Its mode is decided when built, so it asks for the model now."""
+    Its mode is fixed when built, so it asks for the model then."""
     from mateclaw_mem.memory.extraction.service import ExtractionService
 
-    svc = ExtractionService(settings, store, log, clock=clock, model=model(), remember=remember, forget=forget,
+    svc = ExtractionService(settings, store, log, clock=clock, model=model, remember=remember, forget=forget,
                             on_turn=on_turn, sources=sources)
     on_close(svc)
     return svc
@@ -141,6 +141,6 @@ def structured_consolidation(settings: Settings, store: WorkspaceStore, clock: C
     svc = StructuredConsolidation(store, clock, state_db=settings.state_db,
                                   min_entries=memory.structured_consolidation_min_entries,
                                   max_owners_per_run=memory.structured_consolidation_max_owners_per_run,
-                                  client=model())
+                                  model=model)
     on_close(svc)
     return svc

@@ -43,7 +43,7 @@ def context(settings: Settings, store: WorkspaceStore, clock: Clock, *, structur
 
     memory = settings.mate.memory
     window = settings.mate.agent.conversation.window
-    summarizer = Summarizer(clock, client=model(), max_tokens=window.summary_max_tokens)
+    summarizer = Summarizer(clock, model=model, max_tokens=window.summary_max_tokens)
     on_close(summarizer)  # its background worker: a model call still running must not outlive us
     on_close(turns := TurnLog(settings.log_db, clock))  # what each build injected
     return ContextService(store, structured, WindowDefense(window, summarizer), log=log, providers=providers,
