@@ -122,8 +122,8 @@ class Services:
         return "model" if self.settings.model.configured else "rules"
 
     def use_model(self) -> ModelClient | None:
-        """The model client as every builder takes it (runtime/build/types.ModelProvider): asked for
-        when a step first needs it, so building a part never builds the client."""
+        """The model client as every builder takes it (runtime/build/types.ModelProvider): the builder
+        decides when to ask, so a part that calls the model now and then is built without it."""
         return self.model
 
     # -- the parts, in build order (runtime/build/ holds each builder) ----------------------------
@@ -138,7 +138,7 @@ class Services:
     transfer = _service(lambda s: build_workspace.transfer(s.settings, s.store, facts=lambda: s.facts))
     file_commands = _service(lambda s: build_workspace.file_commands(s.store, s.tools))
     file_index = _service(lambda s: build_index.file_index(s.settings, s.store, s.clock, log=lambda: s.log,
-                                                     on_close=s.on_close))
+                                                           on_close=s.on_close))
     facts: _service[FactService] = _service(lambda s: build_lifecycle.facts(s.settings, s.store, s.clock,
                                                                           on_close=s.on_close))
     contradictions = _service(lambda s: build_lifecycle.contradictions(
@@ -149,7 +149,7 @@ class Services:
     message_index: _service[MessageIndex] = _service(lambda s: build_index.message_index(
         s.settings, embedder=s.embeddings, log=lambda: s.log, on_close=s.on_close))
     aml = _service(lambda s: build_aml.aml(s.settings, s.log, s.message_index, s.clock, model=s.use_model,
-                                     ensure_agent=s.store.ensure_agent, on_close=s.on_close))
+                                           ensure_agent=s.store.ensure_agent, on_close=s.on_close))
     aml_users = _service(lambda s: build_aml.aml_users(s.settings, s.aml, s.clock, file_index=s.file_index))
     # Forget, with every store that holds a person's words (runtime/holders.py).
     forget: _service[ForgetService] = _service(lambda s: build_lifecycle.forget(
@@ -157,7 +157,7 @@ class Services:
         providers=lambda: s.providers, on_close=s.on_close))
     lineage = _service(lambda s: build_prompt.lineage(s.settings, s.store, s.clock, on_close=s.on_close))
     learning = _service(lambda s: build_prompt.learning(s.settings, s.store, s.clock, lineage=s.lineage,
-                                                  on_close=s.on_close))
+                                                        on_close=s.on_close))
     structured = _service(lambda s: build_prompt.structured(s.settings, s.store, s.clock))
     # Memory providers prefetched into a prompt (deadlines, budget, circuit breakers), as configured in
     # `mate.memory.providers`; cheap to build: no thread and no index until the first prefetch.
@@ -192,12 +192,12 @@ class Services:
     scheduler = _service(lambda s: build_schedule.scheduler(
         s.settings, s.clock,
         build_schedule.jobs(s.settings, s.clock, s.store, dreaming=lambda: s.dreaming,
-                      structured=lambda: s.structured_consolidation, facts=lambda: s.facts),
+                            structured=lambda: s.structured_consolidation, facts=lambda: s.facts),
         build_schedule.beats(forget=lambda: s.forget, sweep=lambda: _recovery().sweep(s),
                              aml_users=lambda: s.aml_users),
         on_close=s.on_close))
     backfill = _service(lambda s: build_index.backfill(s.embeddings, search=lambda: s.search,
-                                                 messages=lambda: s.message_index))
+                                                       messages=lambda: s.message_index))
 
     def _aml_status(self) -> dict[str, Any]:
         """Add/Search's options: the reranker (with its counts once built here), windows, retention."""
