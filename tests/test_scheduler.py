@@ -196,3 +196,25 @@ def test_with_owner_isolation_each_owner_dreams_on_schedule(tmp_path, clock) -> 
         assert "Project Atlas" not in svc.store.read("default", "MEMORY.md").text  # nothing leaks to shared
     finally:
         svc.close()
+
+
+def test_the_scheduler_runs_the_jobs_and_beats_it_is_handed(tmp_path, clock) -> None:
+    """It knows no service (runtime/build/schedule.py hands it Job and Beat specs): a job runs once
+    per due fire, a beat every heartbeat, and a failing beat stops neither the others nor the jobs."""
+    from mateclaw_mem.runtime.scheduler import Beat, Job
+
+    ran: list[tuple[str, str]] = []
+    cron = "0 0 3 * * ?"
+    job = Job("nightly", cron, cron_trigger(cron, TZ), lambda unit, why: ran.append((unit, why)) or "done",
+              lambda: ["nightly"])
+    beats = [Beat("broken", lambda: str(1 // 0), "broken beat failed"), Beat("count", lambda: "beat", "no count")]
+    sched = Scheduler(tmp_path / "state.db", clock, [job], beats, catch_up=lambda: True)
+    try:
+        clock.set(at(2026, 12, 1, 2, 0))
+        assert sched.tick_all() == [("count", "beat")]  # the job's first sight only starts its coverage
+        clock.set(at(2026, 12, 1, 3, 5))
+        assert sched.tick_all() == [("count", "beat"), ("nightly", "done")] and ran == [("nightly", "schedule")]
+        assert sched.tick_all() == [("count", "beat")]  # that fire is covered: never run twice
+        assert sched.job_state("nightly")["last_outcome"] == "done"
+    finally:
+        sched.close()
