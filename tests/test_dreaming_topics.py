@@ -137,3 +137,17 @@ def test_a_focused_dream_threads_only_its_topic(services: Services, clock) -> No
     out = services.dreaming.dream(AGENT, topic="dance")
     assert out.status == "done", out.reason
     assert len(out.promoted) == 1 and out.promoted[0].startswith("Dance"), out.promoted
+
+
+def test_older_notes_alone_leave_the_night_quiet(services: Services, clock) -> None:
+    # The 30 days before the window are evidence for a topic said tonight, never something to look at:
+    # with no note in the window the night stays out of DREAMS.md but for its weekly line.
+    note(services, 20, "- I'm reading a fantasy book that really captivates me.")
+    note(services, 12, "- I'm more into reading and fantasy novels.")
+    for day in range(3):
+        clock.set(NIGHT + timedelta(days=day))
+        out = services.dreaming.dream(AGENT, trigger="schedule")
+        assert out.status == "nothing_to_do" and not out.promoted, out.reason
+    diary = services.store.read(AGENT, "DREAMS.md").text
+    assert diary.count(" Dreaming") == 1 and "no daily notes" in diary and "fantasy" not in diary
+    assert "Fantasy" not in services.store.read(AGENT, "MEMORY.md").text
