@@ -10,6 +10,8 @@ if TYPE_CHECKING:
     from mateclaw_mem.llm.client import ModelClient
 
 Closer = Callable[[Any], None]  # Services.on_close: closed with the daemon, newest first
-# The one model client (None in rules mode), asked for when a step first needs it: building a part
-# never builds the client, so a CLI command that never calls the model never imports openai.
+# The one model client (None in rules mode) as a zero-argument provider - the one way it is handed over,
+# to builders and lifecycle services alike. Why a provider and not the client: the part decides when to
+# ask, so one that calls the model now and then (dreaming, SOUL, the contradiction judge) is built
+# without it and a CLI command that never calls the model never imports openai (~0.4 s).
 ModelProvider = Callable[[], "ModelClient | None"]
