@@ -46,11 +46,10 @@ def open_parts(settings: Settings) -> StoreParts:
     """The store `aml.store` names, opened (PostgreSQL: connected and migrated), nothing started."""
     if settings.aml.store == "postgresql":
         return _pg_parts(settings)
-    from filelock import FileLock
-
     from mateclaw_mem.conversations.facts import FactStore
     from mateclaw_mem.conversations.log import ConversationLog
     from mateclaw_mem.index.messages.index import MessageIndex
+    from mateclaw_mem.runtime.build.index import retokenize
 
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     closers: list[Any] = []
@@ -62,12 +61,9 @@ def open_parts(settings: Settings) -> StoreParts:
         closers.append(index)
         facts = FactStore(settings.log_db)
         closers.append(facts)
-        if index.stale_tokenizer() is not None:
-            # An index written by another tokenizer version would silently stop matching: rebuilt (derived
-            # data) by one process while the others wait, as the full daemon does (runtime/build/index.py).
-            with FileLock(str(settings.state_dir / "retokenize.lock")):
-                if index.stale_tokenizer() is not None:
-                    index.rebuild(log, facts)
+        # An index written by another tokenizer version would silently stop matching: rebuilt (derived
+        # data) by one process while the others wait - the full daemon's own step.
+        retokenize(settings.state_dir, "Add/Search message index", index, lambda: index.rebuild(log, facts))
     except BaseException:
         for closer in reversed(closers):
             closer.close()
