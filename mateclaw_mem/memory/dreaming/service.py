@@ -265,9 +265,9 @@ class DreamingService:
             return
         out.memory_before = snap.text
         # Rules mode threads topics the person came back to weeks apart: it reads the notes before the window.
-        older = topics.history(self.store, agent, owner=owner, today=today, day_range=self.mem.emergence_day_range)
-        scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body,
-                            older=older if self.mode == "rules" else ())
+        older = (topics.history(self.store, agent, owner=owner, today=today, day_range=self.mem.emergence_day_range)
+                 if self.mode == "rules" else [])
+        scored = cand.score(found, today=today, hits=hits, topic=topic, memory_body=snap.body, older=older)
         out.candidates = [s.as_dict() for s in scored.candidates]
         plan = self._plan(out, snap, scored, now, RETRY_NOTE if n else "")
         guard = self._forget.guard(agent, owner) if self._forget is not None else None
