@@ -56,6 +56,20 @@ class PgStore:
             self.pool.close()
 
 
+# libpq's defaults wait on a dead server for as long as TCP does (minutes: a host gone without a reset
+# leaves a query waiting, or a connection attempt hanging). These bound that to seconds; a DSN that sets
+# one of them keeps its own.
+_CONNECTION_DEFAULTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_idle": "10",
+                        "keepalives_interval": "5", "keepalives_count": "3", "tcp_user_timeout": "15000"}
+
+
+def connection_options(dsn: str) -> dict[str, Any]:
+    from psycopg.conninfo import conninfo_to_dict
+
+    given = conninfo_to_dict(dsn)
+    return {"autocommit": True, **{k: v for k, v in _CONNECTION_DEFAULTS.items() if k not in given}}
+
+
 def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 64 << 20, min_size: int = 1,
                max_size: int = 16, timeout: float = CONNECT_TIMEOUT_S, now_ms: int | None = None) -> PgStore:
     """Connect (StoreUnavailableError naming why, when the database cannot be reached), migrate,
@@ -71,7 +85,7 @@ def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 6
     # call gets it. `reconnect_timeout`: the pool's own reconnection backs off exponentially, so after a
     # long outage its next try could be minutes away; giving up after RECONNECT_S lets the next call
     # start a new try at once (the pool grows on demand), so a daemon is back seconds after its database.
-    pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, kwargs={"autocommit": True},
+    pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, kwargs=connection_options(dsn),
                           check=ConnectionPool.check_connection, open=False, name="mateclaw-aml", timeout=timeout,
                           reconnect_timeout=RECONNECT_S)
     try:
