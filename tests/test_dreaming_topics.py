@@ -151,3 +151,11 @@ def test_older_notes_alone_leave_the_night_quiet(services: Services, clock) -> N
     diary = services.store.read(AGENT, "DREAMS.md").text
     assert diary.count(" Dreaming") == 1 and "no daily notes" in diary and "fantasy" not in diary
     assert "Fantasy" not in services.store.read(AGENT, "MEMORY.md").text
+
+
+def test_a_thread_is_labelled_as_the_person_said_it() -> None:
+    found = topics.threads([_fact("I ran a charity race for mental health", 15, new=False),
+                            _fact("I'm still looking into counseling and mental health jobs", 1)])
+    assert [t.label for t in found] == ["Mental health"]
+    assert topics.shown(found[0]) == ('Mental health (2026-11-16, 2026-11-30): "I\'m still looking into counseling '
+                                      'and mental health jobs"')

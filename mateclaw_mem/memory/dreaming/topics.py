@@ -238,12 +238,23 @@ def threads(facts: Sequence[Fact], *, taken: Iterable[str] = (), limit: int = MA
             continue
         stems = sorted(stems, key=lambda s: -weights[s])[:3]
         chosen.sort(key=lambda f: (f.day, f.source), reverse=True)
-        label = " / ".join(next(terms[i][s] for i in left if s in terms[i]) for s in stems)
+        label = _label([next(terms[i][s] for i in left if s in terms[i]) for s in stems], chosen)
         out.append(Thread(stems, label[:1].upper() + label[1:], chosen, _score(tuple(left), stems, facts, weights)))
         used.update(left)
         if len(out) >= limit:
             break
     return out
+
+
+def _label(words: list[str], facts: Sequence[Fact]) -> str:
+    """The topic's words as the person said them together ("mental health"), else one by one."""
+    for f in facts:
+        said = _WORD.findall(f.text)
+        low = [w.lower() for w in said]
+        for n in range(len(low) - len(words) + 1):
+            if sorted(low[n:n + len(words)]) == sorted(w.lower() for w in words):
+                return " ".join(said[n:n + len(words)])
+    return " / ".join(words)
 
 
 def _score(members: Sequence[int], stems: Sequence[str], facts: Sequence[Fact], weights: dict[str, float]) -> float:
