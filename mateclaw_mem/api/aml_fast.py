@@ -67,6 +67,8 @@ class AmlFastLane:
             "/v1/aml/add": (AddRequest, add_answer, limits["/v1/aml/add"], True),
             "/v1/aml/search": (SearchRequest, search_answer, limits["/v1/aml/search"], False),
         }
+        for model, *_ in self.routes.values():  # Wire defers its validators to the first use: not a request's
+            model.model_rebuild(force=True)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         route = self.routes.get(scope["path"]) if scope["type"] == "http" and scope["method"] == "POST" else None

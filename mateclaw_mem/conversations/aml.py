@@ -32,6 +32,7 @@ from mateclaw_mem.conversations.aml_windows import with_windows
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage, StoredMessage
 from mateclaw_mem.db import is_busy
 from mateclaw_mem.errors import InvalidInputError
+from mateclaw_mem.index.messages import ranking
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
 from mateclaw_mem.index.messages.storage import FACT_BASE, split_speaker
 from mateclaw_mem.index.sources import AML_TRIGGER
@@ -229,6 +230,7 @@ class AmlService:
         if facts is not None:
             self.index.sync_facts(facts.store)
         self._images = log.has_attachments(agent)  # see `search`
+        ranking.load()  # built before a daemon listens: its first search as quick as the next
 
     def start(self) -> None:
         """Start the fact worker (model mode); jobs queued before a restart run first."""
