@@ -221,3 +221,7 @@ def test_the_cli_moves_a_store_and_names_a_bad_line(tmp_path: Path) -> None:
     assert json.loads(out)["counts"] == {"message": 48, "blob": 3, "request": 24}
     code, out, err = cli(*to, "aml", "import", str(tmp_path / "x.jsonl"))
     assert code == 4 and "already holds 48" in err
+    code, out, err = cli(*to, "--json", "aml", "status")
+    assert code == 0, err
+    report = json.loads(out)
+    assert (report["backend"], report["messages"], report["users"]) == ("sqlite", 48, 3)

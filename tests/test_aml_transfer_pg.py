@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from mateclaw_mem.errors import InvalidInputError
-from mateclaw_mem.runtime.aml_store import export_to, import_from
+from mateclaw_mem.runtime.aml_store import export_to, import_from, store_report
 from tests.support.postgres import PostgresServer
 from tests.test_aml_transfer import _dump, _empty, _mutations, answers, open_store, populate, store_settings
 
@@ -26,6 +26,10 @@ def test_sqlite_to_postgresql_and_back_answers_the_same(tmp_path: Path, pg_datab
     first = export_to(source.settings, str(tmp_path / "a.jsonl.gz"))
     pg = store_settings(tmp_path, "pg", store="postgresql")
     assert import_from(pg, str(tmp_path / "a.jsonl.gz")).counts == first.counts
+    report = store_report(pg)
+    assert (report["backend"], report["messages"], report["users"], report["reachable"]) == (
+        "postgresql", first.counts["message"], 3, True)
+    assert (report["schema_version"], report["pending_migrations"]) == (report["latest_schema_version"], 0)
     node = open_store(pg)
     try:
         assert answers(node, adds) == before
@@ -71,3 +75,6 @@ def test_a_database_out_of_reach_is_exit_8_naming_it(tmp_path: Path, pg_server: 
     err = str(done["stderr"])
     assert "PostgreSQL" in err and "out of reach" in err and "Traceback" not in err, err
     assert not (tmp_path / "x.jsonl").exists()
+    status = run_one({"argv": ["--workspace", str(folder / "ws"), "--config", str(folder / "c.yaml"), "aml", "status"],
+                      "env": {"MATECLAW_PG_DSN": closed}})
+    assert status["rc"] == 8 and "out of reach" in str(status["stderr"]), status

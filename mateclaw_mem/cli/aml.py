@@ -57,6 +57,15 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     )
     imp.add_argument("file", help="the file to read (-: stdin)")
     imp.set_defaults(func=cmd_import)
+    st = actions.add_parser(
+        "status", parents=[common], help="the Add/Search store: backend, migrations, pool, what it holds",
+        description="Open the store aml.store names (no daemon needed) and show its backend, where it is, its "
+        "schema version and pending migrations and pool (PostgreSQL), and how many messages, users and facts it "
+        "holds; with --url, what a running daemon's /health says of it instead. Exit 8 when the database "
+        "cannot be reached.",
+    )
+    st.add_argument("--url", help="a running daemon's base URL: show its /health store report")
+    st.set_defaults(func=cmd_status)
 
 
 def cmd_check(ctx: CliContext) -> int:
@@ -100,3 +109,25 @@ def cmd_import(ctx: CliContext) -> int:
 
 def _counts(counts: dict[str, int]) -> str:
     return ", ".join(f"{n} {kind.replace('_', ' ')}(s)" for kind, n in counts.items()) or "nothing"
+
+
+def cmd_status(ctx: CliContext) -> int:
+    from mateclaw_mem.cli.yaml_block import block
+    from mateclaw_mem.errors import StoreUnavailableError
+
+    if ctx.args.url:
+        import httpx
+
+        try:
+            health = httpx.get(ctx.args.url.rstrip("/") + "/health", timeout=10).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            raise StoreUnavailableError(f"no /health answer from {ctx.args.url}: {exc}") from None
+        report = health.get("store") or {"backend": "unknown (not a serve --aml-only daemon?)"}
+    else:
+        from mateclaw_mem.runtime.aml_store import store_report
+
+        report = store_report(ctx.settings)
+    ctx.emit(report, block("store", report))
+    if report.get("state") == "unavailable" or report.get("reachable") is False:
+        raise StoreUnavailableError(str(report.get("reason") or report.get("last_error") or "the store is unavailable"))
+    return 0

@@ -82,6 +82,32 @@ def _pg_parts(settings: Settings) -> StoreParts:
     return StoreParts("postgresql", store.log, store.index, facts, [store, facts])
 
 
+def store_report(settings: Settings) -> dict[str, Any]:
+    """What `aml status` shows without a daemon: the backend, where it is (never a password), its
+    migrations and pool (PostgreSQL: `pg_health`), and how much it holds. Raises StoreUnavailableError
+    when the database cannot be reached."""
+    parts = open_parts(settings)
+    try:
+        report: dict[str, Any] = {"backend": parts.backend}
+        if parts.backend == "postgresql":
+            from types import SimpleNamespace
+
+            from mateclaw_mem.conversations.pg import pg_health
+
+            report.update(pg_health(SimpleNamespace(pg=parts.closers[0])))  # type: ignore[arg-type]
+        else:
+            report["files"] = {"log": str(settings.log_db), "index": str(settings.messages_db)}
+        conn = parts.log._conn
+        agent = settings.aml_agent
+        with parts.log.lock:
+            row = conn.execute("SELECT COUNT(*) AS n, COUNT(DISTINCT owner) AS users FROM messages WHERE agent = ?",
+                               (agent,)).fetchone()
+        report.update(agent=agent, messages=row["n"], users=row["users"], facts=parts.facts.counts())
+        return report
+    finally:
+        parts.close()
+
+
 def export_to(settings: Settings, target: str, *, facts: bool = True, force: bool = False) -> Moved:
     """The store, written to `target` (a path: `.gz` compresses; "-": stdout) from one snapshot. A file
     is written beside and renamed when complete, so a cut export never looks like a whole one."""
