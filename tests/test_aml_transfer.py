@@ -33,12 +33,12 @@ LINES = [
 ]
 
 
-def store_settings(tmp_path: Path, name: str, **aml: Any) -> Settings:
+def store_settings(tmp_path: Path, name: str, model: dict[str, Any] | None = None, **aml: Any) -> Settings:
     folder = tmp_path / name
     folder.mkdir(parents=True, exist_ok=True)
     cfg = folder / "c.yaml"
     cfg.write_text("timezone: Europe/Berlin\n", encoding="utf-8")
-    return load_settings(cfg, folder / "ws", overrides={"aml": {"images": "keep", **aml}})
+    return load_settings(cfg, folder / "ws", overrides={"aml": {"images": "keep", **aml}, **(model or {})})
 
 
 def clock() -> ManualClock:

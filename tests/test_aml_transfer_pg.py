@@ -4,12 +4,16 @@ file leaves the database empty; a database out of reach is exit 8 with the reaso
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from mateclaw_mem.conversations.aml import AmlMessage
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.runtime.aml_store import export_to, import_from, store_report
+from tests.support.model_server import ModelServer
 from tests.support.postgres import PostgresServer
 from tests.test_aml_transfer import _dump, _empty, _mutations, answers, open_store, populate, store_settings
 
@@ -78,3 +82,57 @@ def test_a_database_out_of_reach_is_exit_8_naming_it(tmp_path: Path, pg_server: 
     status = run_one({"argv": ["--workspace", str(folder / "ws"), "--config", str(folder / "c.yaml"), "aml", "status"],
                       "env": {"MATECLAW_PG_DSN": closed}})
     assert status["rc"] == 8 and "out of reach" in str(status["stderr"]), status
+
+
+FACT = {"facts": [{"text": "Melanie has two cats named Luna and Oliver.", "sources": [2]}]}
+CATS = [AmlMessage("user", "Caroline: What are your cats called?", 1683554160000),
+        AmlMessage("user", "Melanie: Luna and Oliver! They keep me busy.", 1683554220000)]
+
+
+def _records(path: Path, *kinds: str) -> list[dict[str, Any]]:
+    return [r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r.get("t") in kinds]
+
+
+def test_model_mode_facts_and_their_jobs_move_too(tmp_path: Path, pg_database: str, model_server: ModelServer,
+                                                  model_settings_overrides: dict[str, Any],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Facts (found as `f<id>` by search) and fact jobs done, failed and still pending keep their ids,
+    status, attempts and errors through SQLite -> PostgreSQL -> SQLite."""
+    monkeypatch.setenv("MATECLAW_PG_DSN", pg_database)
+    source = open_store(store_settings(tmp_path, "a", model=model_settings_overrides))
+    try:
+        assert source.aml.facts is not None
+        model_server.reply_json(FACT)
+        source.aml.add_json("r1", "u1", "s1", CATS)
+        model_server.error(404, "model does not exist", code="model_not_found")
+        source.aml.add_json("r2", "u2", "s1", CATS)
+        assert source.aml.facts.run_pending() == 2
+        source.aml.add_json("r3", "u3", "s1", CATS)  # its job stays pending (no worker runs here)
+        before = [(i.id, i.content, i.score) for i in source.aml.search("how many cats does Melanie have", "u1", 10)]
+        assert any(i[0].startswith("f") for i in before), before
+    finally:
+        source.close()
+    first = tmp_path / "a.jsonl"
+    export_to(source.settings, str(first))
+    jobs = _records(first, "fact_job")
+    assert sorted(j["status"] for j in jobs) == ["done", "failed", "pending"], jobs
+    assert len(_records(first, "fact")) == 1
+    pg = store_settings(tmp_path, "pg", model=model_settings_overrides, store="postgresql")
+    import_from(pg, str(first))
+    second = tmp_path / "b.jsonl"
+    export_to(pg, str(second))
+    back = store_settings(tmp_path, "b", model=model_settings_overrides)
+    import_from(back, str(second))
+    third = tmp_path / "c.jsonl"
+    export_to(back, str(third))
+    for path in (second, third):
+        assert _records(path, "fact", "fact_job", "message", "request") == _records(
+            first, "fact", "fact_job", "message", "request"), path
+    for settings in (pg, back):
+        node = open_store(settings)
+        try:
+            assert [(i.id, i.content, i.score) for i in node.aml.search("how many cats does Melanie have", "u1", 10)
+                    ] == before
+            assert node.aml.facts is not None and node.aml.facts.store.job("r3", "u3") is not None
+        finally:
+            node.close()
