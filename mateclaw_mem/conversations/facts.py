@@ -18,6 +18,7 @@ import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations.log import ConversationLog, StoredMessage
@@ -25,11 +26,13 @@ from mateclaw_mem.db import SharedConnection, owner_column, run_once
 from mateclaw_mem.errors import MateclawError, ModelError
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.storage import split_speaker
-from mateclaw_mem.llm.client import ModelClient
 from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts.aml_facts import AmlFactsResult, SourceMessage, build_messages, check_sources
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace.walk import normalise_owner
+
+if TYPE_CHECKING:  # the client (and `openai`, ~0.3 s to import) only where a model is configured
+    from mateclaw_mem.llm.client import ModelClient
 
 log = logging.getLogger(__name__)
 
