@@ -122,7 +122,7 @@ def test_a_topic_that_comes_back_weeks_later_is_one_dated_line(services: Service
     # The diary says why: which topic, on how many days and sessions.
     diary = services.store.read(AGENT, "DREAMS.md").text
     assert "threaded 1 topic the person came back to in other words" in out.reason
-    assert "on 2 days in 2 sessions" in diary and "memory/2026-11-11.md" in diary
+    assert "on 2 days in 2 sessions, also in memory/2026-11-11.md (before the window)" in diary
     # The next night there is nothing new: the thread is not promoted again.
     clock.set(NIGHT + timedelta(days=1))
     again = services.dreaming.dream(AGENT)

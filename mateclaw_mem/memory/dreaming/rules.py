@@ -133,7 +133,8 @@ def plan_rules(snap: Any, scored: cand.Scored, now: datetime, topic: str | None,
                        f"days" + (f" about {topic!r}" if topic else "")
                        + (f" ({fixes} correcting an earlier note)" if fixes else ""))
     if found:
-        why = "; ".join(f"{t.label!r} on {len(t.days)} days in {len(t.sessions)} sessions" for t in found)
+        why = "; ".join(f"{t.label!r} on {len(t.days)} days in {len(t.sessions)} sessions" + _before_window(t)
+                        for t in found)
         reasons.append(f"{'and ' if promote else ''}threaded {len(found)} topic{'s' if len(found) != 1 else ''} the "
                        f"person came back to in other words ({why})")
     return DreamPlan(block + new_body, "; ".join(reasons), [line.removeprefix("- ") for line in lines], kept)
@@ -149,6 +150,12 @@ def _format_source(cluster: cand.FactCluster, now: datetime) -> str:
     more = len(cluster.sources) - len(shown)
     refs = "; ".join(shown) + (f"; +{more} more" if more > 0 else "")
     return f"(Source: {refs} · dreamed {now:%Y-%m-%d})"
+
+
+def _before_window(thread: topics.Thread) -> str:
+    # The diary's "Looked at" lists the window; a thread's older notes were read as its evidence.
+    older = list(dict.fromkeys(f.source.split(" ")[0] for f in thread.facts if not f.new))
+    return f", also in {', '.join(older)} (before the window)" if older else ""
 
 
 def _thread_source(thread: topics.Thread, now: datetime) -> str:
