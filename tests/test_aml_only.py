@@ -70,6 +70,7 @@ def test_sqlite_daemon_serves_the_contract_and_writes_nothing_but_its_databases(
         assert daemon.stop() == 0
     # No agent folder, no seeded memory file, no index.db: only the Add/Search databases.
     made = {p.relative_to(daemon.workspace).as_posix() for p in daemon.workspace.rglob("*")}
+    assert ".mateclaw/daemon.json" not in made  # removed at the stop
     assert made <= {".mateclaw", ".mateclaw/daemon.lock", *(f".mateclaw/{db}.db{s}" for db in ("log", "messages")
                                                              for s in ("", "-wal", "-shm"))}, made
     assert {".mateclaw/log.db", ".mateclaw/messages.db"} <= made
@@ -85,6 +86,11 @@ def test_sqlite_daemon_serves_the_contract_and_writes_nothing_but_its_databases(
 def test_a_second_sqlite_daemon_on_the_workspace_is_refused_naming_postgresql(tmp_path: Path) -> None:
     first = AmlOnly(tmp_path).start()
     try:
+        # `status` of the workspace finds the daemon (its pid file) and shows its parts.
+        status = _run(tmp_path, "status", "--workspace", str(first.workspace), "--config", str(first.config))
+        assert first.proc is not None
+        assert f"daemon: running (pid {first.proc.pid}, {first.url}" in status.stdout, status.stdout + status.stderr
+        assert "WAL checkpoints: running" in status.stdout
         second = _run(tmp_path, "serve", "--aml-only", "--workspace", str(first.workspace), "--config",
                       str(first.config), "--port", "0")
         assert second.returncode == 5, second.stderr

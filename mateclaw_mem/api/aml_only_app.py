@@ -48,7 +48,8 @@ def node_health(node: AmlNode) -> dict[str, Any]:
         "auth": bool(node.api_key),
         "pid": os.getpid(),
         "store": store,
-        "background": node.running_parts(),
+        # As the full daemon's /health has it (`status` prints it): each part and its state.
+        "background": {label: "running" for label in node.running_parts()},
     }
 
 

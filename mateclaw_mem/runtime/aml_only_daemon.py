@@ -21,6 +21,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.runtime import pidfile
 from mateclaw_mem.runtime.aml_only import AmlNode, open_node
 from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
 
@@ -52,6 +53,7 @@ class AmlOnlyDaemon:
         self._server: Any = None
         self._thread: threading.Thread | None = None
         self._deadline: threading.Timer | None = None
+        self._pidfile = False
 
     def start(self) -> None:
         if not is_loopback(self.host) and not os.environ.get(self.settings.server.api_key_env):
@@ -70,6 +72,8 @@ class AmlOnlyDaemon:
                      (time.perf_counter() - t0) * 1000)
             self._serve(sock)
             self.node.start()
+            if self.settings.aml.store == "sqlite":  # `status` of the workspace finds this daemon
+                self._write_pidfile()
         except BaseException:
             sock.close()
             self.stop()
@@ -81,6 +85,17 @@ class AmlOnlyDaemon:
         self._lock = ExitStack()
         self._lock.enter_context(daemon_lock(
             self.settings, "SQLite has one writer; many Add/Search daemons need aml.store: postgresql"))
+
+    def _write_pidfile(self) -> None:
+        from mateclaw_mem import __version__
+
+        assert self.node is not None
+        state, pid = self.settings.state_dir, os.getpid()
+        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
+        url = f"http://{f'[{host}]' if ':' in host else host}:{self.url.rsplit(':', 1)[1]}"
+        pidfile.write(state, pidfile.DaemonRecord(pid, url, self.node.clock.now().isoformat(timespec="seconds"),
+                                                  __version__))
+        self._pidfile = True
 
     def _serve(self, sock: socket.socket) -> None:
         import uvicorn
@@ -96,6 +111,9 @@ class AmlOnlyDaemon:
                  "on" if self.node.api_key else "off", self.url)
 
     def stop(self) -> None:
+        if self._pidfile:
+            pidfile.remove(self.settings.state_dir, os.getpid())
+            self._pidfile = False
         if self._server is not None and self._thread is not None:
             self._server.should_exit = True
             self._thread.join(HTTP_STOP_GRACE + 5)
@@ -117,6 +135,8 @@ class AmlOnlyDaemon:
     def _forced_exit(self, signum: int) -> None:
         log.warning("stopping took over %.1f s after %s: exiting now (every Add acknowledged is committed)",
                     STOP_DEADLINE, signal.Signals(signum).name)
+        if self._pidfile:
+            pidfile.remove(self.settings.state_dir, os.getpid())
         logging.shutdown()
         os._exit(0)
 
