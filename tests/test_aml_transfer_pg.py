@@ -64,6 +64,15 @@ def test_a_hostile_file_leaves_the_database_empty(tmp_path: Path, pg_database: s
             import_from(pg, str(path))
         assert says in err.value.message, (name, err.value.message)
         assert _empty(pg), f"{name}: something was imported"
+    # PostgreSQL's text cannot hold NUL, SQLite's can: such a message is named by its line, nothing imported.
+    msg = next(i for i, line in enumerate(lines) if '"t":"message"' in line)
+    record = json.loads(lines[msg])
+    record["content"] += "\u0000"
+    path = tmp_path / "nul.jsonl"
+    path.write_text("\n".join([*lines[:msg], json.dumps(record), *lines[msg + 1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=f"line {msg + 1}: text holds a NUL character"):
+        import_from(pg, str(path))
+    assert _empty(pg)
 
 
 def test_a_database_out_of_reach_is_exit_8_naming_it(tmp_path: Path, pg_server: PostgresServer) -> None:

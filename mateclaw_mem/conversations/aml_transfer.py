@@ -420,36 +420,40 @@ def _flush(conn: Any, pending: dict[str, list[tuple[Any, ...]]], index: InTransa
         try:
             conn.executemany(_INSERTS[kind], [r[1:] for r in rows])
         except Exception as exc:
-            if not _is_constraint(exc):
+            if not _refused(exc):
                 raise
             conn.execute("ROLLBACK TO SAVEPOINT page")
-            line = _offender(conn, kind, rows)
-            raise InvalidInputError(f"line {line}: this {kind}'s id or key is taken in the store (another agent's"
-                                    " conversation?) or repeats in the file; nothing imported") from None
+            line, why = _offender(conn, kind, rows, exc)
+            raise InvalidInputError(f"line {line}: {why}; nothing imported") from None
         conn.execute("RELEASE SAVEPOINT page")
         if kind == "message" and index is not None:
             index.messages([r[1] for r in rows])
 
 
-def _is_constraint(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    return name in ("IntegrityError", "UniqueViolation") or "constraint" in str(exc).lower()
+def _refused(exc: BaseException) -> bool:
+    """A row the store refuses (a key taken or repeated; text PostgreSQL cannot hold), as opposed to the
+    store failing (those go up as they are: StoreUnavailableError and the like)."""
+    return (isinstance(exc, InvalidInputError) or type(exc).__name__ in ("IntegrityError", "UniqueViolation")
+            or "constraint" in str(exc).lower())
 
 
-def _offender(conn: Any, kind: str, rows: list[tuple[Any, ...]]) -> int:
-    """The line of the first row of `rows` whose key repeats (a savepoint per row: the failed insert
-    leaves the transaction usable on PostgreSQL too; the caller rolls all of it back)."""
+def _offender(conn: Any, kind: str, rows: list[tuple[Any, ...]], first: BaseException) -> tuple[int, str]:
+    """(line, why) of the first row of `rows` the store refuses, tried one at a time (a savepoint per
+    row: the failed insert leaves the transaction usable on PostgreSQL too; the caller rolls all back)."""
     for row in rows:
         conn.execute("SAVEPOINT one_row")
         try:
             conn.execute(_INSERTS[kind], row[1:])
         except Exception as exc:
             conn.execute("ROLLBACK TO SAVEPOINT one_row")
-            if _is_constraint(exc):
-                return int(row[0])
-            raise
+            if not _refused(exc):
+                raise
+            if isinstance(exc, InvalidInputError):
+                return int(row[0]), exc.message
+            return int(row[0]), (f"this {kind}'s id or key is taken in the store (another agent's conversation?)"
+                                 " or repeats in the file")
         conn.execute("RELEASE SAVEPOINT one_row")  # kept: a later row of the page may repeat this one
-    return int(rows[0][0])
+    return int(rows[0][0]), str(first)
 
 
 def _missing_messages(conn: Any, agent: str) -> None:
