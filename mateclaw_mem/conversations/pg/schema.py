@@ -76,6 +76,8 @@ INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
     # not every message of the agent.
     (2, "messages by owner and time (retention)",
      "CREATE INDEX messages_by_owner_time ON messages (agent, owner, created_ms);"),
+    # A user's delete reaches their facts through this, not a scan of every user's.
+    (3, "facts by owner (user delete)", "CREATE INDEX aml_facts_by_owner ON aml_facts (agent, owner);"),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"
