@@ -497,3 +497,17 @@ def test_a_request_id_raced_past_the_owner_lock_is_answered_from_its_row(pg_data
     finally:
         for st in stores:
             st.close()
+
+
+def test_an_image_added_on_one_daemon_comes_back_from_another_started_before_it(pg_database: str) -> None:
+    """(SQLite is one daemon per workspace: it learns of images at start and from its own Adds.)"""
+    daemons = [_Pg(pg_database, _clock()), _Pg(pg_database, _clock())]  # both start on a store without images
+    try:
+        url = "https://example.com/pixel.png"
+        daemons[0].service.add("r1", "u1", "s1", [AmlMessage(role="user", timestamp=TS, content=[
+            {"type": "text", "text": "Ann: my cat Pixel"}, {"type": "image_url", "image_url": {"url": url}}])])
+        (hit,) = daemons[1].service.search("cat Pixel", "u1", 5)
+        assert [i["url"] for i in hit.images] == [url]
+    finally:
+        for d in daemons:
+            d.close()

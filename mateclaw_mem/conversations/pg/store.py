@@ -144,6 +144,11 @@ class PgLog(ConversationLog):
     def redacted_on_migration(self) -> dict[str, int]:
         return {}
 
+    def has_attachments(self, agent: str) -> bool:
+        # Asked once, when a service starts, so that a text-only log's searches skip the attachment
+        # lookup: here another daemon may log an image at any moment after this one started.
+        return True
+
     @contextmanager
     def holding(self, agent: str, owner: str) -> Iterator[object]:
         with self._lock, immediate(self._conn, self._lock) as conn:
