@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
 from pathlib import Path
 
 import httpx
@@ -27,16 +28,24 @@ POINTS = [
     ("soul-apply", "begin", "before"), ("soul-apply", "write:1", "before"), ("soul-apply", "end", "after"),
     ("contradiction", "begin", "before"), ("contradiction", "write:2", "half"), ("contradiction", "end", "after"),
     ("import-chats", "begin", "before"), ("import-chats", "end", "after"),
+    # A folder renamed: each file copied under its new name, then removed under its old one.
+    ("rename", "begin", "before"), ("rename", "write:2", "half"), ("rename", "write:7", "half"),
+    ("rename", "end", "after"),
+    ("delete", "begin", "before"), ("delete", "write:4", "half"), ("delete", "end", "after"),
+    # A dream: MEMORY.md rewritten ("written": before its DREAMS.md entry and run record), then recorded.
+    ("dream", "begin", "before"), ("dream", "write:1", "before"), ("dream", "written", "half"),
+    ("dream", "end", "after"),
 ]
+SIZE = {"import-chats": 2, "dream": 4}  # conversations; lines the dream promotes
 
 
 @pytest.mark.parametrize(("op", "point", "right_after"), POINTS, ids=[f"{o}-{p}" for o, p, _ in POINTS])
 def test_a_kill_at_any_point_is_whole_after_the_next_start(tmp_path: Path, op: str, point: str,
                                                            right_after: str) -> None:
     scenario = SCENARIOS[op]
-    n = 2 if op == "import-chats" else N
+    n = SIZE.get(op, N)
     args = scenario.prepare(tmp_path, n)
-    killed = cli(tmp_path, *args, crash_at=f"{op}:{point}")
+    killed = cli(tmp_path, *args, crash_at=f"{op}:{point}", module=scenario.module)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     kind, detail = scenario.state(tmp_path, n)
     assert kind == right_after, detail  # the point is where the test says: mid-way is really half done
@@ -84,6 +93,28 @@ def test_a_file_edited_by_hand_after_the_crash_is_left_alone_and_reported(tmp_pa
     shown = cli(tmp_path, "status").stdout  # the short report says it, without --all
     assert "interrupted import (run import-default-" in shown and "completed at start" in shown
     assert f"left alone: default/notes/n{N - 1:04d}.md: changed by hand after the crash" in shown
+
+
+def test_a_memory_md_saved_by_hand_after_a_killed_dream_is_kept_and_the_run_recorded_as_not_done(
+        tmp_path: Path) -> None:
+    scenario = SCENARIOS["dream"]
+    args = scenario.prepare(tmp_path, 4)
+    assert cli(tmp_path, *args, crash_at="dream:write:1").returncode == -signal.SIGKILL
+    memory = tmp_path / "workspace" / "default" / "MEMORY.md"
+    mine = memory.read_text(encoding="utf-8") + "\n## Mine\n\n- saved by the person after the crash\n"
+    memory.write_text(mine, encoding="utf-8")
+
+    done = restart(tmp_path)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["finished_now"][0]
+    assert entry["operation"] == "dream" and entry["files"]["left_alone"] == 1
+    assert entry["left_alone"][0]["file"] == "default/MEMORY.md"
+    assert memory.read_text(encoding="utf-8") == mine
+    diary = (tmp_path / "workspace" / "default" / "DREAMS.md").read_text(encoding="utf-8")
+    assert "saved by hand after the run was killed" in diary
+    with sqlite3.connect(tmp_path / "workspace" / ".mateclaw" / "log.db") as conn:
+        assert conn.execute("SELECT status, lines_added FROM dream_runs").fetchall() == [("failed", 0)]
+    assert journal_left(tmp_path) == []
 
 
 def test_a_running_operation_is_never_recovered_beside_itself(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
     from mateclaw_mem.index.files.index import FileIndex
     from mateclaw_mem.memory.contradictions.service import ContradictionService
+    from mateclaw_mem.memory.dreaming.service import DreamingService
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.store import WorkspaceStore
     from mateclaw_mem.workspace.transfer import Transfer
@@ -47,6 +48,8 @@ class Container(Protocol):
     def forget(self) -> Any: ...
     @property
     def chat_import(self) -> Any: ...
+    @property
+    def dreaming(self) -> DreamingService: ...
 
 log = logging.getLogger(__name__)
 SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
@@ -60,7 +63,15 @@ def _finishers(services: Container) -> dict[str, Finisher]:
         "contradiction": lambda f: services.contradictions.finish_resolve(f),
         "forget": lambda f: services.forget.finish_interrupted(f),
         "import-chats": lambda f: services.chat_import.finish_interrupted(f),
+        "dream": lambda f: _finish_dream(services, f),
     }
+
+
+def _finish_dream(services: Container, finish: dict[str, Any]) -> str:
+    from mateclaw_mem.memory.dreaming import apply
+
+    dreaming = services.dreaming
+    return apply.finish_interrupted(dreaming.store, dreaming.diary, dreaming.runs, finish, services.clock.now())
 
 
 def at_start(services: Container) -> list[dict[str, Any]]:

@@ -14,6 +14,7 @@ from pathlib import PurePosixPath
 
 from mateclaw_mem.errors import InvalidInputError, InvalidPathError, NotFoundError
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.workspace import moves
 from mateclaw_mem.workspace.paths import check_relative
 from mateclaw_mem.workspace.store import FileInfo, WorkspaceStore
 from mateclaw_mem.workspace.tools import WorkspaceTools
@@ -169,8 +170,8 @@ class FileCommands:
         files = self._files_under(agent, rel, owner)
         if not files:
             raise NotFoundError(f"{_display(rel)} does not exist")
-        for f in files:
-            self.store.delete(agent, f.rel, expected_sha=None, actor=actor, owner=owner, reason="delete folder")
+        # One journaled operation (workspace/moves.py): a kill half-way is finished at the next start.
+        moves.delete_files(self.store, agent, [f.rel for f in files], actor=actor, owner=owner)
         return CommandResult(f"{_display(rel)} deleted ({len(files)} file(s))", _display(rel), True)
 
     def rename(
@@ -189,7 +190,7 @@ class FileCommands:
         files = self._files_under(agent, old, owner)
         if not files:
             raise NotFoundError(f"{_display(old)} does not exist")
-        for f in files:
-            target = (PurePosixPath(new) / PurePosixPath(f.rel).relative_to(old)).as_posix()
-            self.store.rename(agent, f.rel, check_relative(target).as_posix(), actor=actor, owner=owner)
+        pairs = [(f.rel, check_relative((PurePosixPath(new) / PurePosixPath(f.rel).relative_to(old)).as_posix())
+                  .as_posix()) for f in files]
+        moves.move_files(self.store, agent, pairs, actor=actor, owner=owner)  # one journaled operation
         return CommandResult(f"{_display(old)} renamed to {_display(new)} ({len(files)} file(s))", _display(new), True)

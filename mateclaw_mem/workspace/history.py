@@ -6,6 +6,7 @@ per kept version. The newest `keep` versions per file are retained (default 50, 
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -117,16 +118,16 @@ class History:
         for r in drop:
             (folder / f"{r.version:06d}.md").unlink(missing_ok=True)
 
-    def list(self, key: str, rel: str) -> list[Version]:
+    def list(self, key: str, rel: str) -> builtins.list[Version]:
         return self._records(os.path.join(self.root, key, rel))
 
-    def tails(self, key: str, rels: Sequence[str], last: int) -> list[list[Version]]:
+    def tails(self, key: str, rels: Sequence[str], last: int) -> builtins.list[builtins.list[Version]]:
         """The newest `last` kept versions of each of these files, in their order (`status`'s last
         writes, over every file of an agent): a folder without any history is looked up once for all
         its files, not once per file, and a record file is parsed again only once it has changed."""
         base = os.path.join(self.root, key)
         kept: dict[str, bool] = {}
-        out: list[list[Version]] = []
+        out: builtins.list[builtins.list[Version]] = []
         for rel in rels:
             folder = rel.rpartition("/")[0]
             if folder not in kept:
@@ -153,15 +154,15 @@ class History:
             raise NotFoundError(f"{rel}: no kept version {version} (see `mateclaw-mem history`)")
         return path.read_bytes()
 
-    def batch(self, batch: str) -> list[Version]:
+    def batch(self, batch: str) -> builtins.list[Version]:
         """Every version saved under one batch id (a whole dream run, say), oldest first."""
-        out: list[Version] = []
+        out: builtins.list[Version] = []
         if self.root.exists():
             for index in self.root.rglob("versions.jsonl"):
                 out.extend(r for r in self._records(index.parent) if r.batch == batch)
         return sorted(out, key=lambda r: (r.at, r.version))
 
-    def purge(self, key: str, match: Callable[[bytes], bool]) -> list[Version]:
+    def purge(self, key: str, match: Callable[[bytes], bool]) -> builtins.list[Version]:
         """Remove the kept versions of one agent directory (`key`) whose content `match`es - a
         forget whose undo window has passed. Other owners' directories nested in it are not touched."""
         base, out = self.root / key, []

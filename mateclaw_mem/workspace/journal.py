@@ -220,6 +220,20 @@ class Journal:
             n = live.writes
         crash_point(live.op, f"write:{n}")
 
+    def end(self, batch: str) -> None:
+        """Close the journal `begin` opened for `batch`, if one is open in this process: for an
+        operation whose changes span calls (a dream's files, then its diary entry and run record,
+        memory/dreaming/apply.py) and cannot sit inside one `operation` block."""
+        with self._guard:
+            live = self._live.get(batch)
+        if live is not None:
+            self._close(batch, live)
+
+    def is_open(self, batch: str) -> bool:
+        """Whether this process has a journal open for `batch`."""
+        with self._guard:
+            return batch in self._live
+
     def staged_path(self, jid: str, name: str) -> Path:
         return self.folder / jid / f"s-{name}"
 

@@ -24,7 +24,7 @@ from mateclaw_mem.errors import (
     NotFoundError,
 )
 from mateclaw_mem.markdown import frontmatter
-from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, oversized, reading, seeding, undo, walk
+from mateclaw_mem.workspace import blobs, ceilings, daily, month_archive, moves, oversized, reading, seeding, undo, walk
 from mateclaw_mem.workspace.atomic import delete_verified, replace_verified, write_plain
 from mateclaw_mem.workspace.conflicts import ConflictLog, FileLocks
 from mateclaw_mem.workspace.history import History, Version
@@ -288,15 +288,8 @@ class WorkspaceStore:
             raise BusyError(f"{rel} kept changing while it was being deleted; try again")
 
     def rename(self, agent: str, src: str, dst: str, *, actor: str, owner: str | None = None) -> WriteResult:
-        source = self.read(agent, src, owner=owner)
-        if not source.exists:
-            raise NotFoundError(f"{src} does not exist")
-        if self.read(agent, dst, owner=owner).exists:
-            raise ConflictError(f"{dst} already exists; choose another name or delete it first")
-        result = self.write(agent, dst, source.text, expected_sha="", actor=PERSON if actor == PERSON else "rename",
-                            owner=owner, reason=f"renamed from {src}")
-        self.delete(agent, src, expected_sha=source.sha, actor=actor, owner=owner, reason=f"renamed to {dst}")
-        return result
+        """`src` moved to `dst` (which must not exist), journaled: workspace/moves.py."""
+        return moves.move_files(self, agent, [(src, dst)], actor=actor, owner=owner)[0]
 
     def _parts(self, agent: str, owner: str | None, rel: str) -> tuple[list[str], str]:
         parts = [*self.agent_key(agent, owner).split("/"), *rel.split("/")]

@@ -7,7 +7,9 @@ operations survive it (the goal is 0).
 Each operation of tests/support/half_ops.py (snapshot import of 60 files, undo of that import's run,
 forget of a claim held by 60 notes, the month-archive roll of 60 daily notes - `--files N` for
 another size -, a SOUL.md proposal applied, a contradiction resolved by a merge across two files, a
-chat import of 20 conversations of 400 messages)
+chat import of 20 conversations of 400 messages, a folder of 60 notes renamed and one deleted through
+the MCP memory tool's commands, a rules-mode dream promoting 8 lines into MEMORY.md with its DREAMS.md
+entry and run record)
 is made ready once and copied for every round. A round runs the operation as a real `mateclaw-mem`
 command (this interpreter) and sends it SIGKILL at a random moment: three rounds in four inside the
 operation (drawn uniformly from its journal's appearance - written before its first change - to the
@@ -48,7 +50,8 @@ COUNTS = ("killed", "half_before", "completed", "rolled_back", "untouched", "hal
 # Files (conversations for a chat import) per operation; --files N sets the first four. The issue's
 # measurement used 300; 60 keeps 140 rounds within half an hour on two shared cores.
 SIZES = {"import": 60, "undo": 60, "forget": 60, "month-roll": 60, "soul-apply": 1, "contradiction": 2,
-         "import-chats": 20}
+         "import-chats": 20, "rename": 60, "delete": 60, "dream": 8}
+SIZED = ("import", "undo", "forget", "month-roll", "rename", "delete")  # what --files sets
 
 
 def _template(name: str, base: Path) -> tuple[Path, list[str]]:
@@ -82,7 +85,7 @@ def run_operation(name: str, rounds: int, rng: random.Random, base: Path) -> dic
     template, args = _template(name, base)
     calib = _copy(template, base / f"calib-{name}")
     t0 = time.monotonic()
-    proc = popen(calib, _args_in(args, template, calib))
+    proc = popen(calib, _args_in(args, template, calib), scenario.module)
     began = _journal_begins(calib, proc)
     code = proc.wait()
     took, window = time.monotonic() - t0, time.monotonic() - (began or t0)
@@ -93,7 +96,7 @@ def run_operation(name: str, rounds: int, rng: random.Random, base: Path) -> dic
     examples: list[str] = []
     for r in range(rounds):
         folder = _copy(template, base / f"{name}-{r}")
-        proc = popen(folder, _args_in(args, template, folder))
+        proc = popen(folder, _args_in(args, template, folder), scenario.module)
         if r % 4 == 3:  # anywhere in the command's life, its start-up included
             at = rng.uniform(0, took)
             time.sleep(at)
@@ -132,10 +135,10 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--only", default=",".join(SCENARIOS), help="operations, comma-separated")
     parser.add_argument("--seed", type=int, default=None)
-    parser.add_argument("--files", type=int, default=None, help="files per import, undo, forget and roll")
+    parser.add_argument("--files", type=int, default=None, help="files per import, undo, forget, roll, rename, delete")
     a = parser.parse_args()
     if a.files:
-        SIZES.update({k: a.files for k in ("import", "undo", "forget", "month-roll")})
+        SIZES.update({k: a.files for k in SIZED})
     seed = a.seed if a.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
     base = Path(tempfile.mkdtemp(prefix="mateclaw-half-ops-"))

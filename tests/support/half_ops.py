@@ -37,11 +37,16 @@ mate:
 """
 
 
+CLI = "mateclaw_mem.cli.main"
+ROOT = Path(__file__).resolve().parents[2]
+
+
 @dataclass(frozen=True)
 class Scenario:
     name: str  # the journal's operation name (MATECLAW_MEM_CRASH_AT=<name>:<point>)
     prepare: Callable[[Path, int], list[str]]  # (folder, n) -> the command's arguments
     state: Callable[[Path, int], tuple[str, str]]  # -> ("before" | "after" | "half", detail)
+    module: str = CLI  # what runs it: `mateclaw-mem`, or tests/support/file_op.py (the MCP tool's commands)
 
 
 def env(folder: Path, crash_at: str | None = None) -> dict[str, str]:
@@ -52,13 +57,14 @@ def env(folder: Path, crash_at: str | None = None) -> dict[str, str]:
     return out
 
 
-def cli(folder: Path, *args: str, crash_at: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mateclaw_mem.cli.main", *args], env=env(folder, crash_at),
+def cli(folder: Path, *args: str, crash_at: str | None = None, timeout: float = 300,
+        module: str = CLI) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], env=env(folder, crash_at), cwd=ROOT,
                           capture_output=True, text=True, timeout=timeout)
 
 
-def popen(folder: Path, args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "mateclaw_mem.cli.main", *args], env=env(folder),
+def popen(folder: Path, args: list[str], module: str = CLI) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", module, *args], env=env(folder), cwd=ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
 
 
@@ -290,6 +296,88 @@ def state_chats(folder: Path, n: int) -> tuple[str, str]:
     return _classify(len(count), n, "conversations in the log")
 
 
+# -- rename and delete of a folder (the MCP memory tool's commands) -----------------------------------------------
+
+
+def _moved(i: int) -> str:
+    return f"# Moved {i}\n\n- a note of the folder, number {i}, kept word for word\n"
+
+
+def prepare_rename(folder: Path, n: int) -> list[str]:
+    _hand_written(folder, {f"notes/m{i:04d}.md": _moved(i) for i in range(n)})
+    return ["rename", AGENT, "/memories/notes", "/memories/moved"]
+
+
+def state_rename(folder: Path, n: int) -> tuple[str, str]:
+    old = sum((_ws(folder) / "notes" / f"m{i:04d}.md").is_file() for i in range(n))
+    new = [p for i in range(n) if (p := _ws(folder) / "moved" / f"m{i:04d}.md").is_file()]
+    wrong = [p.name for p in new if p.read_text(encoding="utf-8") != _moved(int(p.stem[1:]))]
+    if wrong:
+        return "half", f"{len(wrong)} renamed file(s) differ from the original"
+    if old == n and not new:
+        return "before", f"{n} of {n} files under the old name"
+    if old == 0 and len(new) == n:
+        return "after", f"{n} of {n} files under the new name"
+    return "half", f"{old} of {n} under the old name, {len(new)} under the new one"
+
+
+def prepare_delete(folder: Path, n: int) -> list[str]:
+    _hand_written(folder, {f"trash/d{i:04d}.md": _moved(i) for i in range(n)})
+    return ["delete", AGENT, "/memories/trash"]
+
+
+def state_delete(folder: Path, n: int) -> tuple[str, str]:
+    left = sum((_ws(folder) / "trash" / f"d{i:04d}.md").is_file() for i in range(n))
+    return _classify(n - left, n, "files of the folder deleted")
+
+
+# -- a dream run (rules mode): MEMORY.md rewritten, then its DREAMS.md entry and its run record ------------------
+
+DREAM_DAY = date(2026, 11, 30)
+# Things said on two different days, each in words of its own: rules mode promotes each into MEMORY.md.
+_SAID = ["The allotment gate code is 4417", "Dana's cello lesson moved to Thursdays", "The boiler service is due in March",
+         "Grandma Ilse turns ninety in June", "The spare bike key hangs behind the fridge",
+         "Book club reads Middlemarch next", "The landlord prefers email over calls", "Parking permit renewal costs 80 euros"]
+
+
+def prepare_dream(folder: Path, n: int) -> list[str]:
+    from datetime import datetime
+
+    svc = services(folder)
+    try:
+        for day in (DREAM_DAY - timedelta(days=2), DREAM_DAY - timedelta(days=1)):
+            when = datetime(day.year, day.month, day.day, 9, 0, tzinfo=svc.clock.tz)
+            svc.store.append_daily(AGENT, "Notes", "\n".join(f"- {line}" for line in _SAID[:n]), actor="extraction",
+                                   when=when)
+    finally:
+        svc.close()
+    return ["dream", AGENT, "--as-of", DREAM_DAY.isoformat()]
+
+
+def state_dream(folder: Path, n: int) -> tuple[str, str]:
+    memory = (_ws(folder) / "MEMORY.md").read_text(encoding="utf-8")
+    diary = (_ws(folder) / "DREAMS.md")
+    diary_text = diary.read_text(encoding="utf-8") if diary.is_file() else ""
+    promoted = sum(line in memory for line in _SAID[:n])
+    run = None
+    db = folder / "workspace" / ".mateclaw" / "log.db"
+    if db.exists():
+        with sqlite3.connect(db) as conn:
+            try:
+                run = conn.execute("SELECT run_id, status FROM dream_runs").fetchone()
+            except sqlite3.OperationalError:
+                run = None
+    entry = "Dreaming" in diary_text and "- Outcome:" in diary_text
+    if promoted == 0 and run is None and not entry:
+        return "before", "MEMORY.md as it was, no diary entry, no run recorded"
+    if promoted == n and run is not None and run[1] == "done" and f"`{run[0]}`" in diary_text:
+        return "after", f"{n} of {n} lines promoted, diary entry and run record {run[0]}"
+    return "half", f"{promoted} of {n} lines promoted; diary entry {'there' if entry else 'missing'}; " \
+                   f"run record {run[1] if run else 'missing'}"
+
+
+FILE_OP = "tests.support.file_op"
+
 SCENARIOS = {s.name: s for s in (
     Scenario("import", prepare_import, state_import),
     Scenario("undo", prepare_undo, state_undo),
@@ -298,6 +386,9 @@ SCENARIOS = {s.name: s for s in (
     Scenario("soul-apply", prepare_soul, state_soul),
     Scenario("contradiction", prepare_contradiction, state_contradiction),
     Scenario("import-chats", prepare_chats, state_chats),
+    Scenario("rename", prepare_rename, state_rename, FILE_OP),
+    Scenario("delete", prepare_delete, state_delete, FILE_OP),
+    Scenario("dream", prepare_dream, state_dream),
 )}
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -85,8 +86,9 @@ def dropped_entries(old_body: str, new_body: str) -> list[tuple[str, str]]:
     return dropped
 
 
-def archive_dropped(store: WorkspaceStore, agent: str, owner: str | None, dropped: list[tuple[str, str]],
-                    now: datetime, run_id: str) -> str:
+def archive_plan(dropped: list[tuple[str, str]], now: datetime, run_id: str) -> tuple[str, Callable[[str], str | None]]:
+    """(the archive file, its update) for the entries a rewrite drops: the bytes the dream's journal
+    stages (memory/dreaming/apply.py) and the ones `archive_dropped` writes are the same."""
     rel = f"memory/archive/MEMORY-{now:%Y-%m-%d}.md"
     text = "\n".join(t.rstrip("\n") for _, t in dropped if t) + "\n"
 
@@ -98,6 +100,12 @@ def archive_dropped(store: WorkspaceStore, agent: str, owner: str | None, droppe
         note = f"<!-- dropped from MEMORY.md at {now:%H:%M} by dream run {run_id} -->\n"
         return current.rstrip("\n") + "\n\n" + note + text
 
+    return rel, add
+
+
+def archive_dropped(store: WorkspaceStore, agent: str, owner: str | None, dropped: list[tuple[str, str]],
+                    now: datetime, run_id: str) -> str:
+    rel, add = archive_plan(dropped, now, run_id)
     # Archive first: a crash before the rewrite leaves the text twice, never zero times.
     store.update(agent, rel, add, actor=ACTOR, owner=owner, reason=f"archive for {run_id}", batch=run_id)
     return rel

@@ -65,6 +65,10 @@ class DreamRunLog(SharedConnection):
                      json.dumps(out.report, ensure_ascii=False)),
                 )
 
+    def has(self, run_id: str) -> bool:
+        with self._lock:
+            return self._conn.execute("SELECT 1 FROM dream_runs WHERE run_id=?", (run_id,)).fetchone() is not None
+
     def run_id(self, agent: str, owner: str | None, now: datetime, *, unique: bool = True) -> str:
         """`dream-<agent>[-<owner>]-<YYYYmmddTHHMMSS>`, with `-2`, `-3`... when that second is taken.
         It is also the batch id of the run's writes (`undo --run`)."""

@@ -63,15 +63,15 @@ from mateclaw_mem.errors import (
 )
 from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.markdown import frontmatter
+from mateclaw_mem.memory.dreaming import apply, gates, topics
 from mateclaw_mem.memory.dreaming import candidates as cand
-from mateclaw_mem.memory.dreaming import gates, topics
-from mateclaw_mem.memory.dreaming.diary import Diary, DiaryEntry
+from mateclaw_mem.memory.dreaming.diary import Diary
 from mateclaw_mem.memory.dreaming.gates import ACTOR, LOSS_LIMIT, MEMORY_REL
 from mateclaw_mem.memory.dreaming.model_plan import plan_model
 from mateclaw_mem.memory.dreaming.outcome import DreamOutcome
 from mateclaw_mem.memory.dreaming.report import ContradictionsHook, build_report
 from mateclaw_mem.memory.dreaming.rules import DreamPlan, plan_rules
-from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, run_summary, short_reason
+from mateclaw_mem.memory.dreaming.runs import DreamRunLog, log_line, run_summary
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.settings import Settings
 from mateclaw_mem.workspace import oversized
@@ -310,12 +310,8 @@ class DreamingService:
             out.would_change = True
             out.diff, out.lines_added, out.lines_removed = gates.diff(snap.text, final)
             return
-        if dropped:
-            out.archived.append(gates.archive_dropped(self.store, agent, owner, dropped, now, out.run_id))
-        result = self.store.write(
-            agent, MEMORY_REL, plan.new_text, expected_sha=snap.sha, actor=ACTOR, owner=owner,
-            reason=f"dream: {short_reason(plan.reason)}", batch=out.run_id,
-        )
+        # Journaled with the run's records (apply.py): a kill from here on is finished at the next start.
+        result = apply.write(self.store, out, snap, plan.new_text, dropped, now, final)
         for rel in result.archived:
             if rel not in out.archived:
                 out.archived.append(rel)
@@ -356,12 +352,7 @@ class DreamingService:
         memory = self.store.read(out.agent, MEMORY_REL, owner=out.owner)
         before = memory.text if out.memory_before is None else out.memory_before
         out.report = build_report(out, before, memory.text, self.contradictions)
-        entry = DiaryEntry(
-            when=datetime.fromisoformat(out.started_at), outcome=out.status, reason=out.reason, run_id=out.run_id,
-            mode=out.mode, trigger=out.trigger, topic=out.topic, owner=out.owner, looked_at=out.looked_at,
-            sections=out.sections, memory_chars=len(memory.body), candidates=out.candidates, promoted=out.promoted,
-            kept=out.kept, added=out.lines_added, removed=out.lines_removed, archived=out.archived, report=out.report,
-        )
+        entry = apply.entry_of(out, len(memory.body))
         files = [MEMORY_REL] * (out.status == "done") + out.archived
         try:
             written = self.diary.append(out.agent, entry, owner=out.owner)  # None: a quiet night left out
@@ -370,6 +361,7 @@ class DreamingService:
             log.error("could not write the DREAMS.md entry for %s: %s", out.run_id, exc.message)
             out.reason += f" (diary entry not written: {exc.message})"
         self.runs.record(out)
+        apply.end(self.store, out.run_id)  # the rewrite, its diary entry and its record are whole
         log.info("%s", log_line(out, (time.monotonic() - t0) * 1000, files))
         return out
 
