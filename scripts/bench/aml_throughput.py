@@ -6,7 +6,8 @@ over SQLite (issue 40), with a round-robin client, and where the CPU goes (daemo
 For each setup: a fresh store (PostgreSQL: a fresh database on a throw-away server of its own, as the
 tests start one; SQLite: a fresh workspace), the daemons started, then `--clients` threads send Adds
 (two LoCoMo turns each, 100 users, unique request ids) for `--seconds`, each to the next daemon in
-turn, then Searches (a LoCoMo question's words, top_k 10) for `--seconds`. Printed per setup: Adds/s
+turn (`--sticky`: each user to one daemon, as a balancer hashing user_id), then Searches (a LoCoMo
+question's words, top_k 10) for `--seconds`. Printed per setup: Adds/s
 and searches/s, p50 latencies, and the CPU milliseconds per request spent by the daemons, by
 PostgreSQL (the postmaster and its backends) and by this client, and the machine's CPU use (of
 cores x seconds). `--rounds N` repeats the setups interleaved (figures from a shared, busy machine
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +59,16 @@ def corpus(path: Path) -> tuple[list[str], list[str]]:
 class Load:
     """`clients` threads, each request to the next daemon in turn, for a fixed time."""
 
-    def __init__(self, daemons: list[AmlDaemon], clients: int) -> None:
+    def __init__(self, daemons: list[AmlDaemon], clients: int, sticky: bool = False) -> None:
         self.ports = [d.port for d in daemons]
         self.clients = clients
+        self.sticky = sticky  # each user always to the same daemon (a balancer hashing user_id)
         self.turn = 0
         self.lock = threading.Lock()
 
-    def _next(self) -> int:
+    def _next(self, user: str) -> int:
+        if self.sticky:
+            return self.ports[zlib.crc32(user.encode()) % len(self.ports)]
         with self.lock:
             self.turn += 1
             return self.ports[self.turn % len(self.ports)]
@@ -80,8 +85,8 @@ class Load:
             n, mine_ok, mine_bad, mine_lat = 0, 0, 0, []
             while time.monotonic() < stop:
                 n += 1
-                port = self._next()
                 path, body = make(rng, c, n)
+                port = self._next(body["user_id"])
                 conn = conns.get(port) or http.client.HTTPConnection("127.0.0.1", port, timeout=60)
                 conns[port] = conn
                 t0 = time.perf_counter()
@@ -111,7 +116,7 @@ class Load:
 
 def measure(label: str, daemons: list[AmlDaemon], server: PostgresServer | None, args: argparse.Namespace,
             turns: list[str], questions: list[str], run: int) -> dict[str, Any]:
-    load = Load(daemons, args.clients)
+    load = Load(daemons, args.clients, sticky=args.sticky)
 
     def add(rng: random.Random, c: int, n: int) -> tuple[str, dict[str, Any]]:
         i = rng.randrange(len(turns) - 1)
@@ -163,6 +168,8 @@ def main() -> int:
     ap.add_argument("--daemons", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-sqlite", action="store_true")
+    ap.add_argument("--sticky", action="store_true",
+                    help="each user always to the same daemon (a balancer hashing user_id), not round-robin")
     ap.add_argument("--data", type=Path, default=LOCOMO, help="LoCoMo dev JSON for realistic turns (optional)")
     args = ap.parse_args()
     turns, questions = corpus(args.data)
@@ -194,7 +201,8 @@ def main() -> int:
               f"{s['daemon_ms']:>7.2f} {s['db_ms']:>6.2f} {s['busy']:>5.0%}")
         if a["failed"] or s["failed"]:
             print(f"  ({r['setup']}: {a['failed']} Adds and {s['failed']} searches failed)")
-    print(f"({args.clients} clients, {args.seconds:g} s per phase, {USERS} users, Adds of 2 LoCoMo turns; "
+    routing = "sticky by user" if args.sticky else "round-robin"
+    print(f"({args.clients} clients, {routing}, {args.seconds:g} s per phase, {USERS} users, Adds of 2 LoCoMo turns; "
           f"busy = CPU used by daemons + DB + client of {cores} cores x seconds)")
     print(load_average())
     return 0
