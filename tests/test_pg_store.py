@@ -511,3 +511,27 @@ def test_an_image_added_on_one_daemon_comes_back_from_another_started_before_it(
     finally:
         for d in daemons:
             d.close()
+
+
+def test_a_store_indexed_by_another_tokenizer_is_refused_with_the_way_out(pg_database: str, tmp_path: Path) -> None:
+    from mateclaw_mem.conversations.pg import open_pg_service
+    from mateclaw_mem.errors import ConfigError
+    from mateclaw_mem.settings import load_settings
+
+    (tmp_path / "c.yaml").write_text("aml:\n  store: postgresql\n", encoding="utf-8")
+
+    pg = _Pg(pg_database, _clock())
+    try:
+        pg.service.add("r1", "u1", "s1", _msgs(["Ann: indexed long ago"], TS))
+        with pg.log.lock:
+            pg.log._conn.execute("UPDATE meta SET value = 'tok-0' WHERE key = 'tokenizer'")
+    finally:
+        pg.close()
+    settings = load_settings(tmp_path / "c.yaml", tmp_path / "ws")
+    with pytest.raises(ConfigError, match=r"tokenizer 'tok-0'.*aml export"):
+        open_pg_service(settings, _clock(), dsn=pg_database)
+    exported = open_store(pg_database)  # (export still opens it: it reads the log, not the index)
+    try:
+        assert [m.content for m in exported.log.since(0)] == ["Ann: indexed long ago"]
+    finally:
+        exported.close()

@@ -134,10 +134,20 @@ def open_pg_service(settings: Settings, clock: Clock, *, model: ModelClient | No
     """The Add/Search service over PostgreSQL (the DSN from `aml.postgres-dsn-env`'s variable unless
     given); migrations run here. The caller calls `.start()` and `.stop()` (which closes the pool)."""
     from mateclaw_mem.conversations.aml_images import ImageSettings
+    from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 
     aml = settings.aml
     store = open_store(dsn or dsn_from(settings), cache_bytes=aml.cache_bytes,
                        now_ms=int(clock.now().timestamp() * 1000))
+    stale = store.index.stale_tokenizer()
+    if stale is not None:
+        # Its terms would silently stop matching this version's query terms. SQLite rebuilds its index
+        # file at start; a shared database is not rebuilt under other daemons' feet. (`aml export` opens
+        # it all the same: `open_store` does not refuse it.)
+        store.close()
+        raise ConfigError(f"the PostgreSQL store was indexed with tokenizer {stale!r}, this mateclaw-mem uses"
+                          f" {TOKENIZER_VERSION!r}: `mateclaw-mem aml export` it and `aml import` it into a fresh"
+                          " database (the import indexes every message again), then point the daemons there")
     facts: FactExtractor | None = None
     if model is not None:
         from mateclaw_mem.conversations.facts import FactExtractor
