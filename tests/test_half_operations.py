@@ -35,6 +35,9 @@ POINTS = [
     # A dream: MEMORY.md rewritten ("written": before its DREAMS.md entry and run record), then recorded.
     ("dream", "begin", "before"), ("dream", "write:1", "before"), ("dream", "written", "half"),
     ("dream", "end", "after"),
+    # DREAMS.md over its cap: two months' files, then DREAMS.md without what they now hold.
+    ("diary-cap", "begin", "before"), ("diary-cap", "write:2", "half"), ("diary-cap", "write:3", "half"),
+    ("diary-cap", "end", "after"),
 ]
 SIZE = {"import-chats": 2, "dream": 4}  # conversations; lines the dream promotes
 
@@ -93,6 +96,24 @@ def test_a_file_edited_by_hand_after_the_crash_is_left_alone_and_reported(tmp_pa
     shown = cli(tmp_path, "status").stdout  # the short report says it, without --all
     assert "interrupted import (run import-default-" in shown and "completed at start" in shown
     assert f"left alone: default/notes/n{N - 1:04d}.md: changed by hand after the crash" in shown
+
+
+@pytest.mark.parametrize("point", ["write:2", "write:3"])
+def test_a_finished_diary_cap_is_byte_for_byte_what_an_uninterrupted_one_writes(tmp_path: Path, point: str) -> None:
+    scenario = SCENARIOS["diary-cap"]
+    files = {}
+    for name, crash in (("clean", None), ("killed", f"diary-cap:{point}")):
+        folder = tmp_path / name
+        folder.mkdir()
+        args = scenario.prepare(folder, N)
+        run = cli(folder, *args, crash_at=crash)
+        assert run.returncode == (-signal.SIGKILL if crash else 0), run.stderr
+        assert restart(folder).returncode == 0
+        ws = folder / "workspace" / "default"
+        files[name] = {p.relative_to(ws).as_posix(): p.read_bytes()
+                       for p in [ws / "DREAMS.md", *sorted((ws / "memory" / "dreams").glob("*.md"))]}
+    assert sorted(files["clean"]) == ["DREAMS.md", "memory/dreams/2026-09.md", "memory/dreams/2026-10.md"]
+    assert files["killed"] == files["clean"]
 
 
 def test_a_memory_md_saved_by_hand_after_a_killed_dream_is_kept_and_the_run_recorded_as_not_done(

@@ -53,10 +53,11 @@ def cmd_archive(ctx: CliContext) -> int:
         return EXIT_USAGE
     if a.action == "roll":
         result = ctx.services.dreaming.rotate(agent, owner=a.owner)
-        moved = result["daily_notes_archived"]
+        moved, diary = result["daily_notes_archived"], result["diary_archives"]
         ctx.emit(result, f"rolled {len(moved)} item(s) into month archives"
-                 + "".join(f"\n  {m}" for m in moved))
-        return EXIT_OK if moved else EXIT_NOTHING
+                 + "".join(f"\n  {m}" for m in moved)
+                 + (f"\nDREAMS.md held to its cap: old entries moved to {', '.join(diary)}" if diary else ""))
+        return EXIT_OK if moved or diary else EXIT_NOTHING
     months = month_archive.months(store, agent, owner=a.owner)
     lines = []
     for m in months:

@@ -376,6 +376,46 @@ def state_dream(folder: Path, n: int) -> tuple[str, str]:
                    f"run record {run[1] if run else 'missing'}"
 
 
+# -- the diary held to its cap: old DREAMS.md entries into their months' files, then out of DREAMS.md ------------
+
+CAP_CONFIG = CONFIG.replace("    snapshot-vault-import: true\n", "    snapshot-vault-import: true\n    dream:\n"
+                            "      archive-enabled: false\n") + "dreaming:\n  diary-max-chars: 1200\n"
+
+
+def _entry(i: int) -> str:
+    day = date(2026, 9, 1) + timedelta(days=10 * i)  # 8 entries: three months
+    return (f"## {day} 03:00 Dreaming\n\n- Outcome: **nothing new**\n- Run: `dream-default-e{i:03d}` (rules mode, "
+            f"scheduled)\n- Looked at the notes of the day before, number {i}, and kept them as they were\n")
+
+
+def prepare_cap(folder: Path, n: int) -> list[str]:
+    from mateclaw_mem.memory.dreaming.diary import DIARY_HEAD
+
+    svc = services(folder)
+    (folder / "mateclaw.yaml").write_text(CAP_CONFIG, encoding="utf-8")
+    try:
+        snap = svc.store.read(AGENT, "DREAMS.md")
+        text = DIARY_HEAD.rstrip("\n") + "\n\n" + "\n".join(_entry(i) for i in range(n))
+        svc.store.write(AGENT, "DREAMS.md", text, expected_sha=snap.sha, actor="dreaming")
+    finally:
+        svc.close()
+    return ["archive", AGENT, "roll"]
+
+
+def state_cap(folder: Path, n: int) -> tuple[str, str]:
+    diary = (_ws(folder) / "DREAMS.md").read_text(encoding="utf-8")
+    months = "".join(p.read_text(encoding="utf-8") for p in (_ws(folder) / "memory" / "dreams").glob("*.md"))
+    ids = [f"`dream-default-e{i:03d}`" for i in range(n)]
+    both = sum(i in diary and i in months for i in ids)
+    lost = sum(i not in diary and i not in months for i in ids)
+    archived = sum(i in months for i in ids)
+    if both or lost:
+        return "half", f"{both} of {n} entries both in DREAMS.md and a month's file, {lost} in neither"
+    if not archived:
+        return "before", f"{n} of {n} entries in DREAMS.md"
+    return "after", f"{archived} of {n} entries moved to their months' files, the rest in DREAMS.md"
+
+
 FILE_OP = "tests.support.file_op"
 
 SCENARIOS = {s.name: s for s in (
@@ -389,6 +429,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("rename", prepare_rename, state_rename, FILE_OP),
     Scenario("delete", prepare_delete, state_delete, FILE_OP),
     Scenario("dream", prepare_dream, state_dream),
+    Scenario("diary-cap", prepare_cap, state_cap),
 )}
 
 

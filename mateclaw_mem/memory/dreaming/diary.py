@@ -17,7 +17,9 @@ The diary is never a dreaming input (candidates read `memory/YYYY-MM-DD.md` only
 from __future__ import annotations
 
 import re
+import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,7 @@ from mateclaw_mem.markdown.sections import Section, join, split_sections
 from mateclaw_mem.memory.dreaming.report import render_lines
 from mateclaw_mem.redaction import redact
 from mateclaw_mem.workspace import month_archive
+from mateclaw_mem.workspace.records import Step
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore, WriteResult
@@ -288,16 +291,20 @@ class Diary:
             return []
         return [s for s in split_sections(frontmatter.body(snap.text))[1] if not _is_summary(s)]
 
-    def archived(self, agent: str, *, owner: str | None = None) -> dict[str, MonthStats]:
-        """Month -> what its archive file holds (the summary's source of truth)."""
+    def archived(self, agent: str, *, owner: str | None = None,
+                 planned: dict[str, str] | None = None) -> dict[str, MonthStats]:
+        """Month -> what its archive file holds (the summary's source of truth); `planned`: archive
+        texts about to be written, read instead of the files (the cap plans its summary before them)."""
         months: dict[str, MonthStats] = {}
-        for info in self.store.list_files(agent, owner=owner, prefix=f"{ARCHIVE_DIR}/"):
-            m = _ARCHIVE_RE.match(info.rel)
+        planned = planned or {}
+        rels = {info.rel for info in self.store.list_files(agent, owner=owner, prefix=f"{ARCHIVE_DIR}/")}
+        for rel in sorted(rels | set(planned)):
+            m = _ARCHIVE_RE.match(rel)
             if not m:
                 continue
-            snap = self.store.read(agent, info.rel, owner=owner)
+            text = planned[rel] if rel in planned else self.store.read(agent, rel, owner=owner).text
             stats = months.setdefault(m.group(1), MonthStats())
-            for section in split_sections(frontmatter.body(snap.text))[1]:
+            for section in split_sections(frontmatter.body(text))[1]:
                 stats.add(section)
         # Months the rotation rolled into the compressed month archives still count in the summary.
         for row in month_archive.months(self.store, agent, owner=owner):
@@ -369,9 +376,8 @@ class Diary:
             summary = summary_within(self.archived(agent, owner=owner), self.max_chars - size)
             if summary == old_summary.text:
                 return []
-        written = []
+        adds: dict[str, Callable[[str], str | None]] = {}
         for month, entries in sorted(by_month.items()):
-            rel = f"{ARCHIVE_DIR}/{month}.md"
 
             def add(current: str, entries: list[Section] = entries, month: str = month) -> str | None:
                 if not current:
@@ -381,12 +387,21 @@ class Diary:
                     return None
                 return current.rstrip("\n") + "\n\n" + "\n".join(e.text.rstrip("\n") + "\n" for e in new)
 
-            self.store.update(agent, rel, add, actor=ACTOR, owner=owner, reason="diary archive")
-            written.append(rel)
+            adds[f"{ARCHIVE_DIR}/{month}.md"] = add
         moved = {s.text for entries in by_month.values() for s in entries}
+        steps: list[Step] = []
         if by_month:
-            # From the archives as written, not from what we meant to write: the summary tells what is there.
-            summary = "" if frozen else summary_within(self.archived(agent, owner=owner), self.max_chars - size)
+            # From the archives as they will be (each one's current text with its entries added), not
+            # from the entries alone: the summary tells what is there.
+            planned = {}
+            for rel, add in adds.items():
+                current = self.store.read(agent, rel, owner=owner)
+                text = add(current.text)
+                planned[rel] = current.text if text is None else text
+                if text is not None:
+                    steps.append(Step(agent, owner, rel, current.sha, text.encode("utf-8"), ACTOR, "diary archive"))
+            summary = "" if frozen else summary_within(self.archived(agent, owner=owner, planned=planned),
+                                                       self.max_chars - size)
 
         def drop(current: str) -> str | None:
             block, body = frontmatter.split(current)
@@ -400,5 +415,19 @@ class Diary:
                 kept.insert(min(at, len(kept)), Section(SUMMARY_TITLE, summary))
             return block + join(preamble, kept)
 
-        self.store.update(agent, DIARY_REL, drop, actor=ACTOR, owner=owner, reason="diary cap: moved old entries")
-        return written
+        if not by_month:  # the summary alone, one file
+            self.store.update(agent, DIARY_REL, drop, actor=ACTOR, owner=owner, reason="diary cap: moved old entries")
+            return []
+        diary = self.store.read(agent, DIARY_REL, owner=owner)
+        if (dropped := drop(diary.text)) is not None:
+            steps.append(Step(agent, owner, DIARY_REL, diary.sha, dropped.encode("utf-8"), ACTOR,
+                              "diary cap: moved old entries"))
+        # Journaled (workspace/journal.py): killed between an archive and DREAMS.md, the next start
+        # finishes the move - never an entry both in DREAMS.md and its month's file, nor half the months.
+        batch = f"diary-cap-{uuid.uuid4().hex[:12]}"
+        with self.store.journal.operation("diary-cap", batch, steps):
+            for rel, add in adds.items():
+                self.store.update(agent, rel, add, actor=ACTOR, owner=owner, reason="diary archive", batch=batch)
+            self.store.update(agent, DIARY_REL, drop, actor=ACTOR, owner=owner, reason="diary cap: moved old entries",
+                              batch=batch)
+        return list(adds)
