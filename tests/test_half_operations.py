@@ -116,6 +116,50 @@ def test_a_finished_diary_cap_is_byte_for_byte_what_an_uninterrupted_one_writes(
     assert files["killed"] == files["clean"]
 
 
+def test_a_model_dream_killed_between_its_archive_and_memory_md_is_finished_as_it_would_have_run(
+        tmp_path: Path, model_server) -> None:
+    """Model mode drops an entry: the archive of what it drops is written first, then MEMORY.md. Killed
+    between the two (the entry both archived and still in MEMORY.md), the next start writes MEMORY.md,
+    the diary entry and the run record: the files are those of a run nobody killed."""
+    from tests.test_dreaming import MACHINE_MEMORY
+
+    body = MACHINE_MEMORY.split("---\n", 2)[2].replace("- Prefers short answers\n", "")
+    files = {}
+    for name, crash in (("clean", None), ("killed", "dream:write:2")):
+        folder = tmp_path / name
+        folder.mkdir()
+        args = SCENARIOS["dream"].prepare(folder, 4)
+        with (folder / "mateclaw.yaml").open("a", encoding="utf-8") as cfg:
+            cfg.write(f"model:\n  base-url: {model_server.base_url}\n  model: test-model\n")
+        svc = half_ops.services_as_configured(folder)
+        try:
+            snap = svc.store.read("default", "MEMORY.md")
+            svc.store.write("default", "MEMORY.md", MACHINE_MEMORY, expected_sha=snap.sha, actor="extraction")
+        finally:
+            svc.close()
+        model_server.reply_json({"should_update": True, "reason": "dropped an outdated preference",
+                                 "memory_content": body})
+        run = cli(folder, *args, crash_at=crash)
+        assert run.returncode == (-signal.SIGKILL if crash else 0), run.stderr
+        ws = folder / "workspace" / "default"
+        archive = ws / "memory" / "archive" / "MEMORY-2026-11-30.md"
+        if crash:  # half: the entry archived and still in MEMORY.md, no diary entry
+            assert "- Prefers short answers" in archive.read_text(encoding="utf-8")
+            assert "- Prefers short answers" in (ws / "MEMORY.md").read_text(encoding="utf-8")
+            assert not (ws / "DREAMS.md").exists() or "Dreaming" not in (ws / "DREAMS.md").read_text(encoding="utf-8")
+            done = restart(folder)
+            assert done.returncode == 0, done.stderr
+            entry = json.loads(done.stdout)["finished_now"][0]
+            assert entry["operation"] == "dream" and entry["files"] == {
+                "planned": 2, "written_now": 1, "already_done": 1, "left_alone": 0}
+        files[name] = {"MEMORY.md": (ws / "MEMORY.md").read_bytes(), "archive": archive.read_bytes()}
+        with sqlite3.connect(folder / "workspace" / ".mateclaw" / "log.db") as conn:
+            assert conn.execute("SELECT status FROM dream_runs").fetchall() == [("done",)]
+        assert "Prefers short answers" not in files[name]["MEMORY.md"].decode("utf-8")
+        assert "`dream-default-20261130T235900`" in (ws / "DREAMS.md").read_text(encoding="utf-8")
+    assert files["killed"] == files["clean"]
+
+
 def test_a_memory_md_saved_by_hand_after_a_killed_dream_is_kept_and_the_run_recorded_as_not_done(
         tmp_path: Path) -> None:
     scenario = SCENARIOS["dream"]

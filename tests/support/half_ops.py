@@ -75,6 +75,11 @@ def services(folder: Path) -> Services:
     return svc
 
 
+def services_as_configured(folder: Path) -> Services:
+    """The folder's services with its config file as it is now (a test may have added to it)."""
+    return Services(load_settings(folder / "mateclaw.yaml", folder / "workspace"))
+
+
 def _ws(folder: Path) -> Path:
     return folder / "workspace" / AGENT
 
