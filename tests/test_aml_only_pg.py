@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mateclaw_mem.conversations.aml_check import check
 from tests.support.postgres import PostgresServer
 from tests.test_aml_only import POSTGRES_CONFIG, AmlOnly, _add, _contents, _run
@@ -111,3 +113,21 @@ def test_the_kill_9_campaign_at_its_smallest_loses_and_duplicates_nothing(pg_dat
     assert int(counts["kill -9 of a daemon (restarted)"]) >= 1, done.stdout  # the campaign really killed
     assert int(counts["Adds acknowledged"]) > 0, done.stdout
     assert counts["acknowledged Adds lost"] == "0" and counts["acknowledged Adds duplicated"] == "0", done.stdout
+
+
+def test_the_postgresql_service_is_given_the_settings_reranker(tmp_path: Path, pg_database: str,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """aml.rerank reaches the PostgreSQL service as it reaches the SQLite one (not silently dropped)."""
+    from mateclaw_mem.runtime.aml_only import open_node
+    from mateclaw_mem.settings import load_settings
+
+    monkeypatch.setenv("MATECLAW_PG_DSN", pg_database)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(POSTGRES_CONFIG + "  rerank:\n    url: http://127.0.0.1:9/v1/rerank\n    top-n: 5\n",
+                   encoding="utf-8")
+    node = open_node(load_settings(cfg, tmp_path / "ws"))
+    try:
+        assert node.backend == "postgresql" and node.aml.reranker is not None
+        assert (node.aml.reranker.settings.url, node.aml.reranker.settings.top_n) == ("http://127.0.0.1:9/v1/rerank", 5)
+    finally:
+        node.close()

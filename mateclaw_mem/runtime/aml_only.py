@@ -217,7 +217,7 @@ def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> Am
             "pip install 'mateclaw-mem[postgresql]'"
         ) from None
     model = _model(settings, closers, usage_in_log=False)
-    aml = open_pg_service(settings, clock, model=model)
+    aml = open_pg_service(settings, clock, model=model, reranker=_reranker(settings, model, closers))
     once = _StopOnce(aml)
     closers.append(once)
     background: list[tuple[str, Any]] = [("Add/Search store", once)]
