@@ -171,6 +171,20 @@ class PostingWriter:
                 (okey, term)).fetchone())
         return self.last[(okey, term)]
 
+    def _load_lasts(self, okey: int, terms: Sequence[str]) -> None:
+        """`_last` of these terms at once (a merge touches hundreds: one query per chunk, not per term)."""
+        todo = [t for t in dict.fromkeys(terms) if (okey, t) not in self.last]
+        for k in range(0, len(todo), _CHUNK):
+            part = todo[k : k + _CHUNK]
+            found: dict[str, _Seg | None] = dict.fromkeys(part)
+            for r in self.conn.execute(
+                    f"SELECT p.* FROM postings{self.s} p JOIN (SELECT term, MAX(first) AS first FROM postings{self.s}"
+                    f" WHERE okey = ? AND term IN ({','.join('?' * len(part))}) GROUP BY term) m"
+                    " ON p.term = m.term AND p.first = m.first WHERE p.okey = ?", (okey, *part, okey)):
+                found[r["term"]] = self._seg_of(r)
+            for t, seg in found.items():
+                self.last[(okey, t)] = self.top[(okey, t)] = seg
+
     def _doc(self, doc_id: int) -> Doc:
         """A stored document parsed (the previous turn of a new one, when not in this batch)."""
         got = self.parsed.get(doc_id)
@@ -306,6 +320,7 @@ class PostingWriter:
                     got[1].append(packed)
                 else:
                     old.append((t, ordinal, packed))
+        self._load_lasts(o.okey, [*new, *(t for t, _, _ in old)])
         for t, (ords, packs) in new.items():
             self._append_many(o, t, ords, packs)
         for t, ordinal, packed in old:
@@ -394,16 +409,17 @@ class PostingWriter:
                 o.pending += len(entries)
                 if o.pending > DELTA_MAX:
                     self.due.add(o.okey)
-        for (okey, term, _), seg in self.segs.items():
-            if not seg.dirty:
-                continue
-            first = seg.ords[0]
-            if seg.key is not None and seg.key != first:
-                conn.execute(f"DELETE FROM postings{s} WHERE okey = ? AND term = ? AND first = ?",
-                             (okey, term, seg.key))
-            conn.execute(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
+        # Segments whose first ordinal moved lose their old row, then every dirty one is written: two
+        # batches, not a statement each (a merge rewrites hundreds; on PostgreSQL each is a round trip).
+        # No segment starts where a moved one started (that ordinal is still in the moved one).
+        dirty = [(okey, term, seg) for (okey, term, _), seg in self.segs.items() if seg.dirty]
+        conn.executemany(f"DELETE FROM postings{s} WHERE okey = ? AND term = ? AND first = ?",
+                         [(okey, term, seg.key) for okey, term, seg in dirty
+                          if seg.key is not None and seg.key != seg.ords[0]])
+        conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
                          " VALUES (?, ?, ?, ?, ?, ?)",
-                         (okey, term, first, seg.df, seg.ords.tobytes(), seg.packed.tobytes()))
+                         [(okey, term, seg.ords[0], seg.df, seg.ords.tobytes(), seg.packed.tobytes())
+                          for okey, term, seg in dirty])
         conn.executemany(f"INSERT OR REPLACE INTO pdocs{s} (okey, seg, ids, lens) VALUES (?, ?, ?, ?)",
                          [(okey, seg, ids.tobytes(), lens.tobytes())
                           for (okey, seg), (ids, lens) in self.docsegs.items()])
