@@ -38,6 +38,9 @@ POINTS = [
     # DREAMS.md over its cap: two months' files, then DREAMS.md without what they now hold.
     ("diary-cap", "begin", "before"), ("diary-cap", "write:2", "half"), ("diary-cap", "write:3", "half"),
     ("diary-cap", "end", "after"),
+    # An extraction: PROFILE.md, MEMORY.md, the daily note ("written": the conversation not yet marked read).
+    ("extraction", "begin", "before"), ("extraction", "write:2", "half"), ("extraction", "written", "half"),
+    ("extraction", "end", "after"),
 ]
 SIZE = {"import-chats": 2, "dream": 4}  # conversations; lines the dream promotes
 
@@ -158,6 +161,19 @@ def test_a_model_dream_killed_between_its_archive_and_memory_md_is_finished_as_i
         assert "Prefers short answers" not in files[name]["MEMORY.md"].decode("utf-8")
         assert "`dream-default-20261130T235900`" in (ws / "DREAMS.md").read_text(encoding="utf-8")
     assert files["killed"] == files["clean"]
+
+
+def test_an_extraction_finished_at_start_is_not_read_again(tmp_path: Path) -> None:
+    """Killed once every file is written but before the conversation is marked read: the next start
+    marks it read, so extracting it again adds nothing (no second daily entry)."""
+    scenario = SCENARIOS["extraction"]
+    args = scenario.prepare(tmp_path, 1)
+    assert cli(tmp_path, *args, crash_at="extraction:written").returncode == -signal.SIGKILL
+    assert restart(tmp_path).returncode == 0
+    again = cli(tmp_path, *args)
+    assert again.returncode in (0, 10), again.stderr
+    kind, detail = scenario.state(tmp_path, 1)
+    assert kind == "after", detail  # one daily entry, not two
 
 
 def test_a_memory_md_saved_by_hand_after_a_killed_dream_is_kept_and_the_run_recorded_as_not_done(

@@ -50,6 +50,8 @@ class Container(Protocol):
     def chat_import(self) -> Any: ...
     @property
     def dreaming(self) -> DreamingService: ...
+    @property
+    def extraction(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
@@ -64,6 +66,7 @@ def _finishers(services: Container) -> dict[str, Finisher]:
         "forget": lambda f: services.forget.finish_interrupted(f),
         "import-chats": lambda f: services.chat_import.finish_interrupted(f),
         "dream": lambda f: _finish_dream(services, f),
+        "extraction": lambda f: services.extraction.finish_interrupted(f),
     }
 
 

@@ -421,6 +421,40 @@ def state_cap(folder: Path, n: int) -> tuple[str, str]:
     return "after", f"{archived} of {n} entries moved to their months' files, the rest in DREAMS.md"
 
 
+# -- an extraction's answer (rules mode): PROFILE.md, MEMORY.md, the daily note, then the conversation read ------
+
+SAID = ("My name is Dana and I live in Lisbon. I prefer green tea. We decided to move the standup to 9:30. "
+        "Remember that my bike lock code is 4417.")
+
+
+def prepare_extraction(folder: Path, n: int) -> list[str]:
+    svc = services(folder)
+    try:
+        svc.extraction.record_turn(AGENT, "c1", SAID, "Noted.")
+    finally:
+        svc.close()
+    return ["extract", AGENT, "c1"]
+
+
+def state_extraction(folder: Path, n: int) -> tuple[str, str]:
+    profile = "- name: Dana" in (_ws(folder) / "PROFILE.md").read_text(encoding="utf-8")
+    memory = "bike lock code is 4417" in (_ws(folder) / "MEMORY.md").read_text(encoding="utf-8")
+    entries = sum(p.read_text(encoding="utf-8").count("bike lock code is 4417")
+                  for p in (_ws(folder) / "memory").glob("*.md"))
+    with sqlite3.connect(folder / "workspace" / ".mateclaw" / "state.db") as conn:
+        try:
+            read = conn.execute("SELECT last_id FROM extraction_watermarks WHERE conversation_id='c1'").fetchone()
+        except sqlite3.OperationalError:
+            read = None
+    seen = f"PROFILE.md {'written' if profile else 'as it was'}, MEMORY.md {'written' if memory else 'as it was'}, " \
+           f"{entries} daily entr{'y' if entries == 1 else 'ies'}, conversation {'read' if read else 'unread'}"
+    if not profile and not memory and not entries and not read:
+        return "before", seen
+    if profile and memory and entries == 1 and read:
+        return "after", seen
+    return "half", seen
+
+
 FILE_OP = "tests.support.file_op"
 
 SCENARIOS = {s.name: s for s in (
@@ -435,6 +469,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("delete", prepare_delete, state_delete, FILE_OP),
     Scenario("dream", prepare_dream, state_dream),
     Scenario("diary-cap", prepare_cap, state_cap),
+    Scenario("extraction", prepare_extraction, state_extraction),
 )}
 
 

@@ -394,9 +394,9 @@ class Diary:
             # From the archives as they will be (each one's current text with its entries added), not
             # from the entries alone: the summary tells what is there.
             planned = {}
-            for rel, add in adds.items():
+            for rel, update in adds.items():
                 current = self.store.read(agent, rel, owner=owner)
-                text = add(current.text)
+                text = update(current.text)
                 planned[rel] = current.text if text is None else text
                 if text is not None:
                     steps.append(Step(agent, owner, rel, current.sha, text.encode("utf-8"), ACTOR, "diary archive"))
@@ -426,8 +426,8 @@ class Diary:
         # finishes the move - never an entry both in DREAMS.md and its month's file, nor half the months.
         batch = f"diary-cap-{uuid.uuid4().hex[:12]}"
         with self.store.journal.operation("diary-cap", batch, steps):
-            for rel, add in adds.items():
-                self.store.update(agent, rel, add, actor=ACTOR, owner=owner, reason="diary archive", batch=batch)
+            for rel, update in adds.items():
+                self.store.update(agent, rel, update, actor=ACTOR, owner=owner, reason="diary archive", batch=batch)
             self.store.update(agent, DIARY_REL, drop, actor=ACTOR, owner=owner, reason="diary cap: moved old entries",
                               batch=batch)
         return list(adds)

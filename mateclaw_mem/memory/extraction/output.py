@@ -16,7 +16,10 @@ from mateclaw_mem.llm.prompts.extraction import ExtractionResult
 from mateclaw_mem.markdown import frontmatter
 from mateclaw_mem.markdown.dates import resolve_relative
 from mateclaw_mem.markdown.edits import apply_edits
+from mateclaw_mem.memory.extraction import journaled
 from mateclaw_mem.redaction import find_secrets, redact
+from mateclaw_mem.workspace.journal import crash_point
+from mateclaw_mem.workspace.records import Step
 
 if TYPE_CHECKING:
     from mateclaw_mem.workspace.store import WorkspaceStore
@@ -94,6 +97,7 @@ def planned_file_updates(result: ExtractionResult, profile: Any, memory: Any) ->
 def write_answer(
     store: WorkspaceStore, agent: str, owner: str | None, run_id: str, result: ExtractionResult, profile: Any,
     memory: Any, *, actor: str, remember: Callable[..., Any] | None, guard: Any = None, when: datetime | None = None,
+    watermarks: dict[str, int] | None = None,
 ) -> list[str]:
     """Write a sanitised answer: PROFILE.md / MEMORY.md by compare-and-swap on the snapshots the
     answer was planned on (ConflictError when a person saved since), structured entries through
@@ -107,10 +111,37 @@ def write_answer(
                    if (body := guard.body(snap.body, new)).strip() != snap.body.strip()]
         result = result.model_copy(update={"daily_entry": guard.daily(result.daily_entry), "structured": [
             i for i in result.structured if not guard.blocks(i.key) and not guard.blocks(i.text)]})
-    changed: list[str] = []
     reason = f"extraction: {result.reason}"[:200]
-    for rel, snap, new_body in planned:
-        text = frontmatter.with_body(snap.text, new_body) if snap.exists else new_body
+    texts = [(rel, snap, frontmatter.with_body(snap.text, new_body) if snap.exists else new_body)
+             for rel, snap, new_body in planned]
+    said = when or store.clock.now()
+    daily_body = (resolve_relative(result.daily_entry.body or result.reason, said.astimezone(store.clock.tz).date())
+                  if result.daily_entry is not None else "")
+    if watermarks is not None:
+        # Journaled until the service moved the watermarks (memory/extraction/journaled.py).
+        structured = result.structured if remember is not None else []
+        daily = None
+        if result.daily_entry is not None and (result.daily_entry.body.strip() or texts or structured):
+            daily = {"title": " ".join(result.daily_entry.title.split()) or "Note", "body": daily_body,
+                     "when": said.isoformat()}
+        store.journal.begin(journaled.OP, run_id, [
+            Step(agent, owner, rel, snap.sha, text.encode("utf-8"), actor, reason) for rel, snap, text in texts],
+            finish={"agent": agent, "owner": owner, "run_id": run_id, "actor": actor, "watermarks": watermarks,
+                    "structured": [{"type": i.type, "key": i.key, "text": i.text} for i in structured],
+                    "daily": daily})
+    try:
+        return _write(store, agent, owner, run_id, result, texts, daily_body, actor=actor, reason=reason,
+                      remember=remember, when=when)
+    except Exception:
+        store.journal.end(run_id)  # the run plans again, or fails with what it wrote so far, as before
+        raise
+
+
+def _write(store: WorkspaceStore, agent: str, owner: str | None, run_id: str, result: ExtractionResult,
+           texts: list[tuple[str, Any, str]], daily_body: str, *, actor: str, reason: str,
+           remember: Callable[..., Any] | None, when: datetime | None) -> list[str]:
+    changed: list[str] = []
+    for rel, snap, text in texts:
         res = store.write(agent, rel, text, expected_sha=snap.sha, actor=actor, owner=owner, reason=reason,
                           batch=run_id)
         if res.changed:
@@ -127,9 +158,8 @@ def write_answer(
             changed.append(rel)
     if result.daily_entry is not None and (result.daily_entry.body.strip() or changed):
         # Filed under the day the turns were said; "yesterday" in them resolved against that day.
-        said = when or store.clock.now()
-        body = resolve_relative(result.daily_entry.body or result.reason, said.astimezone(store.clock.tz).date())
-        res = store.append_daily(agent, result.daily_entry.title, body, actor=actor, owner=owner, when=when,
+        res = store.append_daily(agent, result.daily_entry.title, daily_body, actor=actor, owner=owner, when=when,
                                  batch=run_id)
         changed.append(res.rel)
+    crash_point(journaled.OP, "written")
     return changed

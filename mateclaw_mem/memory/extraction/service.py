@@ -74,7 +74,7 @@ from mateclaw_mem.errors import (
 )
 from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.prompts.extraction import ExtractionResult
-from mateclaw_mem.memory.extraction import remember
+from mateclaw_mem.memory.extraction import journaled, remember
 from mateclaw_mem.memory.extraction.analyse import analyse
 from mateclaw_mem.memory.extraction.gates import TriggerResult, gate
 from mateclaw_mem.memory.extraction.input import (
@@ -335,7 +335,7 @@ class ExtractionService:
             result, out.redactions = sanitise(result)
             changed = write_answer(self.store, agent, owner, run_id, result, profile, memory,
                                    actor=ACTOR if self.model is not None else RULES_ACTOR, remember=self._remember,
-                                   guard=guard, when=when)
+                                   guard=guard, when=when, watermarks=batch.watermarks)
             return changed, result
 
         try:
@@ -375,11 +375,16 @@ class ExtractionService:
             remember.handle_failure(self.store, self._runs, out, requests, actor=ACTOR)
         if out.ok:
             self._advance(bucket, batch)
+        journaled.end(self.store, run_id)  # the answer and its watermarks are whole
         out.finished_ms = self._now_ms()
         return out
 
     def _advance(self, bucket: Bucket, batch: Batch) -> None:
         self._state.advance(bucket, batch.watermarks, self._now_ms())
+
+    def finish_interrupted(self, finish: dict[str, Any]) -> str:
+        """runtime/recovery.py: the rest of a run a kill interrupted (memory/extraction/journaled.py)."""
+        return journaled.finish_interrupted(self.store, self._remember, self._state, self._now_ms(), finish)
 
     # -- records and status ----------------------------------------------------------------------
 
