@@ -96,6 +96,8 @@ class PgIndex(MessageIndex):
     """The message index over PostgreSQL: searches as in messages.db, each in one snapshot
     (`BEGIN` is REPEATABLE READ there), on any pooled connection at once."""
 
+    batch_bodies = True  # (each query a round trip: disk_view.DiskView.body_of)
+
     def __init__(self, storage: PgStorage, ranking: Ranking | None = None, *,
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.path = None  # type: ignore[assignment]

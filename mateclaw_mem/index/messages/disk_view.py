@@ -213,8 +213,8 @@ class DocInfo:
     def body(self) -> tuple[str, ...]:
         """The body's terms in first-seen order (`turns.Doc.body`)."""
         if self._body is None:
-            r = self._view.conn.execute("SELECT body FROM fts WHERE rowid = ?", (self.id,)).fetchone()
-            self._body = tuple(dict.fromkeys(r[0].split())) if r is not None else ()
+            text = self._view.body_of(self.id)
+            self._body = tuple(dict.fromkeys(text.split())) if text is not None else ()
         return self._body
 
 
@@ -275,8 +275,13 @@ class _Df:
 class DiskView:
     """The ranking's view of one owner for one search (read under the index lock)."""
 
-    def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row, cache: ByteCache) -> None:
+    def __init__(self, conn: sqlite3.Connection, row: sqlite3.Row, cache: ByteCache, *,
+                 batch_bodies: bool = False) -> None:
         self.conn, self.cache = conn, cache
+        # A body asked for (feedback terms of the top turns) brings those of every candidate read with
+        # it: one query, not one per turn - where a query is a round trip (the PostgreSQL store).
+        self.batch_bodies = batch_bodies
+        self._bodies: dict[int, str | None] = {}
         self.okey: int = row["okey"]
         self.version: int = row["version"]  # what the cache's entries must be of (`ByteCache.get`)
         self.agent: str = row["agent"]
@@ -583,6 +588,20 @@ class DiskView:
             lone = ~self._feat[q]  # a neighbour's conversation is its turn's
             cols.conv[q[lone]] = np.asarray(conv, dtype=np.intp)[src[0][lone]]
 
+    def body_of(self, doc_id: int) -> str | None:
+        """A document's body tokens, space-joined (None: no such document)."""
+        if not self.batch_bodies:
+            r = self.conn.execute("SELECT body FROM fts WHERE rowid = ?", (doc_id,)).fetchone()
+            return r[0] if r is not None else None
+        if doc_id not in self._bodies:
+            want = [doc_id, *(i for i in self.rows if i not in self._bodies and i != doc_id)]
+            for k in range(0, len(want), _CHUNK):
+                part = want[k : k + _CHUNK]
+                self._bodies.update(dict.fromkeys(part))
+                self._bodies.update(self.conn.execute(
+                    f"SELECT rowid, body FROM fts WHERE rowid IN ({','.join('?' * len(part))})", part).fetchall())
+        return self._bodies[doc_id]
+
     def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
         """`_FEATURES` rows of these documents (kept in `rows`)."""
         kept = self.cache.rows(self.okey, self.version)
@@ -616,11 +635,12 @@ class DiskView:
                                       (self.agent, self.owner)).fetchall())
 
 
-def open_view(conn: sqlite3.Connection, agent: str, owner: str, cache: ByteCache) -> DiskView | None:
+def open_view(conn: sqlite3.Connection, agent: str, owner: str, cache: ByteCache, *,
+              batch_bodies: bool = False) -> DiskView | None:
     """The owner's view (None: nothing of it is indexed), its cache entries checked first."""
     row = conn.execute("SELECT o.*, (SELECT value FROM meta WHERE key = 'generation') AS generation FROM powners o"
                        " WHERE agent = ? AND owner = ?", (agent, owner)).fetchone()
     if row is None or not row["n"]:
         return None
     cache.check(row["generation"], row["okey"], row["version"])
-    return DiskView(conn, row, cache)
+    return DiskView(conn, row, cache, batch_bodies=batch_bodies)

@@ -52,6 +52,8 @@ class Hit:
 class MessageIndex:
     """Thread-safe (one connection behind a lock); `sync` is idempotent and crash-safe."""
 
+    batch_bodies = False  # DiskView's: a query costs microseconds here
+
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
                  dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.path = db_path
@@ -152,7 +154,7 @@ class MessageIndex:
             # may write its vectors: after the read transaction.)
             conn.execute("BEGIN")
             try:
-                view = open_view(conn, agent, owner_column(owner), self.cache)
+                view = open_view(conn, agent, owner_column(owner), self.cache, batch_bodies=self.batch_bodies)
                 if view is None:
                     return []
                 top = rank(view, query, options, self.ranking, limit=limit)
