@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import io
 import json
 from datetime import UTC, datetime
 from pathlib import Path
@@ -225,3 +226,27 @@ def test_the_cli_moves_a_store_and_names_a_bad_line(tmp_path: Path) -> None:
     assert code == 0, err
     report = json.loads(out)
     assert (report["backend"], report["messages"], report["users"]) == ("sqlite", 48, 3)
+
+
+def test_a_line_past_the_limit_is_named_without_reading_it_whole() -> None:
+    from mateclaw_mem.conversations.aml_transfer import read_lines
+
+    raw = io.BufferedReader(io.BytesIO(b'{"a": 1}\n' + b"x" * 5000 + b"\n{}\n"))
+    lines = read_lines(raw, max_line=1000)
+    assert next(lines) == (1, b'{"a": 1}\n')
+    with pytest.raises(InvalidInputError, match="line 2: longer than 1000 bytes"):
+        next(lines)
+
+
+def test_export_to_stdout_and_import_from_stdin(tmp_path: Path) -> None:
+    _dump(tmp_path)
+    src = ["--workspace", str(tmp_path / "src" / "ws"), "--config", str(tmp_path / "src" / "c.yaml")]
+    code, out, err = cli(*src, "aml", "export", "-")
+    assert code == 0 and out.startswith('{"format":"mateclaw-aml-store"') and out.endswith("}\n"), err
+    dst = tmp_path / "dst"
+    dst.mkdir()
+    (dst / "c.yaml").write_text("timezone: Europe/Berlin\n", encoding="utf-8")
+    done = run_one({"argv": ["--workspace", str(dst / "ws"), "--config", str(dst / "c.yaml"), "aml", "import", "-"],
+                    "stdin": out})
+    assert done["rc"] == 0, done
+    assert "imported 48 message(s), 3 blob(s), 24 request(s)" in str(done["stdout"])

@@ -241,7 +241,7 @@ def open_out(path: Path, *, compress: bool) -> IO[str]:
 # -- import --------------------------------------------------------------------------------------------
 
 
-def read_lines(raw: IO[bytes]) -> Iterator[tuple[int, bytes]]:
+def read_lines(raw: IO[bytes], max_line: int = MAX_LINE_BYTES) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes) of a plain or gzip'd file, each line bounded (a hostile 10 GB line is an
     error naming its number, not a memory blow-up)."""
     head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
@@ -249,12 +249,12 @@ def read_lines(raw: IO[bytes]) -> Iterator[tuple[int, bytes]]:
     number = 0
     try:
         while True:
-            line = stream.readline(MAX_LINE_BYTES + 1)
+            line = stream.readline(max_line + 1)
             if not line:
                 return
             number += 1
-            if len(line) > MAX_LINE_BYTES:
-                raise InvalidInputError(f"line {number}: longer than {MAX_LINE_BYTES} bytes")
+            if len(line) > max_line:
+                raise InvalidInputError(f"line {number}: longer than {max_line} bytes")
             yield number, line
     except (OSError, EOFError, zlib.error) as exc:  # gzip: a damaged or cut stream
         raise InvalidInputError(f"line {number + 1}: the gzip stream is damaged or cut short ({exc})") from None
