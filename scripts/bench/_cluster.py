@@ -25,7 +25,7 @@ from tests.support.postgres import PostgresServer, PostgresUnavailable  # noqa: 
 from tests.support.server import free_port  # noqa: E402
 
 __all__ = ["AmlDaemon", "PostgresServer", "PostgresUnavailable", "RoundRobin", "cpu_seconds", "daemons_for",
-           "postgres_pids"]
+           "postgres_pids", "start_postgres"]
 
 
 class AmlDaemon:
@@ -70,6 +70,15 @@ class AmlDaemon:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+def start_postgres(script: str) -> PostgresServer | None:
+    """A throw-away PostgreSQL, or None having said on stderr why none could start (the script exits 2)."""
+    try:
+        return PostgresServer.start()
+    except PostgresUnavailable as exc:
+        print(f"{script}: no PostgreSQL: {exc}", file=sys.stderr)
+        return None
 
 
 def daemons_for(kind: str, n: int, server: PostgresServer | None, folder: Path) -> list[AmlDaemon]:

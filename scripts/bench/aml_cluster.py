@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from _cluster import AmlDaemon, PostgresServer, PostgresUnavailable  # scripts/bench/ is on sys.path
+from _cluster import AmlDaemon, start_postgres  # scripts/bench/ is on sys.path
 from _load import load_average
 
 TS = 1683554160000
@@ -205,10 +205,8 @@ def main() -> int:
 
     server = None
     if args.dsn is None:
-        try:
-            server = PostgresServer.start()
-        except PostgresUnavailable as exc:
-            print(f"aml_cluster: no PostgreSQL: {exc}", file=sys.stderr)
+        server = start_postgres("aml_cluster")
+        if server is None:
             return 2
     dsn = args.dsn or server.create_database()  # type: ignore[union-attr]
     work = Path(tempfile.mkdtemp(prefix="aml-cluster-"))

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from _cluster import PostgresServer, PostgresUnavailable, RoundRobin, daemons_for
+from _cluster import PostgresServer, RoundRobin, daemons_for, start_postgres
 from _load import load_average
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "bench"
@@ -68,10 +68,8 @@ def main() -> int:
     setups = [(s.split(":")[0], int(s.split(":")[1])) for s in args.setups]
     server = None
     if any(kind == "postgresql" for kind, _ in setups):
-        try:
-            server = PostgresServer.start()
-        except PostgresUnavailable as exc:
-            print(f"aml_locomo_cluster: no PostgreSQL: {exc}", file=sys.stderr)
+        server = start_postgres("aml_locomo_cluster")
+        if server is None:
             return 2
     work = Path(tempfile.mkdtemp(prefix="aml-locomo-cluster-"))
     first: dict[str, Any] | None = None

@@ -35,7 +35,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from _cluster import AmlDaemon, PostgresServer, PostgresUnavailable, cpu_seconds, daemons_for, postgres_pids
+from _cluster import AmlDaemon, PostgresServer, cpu_seconds, daemons_for, postgres_pids, start_postgres
 from _load import load_average
 
 LOCOMO = Path(__file__).resolve().parents[3] / "shared" / "bench" / "locomo" / "locomo_dev.json"
@@ -173,10 +173,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=LOCOMO, help="LoCoMo dev JSON for realistic turns (optional)")
     args = ap.parse_args()
     turns, questions = corpus(args.data)
-    try:
-        server = PostgresServer.start(settings={"max_wal_size": "1GB"})
-    except PostgresUnavailable as exc:
-        print(f"aml_throughput: no PostgreSQL: {exc}", file=sys.stderr)
+    server = start_postgres("aml_throughput")
+    if server is None:
         return 2
     work = Path(tempfile.mkdtemp(prefix="aml-throughput-"))
     setups = ([] if args.no_sqlite else [("sqlite", 1)]) + [("postgresql", n) for n in args.daemons]

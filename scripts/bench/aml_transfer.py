@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _cluster import PostgresServer, PostgresUnavailable
+from _cluster import start_postgres
 from _load import load_average
 from aml_throughput import LOCOMO, corpus
 
@@ -91,10 +91,8 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=LOCOMO)
     args = ap.parse_args()
     turns, _ = corpus(args.data)
-    try:
-        server = PostgresServer.start()
-    except PostgresUnavailable as exc:
-        print(f"aml_transfer: no PostgreSQL: {exc}", file=sys.stderr)
+    server = start_postgres("aml_transfer")
+    if server is None:
         return 2
     work = Path(tempfile.mkdtemp(prefix="aml-transfer-"))
     base = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
