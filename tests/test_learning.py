@@ -159,6 +159,25 @@ def test_reflections_keep_newest_20_and_archive_the_rest(services: Services, lea
     assert meta_of(services, LEARNING_REL)["reflections"] == MAX_REFLECTIONS
 
 
+def test_a_reflection_archived_before_a_kill_is_not_archived_twice(services: Services, learning, clock) -> None:
+    """The archive is written before LEARNING.md drops what it now holds: killed in between, the
+    oldest reflection is in both, and the next move finds it archived already."""
+    clock.set(datetime(2026, 10, 31, 23, 0, tzinfo=TZ))
+    learning.reflect(AGENT, "maze", "oldest lesson", actor="test")
+    clock.set(datetime(2026, 11, 30, 9, 0, tzinfo=TZ))
+    for i in range(MAX_REFLECTIONS - 1):
+        learning.reflect(AGENT, "maze", f"lesson {i}", actor="test")
+    rel = "learning/archive/reflections-2026-10.md"
+    # The state a kill between the two writes leaves: the archive holds the oldest, LEARNING.md too.
+    oldest = md.Reflection("2026-10-31 23:00", "maze", "oldest lesson")
+    services.store.write(AGENT, rel, md.new_archive_text("2026-10") + "\n" + md.render_archive_entries([oldest]) + "\n",
+                         expected_sha="", actor="test")
+    out = learning.reflect(AGENT, "maze", "newest lesson", actor="test")
+    assert out.archived == [rel]
+    assert all(r.text != "oldest lesson" for r in learning.memory(AGENT).reflections)
+    assert services.store.read(AGENT, rel).text.count("oldest lesson") == 1
+
+
 def test_reflection_headings_cannot_break_the_file(learning) -> None:
     learning.reflect(AGENT, "maze", "Lesson\n## Not a section\n# nor a title\n```\n## code stays\n```", actor="t")
     learning.add_strategy(AGENT, "a strategy", actor="t")

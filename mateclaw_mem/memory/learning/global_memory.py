@@ -217,9 +217,14 @@ class GlobalLearning:
         for month, items in by_month.items():
             rel = ARCHIVE_REL.format(month=month)
 
-            def add(current: str, month: str = month, items: list[md.Reflection] = items) -> str:
+            def add(current: str, month: str = month, items: list[md.Reflection] = items) -> str | None:
                 base = current or md.new_archive_text(month)
-                return base.rstrip("\n") + "\n\n" + md.render_archive_entries(items) + "\n"
+                # Killed after this archive and before LEARNING.md, the next move archives the same ones
+                # again: those already here are not written twice.
+                fresh = [r for r in items if md.render_archive_entries([r]) not in base]
+                if not fresh:
+                    return None
+                return base.rstrip("\n") + "\n\n" + md.render_archive_entries(fresh) + "\n"
 
             self.store.update(agent, rel, add, actor=actor, reason="reflections archived from LEARNING.md")
             rels.append(rel)
