@@ -29,6 +29,13 @@ def test_postgresql_without_its_variable_stops_naming_it(tmp_path: Path, pg_data
                 str(tmp_path / "c.yaml"), "--port", "0")
     assert done.returncode == 6, done.stderr
     assert "MATECLAW_PG_DSN" in done.stderr and "Traceback" not in done.stderr
+    # A database it cannot reach: exit 8, the cause named (not only "no connection within 5 s").
+    missing = pg_database.rsplit("=", 1)[0] + "=no_such_database"
+    done = _run(tmp_path, "serve", "--aml-only", "--workspace", str(tmp_path / "ws"), "--config",
+                str(tmp_path / "c.yaml"), "--port", "0", env={"MATECLAW_PG_DSN": missing})
+    assert done.returncode == 8, done.stderr
+    assert 'database "no_such_database" does not exist' in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "ws").exists()
 
 
 def test_two_daemons_over_one_postgresql_are_one_service(tmp_path: Path, pg_database: str) -> None:

@@ -87,6 +87,7 @@ def cmd_check(ctx: CliContext) -> int:
 
 
 def cmd_export(ctx: CliContext) -> int:
+    _quiet_pool()
     from mateclaw_mem.runtime.aml_store import export_to
 
     moved = export_to(ctx.settings, ctx.args.file, facts=not ctx.args.no_facts, force=ctx.args.force)
@@ -98,6 +99,7 @@ def cmd_export(ctx: CliContext) -> int:
 
 
 def cmd_import(ctx: CliContext) -> int:
+    _quiet_pool()
     from mateclaw_mem.runtime.aml_store import import_from
 
     moved = import_from(ctx.settings, ctx.args.file)
@@ -112,6 +114,7 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 def cmd_status(ctx: CliContext) -> int:
+    _quiet_pool()
     from mateclaw_mem.cli.yaml_block import block
     from mateclaw_mem.errors import StoreUnavailableError
 
@@ -131,3 +134,11 @@ def cmd_status(ctx: CliContext) -> int:
     if report.get("state") == "unavailable" or report.get("reachable") is False:
         raise StoreUnavailableError(str(report.get("reason") or report.get("last_error") or "the store is unavailable"))
     return 0
+
+
+def _quiet_pool() -> None:
+    """psycopg's pool logs each failed connection attempt; on the CLI the error line says it once,
+    with the cause (runtime/aml_store.why_unreachable)."""
+    import logging
+
+    logging.getLogger("psycopg.pool").setLevel(logging.ERROR)

@@ -209,7 +209,7 @@ def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNod
 
 def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
     try:
-        from mateclaw_mem.conversations.pg import open_pg_service, pg_health
+        from mateclaw_mem.conversations.pg import dsn_from, open_pg_service, pg_health
     except ImportError as exc:
         missing = getattr(exc, "name", "") or str(exc)
         raise ConfigError(
@@ -217,7 +217,10 @@ def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> Am
             "pip install 'mateclaw-mem[postgresql]'"
         ) from None
     model = _model(settings, closers, usage_in_log=False)
-    aml = open_pg_service(settings, clock, model=model, reranker=_reranker(settings, model, closers))
+    from mateclaw_mem.runtime.aml_store import why_unreachable
+
+    with why_unreachable(dsn_from(settings)):
+        aml = open_pg_service(settings, clock, model=model, reranker=_reranker(settings, model, closers))
     once = _StopOnce(aml)
     closers.append(once)
     background: list[tuple[str, Any]] = [("Add/Search store", once)]

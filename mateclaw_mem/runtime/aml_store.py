@@ -77,7 +77,9 @@ def _pg_parts(settings: Settings) -> StoreParts:
     except ImportError as exc:
         raise ConfigError(f"aml.store: postgresql needs the PostgreSQL driver ({exc.name or exc} is missing): "
                           "pip install 'mateclaw-mem[postgresql]'") from None
-    store = open_store(dsn_from(settings), cache_bytes=settings.aml.cache_bytes)
+    dsn = dsn_from(settings)
+    with why_unreachable(dsn):
+        store = open_store(dsn, cache_bytes=settings.aml.cache_bytes)
     facts = store.fact_store(lambda: int(time.time() * 1000))
     return StoreParts("postgresql", store.log, store.index, facts, [store, facts])
 
@@ -106,6 +108,26 @@ def store_report(settings: Settings) -> dict[str, Any]:
         return report
     finally:
         parts.close()
+
+
+@contextmanager
+def why_unreachable(dsn: str) -> Iterator[None]:
+    """A StoreUnavailableError from opening the pool says only that no connection came in time; the
+    cause (no such database, a refused password, a host that refuses) is in one direct attempt's
+    error, which is added to the reason here (libpq's messages carry no password)."""
+    from mateclaw_mem.errors import StoreUnavailableError
+
+    try:
+        yield
+    except StoreUnavailableError as exc:
+        import psycopg
+
+        try:
+            psycopg.connect(dsn, connect_timeout=5).close()
+        except psycopg.Error as direct:
+            cause = " ".join(str(direct).split())
+            raise StoreUnavailableError(f"{exc.message} - {cause}") from None
+        raise
 
 
 def export_to(settings: Settings, target: str, *, facts: bool = True, force: bool = False) -> Moved:
