@@ -61,11 +61,46 @@ _STATEMENTS: dict[str, str | None] = {
 }
 _OR = re.compile(r"^\s*INSERT OR (REPLACE|IGNORE) INTO (\w+)\s*\(([^)]*)\)", re.S)
 _INSERT = re.compile(r"^\s*INSERT INTO (\w+)\b")
+_IN_LIST = re.compile(r"\bIN \((%s(?:\s*,\s*%s)*)\)")
+
+
+def _any_arrays(pg: str) -> tuple[str, tuple[tuple[int, int], ...]]:
+    """`x IN (%s, %s, ...)` as `x = ANY(%s)`: one statement text whatever the list's length, so the
+    server plans it once per connection (psycopg prepares a statement run 5 times) instead of at every
+    call - planning was most of a short lookup's cost. Returns the text and, per list, (index of its
+    first parameter, how many) for `fold`."""
+    groups: list[tuple[int, int]] = []
+    out, at, seen = [], 0, 0
+    for m in _IN_LIST.finditer(pg):
+        seen += pg.count("%s", at, m.start())
+        n = m.group(1).count("%s")
+        groups.append((seen, n))
+        out.append(pg[at : m.start()] + "= ANY(%s)")
+        seen += n
+        at = m.end()
+    out.append(pg[at:])
+    return "".join(out), tuple(groups)
+
+
+def fold(params: Sequence[Any], groups: tuple[tuple[int, int], ...]) -> list[Any]:
+    """The parameters with each IN list's values as one list (`_any_arrays`)."""
+    out = list(params)
+    for start, n in reversed(groups):
+        out[start : start + n] = [out[start : start + n]]
+    return out
 
 
 @lru_cache(maxsize=4096)
-def translate(sql: str) -> tuple[str | None, bool]:
-    """(PostgreSQL text or None for a no-op, whether it returns a generated key)."""
+def translate(sql: str) -> tuple[str | None, bool, tuple[tuple[int, int], ...]]:
+    """(PostgreSQL text or None for a no-op, whether it returns a generated key, its IN lists)."""
+    pg, returns = _translate(sql)
+    if pg is None:
+        return None, returns, ()
+    text, groups = _any_arrays(pg)
+    return text, returns, groups
+
+
+def _translate(sql: str) -> tuple[str | None, bool]:
     if sql in _STATEMENTS:
         return _STATEMENTS[sql], False
     if sql.lstrip().upper().startswith(("PRAGMA", "BEGIN")) or "sqlite_master" in sql:
@@ -132,9 +167,11 @@ class Cursor:
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Cursor:
         self._cur, self.lastrowid = None, None
-        pg, returns = translate(sql)
+        pg, returns, groups = translate(sql)
         if pg is None:
             return self
+        if groups:
+            params = fold(params, groups)
         cur = self._conn.run(pg, params, self.row_factory or tuple_row)
         if cur is None:  # a nested BEGIN/COMMIT/ROLLBACK, joined to the outer transaction
             return self
@@ -172,8 +209,8 @@ class Connection:
         rows = list(seq)
         if not rows:
             return
-        pg, _ = translate(sql)
-        assert pg is not None
+        pg, _, groups = translate(sql)
+        assert pg is not None and not groups
         try:
             with self.raw.cursor() as cur:
                 cur.executemany(pg, rows)
