@@ -171,7 +171,7 @@ class Cursor:
         if pg is None:
             return self
         if groups:
-            params = fold(params, groups)
+            params = fold(params, groups) if not isinstance(params, dict) else params
         cur = self._conn.run(pg, params, self.row_factory or tuple_row)
         if cur is None:  # a nested BEGIN/COMMIT/ROLLBACK, joined to the outer transaction
             return self
