@@ -229,7 +229,7 @@ def status(sh: Shell) -> None:
     assert out.startswith("mode: rules") and "MEMORY.md" in out and "dreaming:" in out
 
 
-@case("serve", "aml check")
+@case("serve", "aml check", "aml status", "aml export", "aml import")
 def serve(sh: Shell) -> None:
     proc = sh.popen("serve", "--host", "127.0.0.1", "--port", "0", stderr=subprocess.PIPE,
                     stdin=subprocess.DEVNULL)
@@ -249,6 +249,22 @@ def serve(sh: Shell) -> None:
         # The Add/Search contract, checked against the daemon just started.
         out, _ = sh("aml", "check", url.group(1))
         assert "PASS" in out and "FAIL" not in out, out
+        # An Add's turns move to another workspace whole (exported while the daemon runs).
+        body = {"request_id": "r1", "user_id": "u1", "session_id": "s1",
+                "messages": [{"role": "user", "content": "the lantern is in the shed"}]}
+        add = urllib.request.Request(f"{url.group(1)}/v1/aml/add", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        with urllib.request.urlopen(add, timeout=30) as r:
+            assert json.loads(r.read())["success"] is True
+        held = sh.json("aml", "status")
+        assert (held["backend"], held["messages"], held["users"]) == ("sqlite", 1, 1), held
+        dump = sh.root / "aml.jsonl.gz"
+        sh("aml", "export", str(dump))
+        other = sh.root / "other"
+        sh("aml", "import", str(dump), "--workspace", str(other), workspace_flag=False)
+        moved = sh.json("aml", "status", "--workspace", str(other), workspace_flag=False)
+        assert (moved["messages"], moved["users"]) == (held["messages"], held["users"]), (moved, held)
+        sh("aml", "import", str(dump), "--workspace", str(other), workspace_flag=False, expect=4)  # not empty
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 0
         assert "stopped" in proc.stderr.read()
