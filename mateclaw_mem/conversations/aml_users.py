@@ -18,6 +18,15 @@ another user's words as the positive control. Not on disk, so not here: a search
 the user, which no search can reach once the documents are gone and which is dropped when evicted.
 Embeddings (`messages.db:vectors`) are floats keyed by a text hash and shared by equal texts: kept.
 
+A kill -9 never leaves a delete half done (SQLite; issue 35's "no half operations"): the delete is an
+operation of the workspace journal (workspace/journal.py, op `aml-delete`), durable before the first
+row goes, closed only once every file is scrubbed; the users are in its `finish`, and
+runtime/recovery.py hands an interrupted one to `finish_interrupted` (at start, in `doctor`, on the
+heartbeat), which deletes again what is left and scrubs. The log goes last, so that even without the
+journal what remains is what retention finds (it looks users up in log.db). A delete that fails
+mid-way (a locked file) or whose scrub failed leaves its journal for that recovery too. PostgreSQL
+(`log.path` None) needs none: `log.holding` is one transaction, and its order is as it always was.
+
 Request logs: uvicorn's access log is off (runtime/daemon.py) and no AML code logs a message's text;
 a failure log line names ids and the error only.
 """
@@ -26,27 +35,34 @@ from __future__ import annotations
 
 import logging
 import time
-from contextlib import ExitStack
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.memory.forget.scrub import scrub
+from mateclaw_mem.workspace.journal import crash_point
 
 if TYPE_CHECKING:
     from mateclaw_mem.clock import Clock
     from mateclaw_mem.conversations.aml import AmlService
     from mateclaw_mem.index.files.index import FileIndex
+    from mateclaw_mem.workspace.journal import Journal
 
 log = logging.getLogger(__name__)
 DAY_MS = 86_400_000
 RETENTION_EVERY_S = 3600.0  # the heartbeat runs each minute; looking for expired users once an hour is plenty
+OP = "aml-delete"  # the journal's operation (runtime/recovery.py's finisher; MATECLAW_MEM_CRASH_AT=aml-delete:…)
 
 
 class AmlUsers:
     def __init__(self, aml: AmlService, clock: Clock, *, file_index: FileIndex | None = None,
-                 retention_days: float = 0) -> None:
+                 retention_days: float = 0, journal: Journal | None = None) -> None:
         self.aml = aml
+        # (only over SQLite files: the PostgreSQL store deletes in one transaction)
+        self.journal = journal if aml.log.path is not None else None
         self.clock = clock
         self.file_index = file_index
         self.retention_days = retention_days
@@ -64,25 +80,82 @@ class AmlUsers:
         with nothing stored answers with zero counts (the files are scrubbed all the same)."""
         if not user_id.strip():
             raise InvalidInputError("user_id must be a non-empty string")
-        deleted = self._delete_rows(user_id)
-        return {"user_id": user_id, "deleted": deleted, "scrubbed": self._scrub()}
+        with self._intent([user_id]) as scrubbed:
+            deleted = self._delete_rows(user_id)
+            scrubbed += self._scrub()
+        return {"user_id": user_id, "deleted": deleted, "scrubbed": scrubbed}
+
+    @contextmanager
+    def _intent(self, users: list[str]) -> Iterator[list[dict[str, Any]]]:
+        """The journal of one delete (see the module's doc); yields the list the body puts its scrub
+        results in - a failed scrub leaves the journal for recovery, as a failed delete does."""
+        scrubbed: list[dict[str, Any]] = []
+        if self.journal is None:
+            yield scrubbed
+            return
+        batch = f"{OP}-{uuid.uuid4().hex[:12]}"  # (not the user id: recovered.jsonl keeps the batch)
+        self.journal.begin(OP, batch, (), finish={"users": users})
+        try:
+            yield scrubbed
+        except BaseException:
+            self.journal.leave(batch)
+            raise
+        crash_point(OP, "end")
+        if any("error" in s for s in scrubbed):
+            self.journal.leave(batch)
+        else:
+            self.journal.end(batch)
 
     def _delete_rows(self, user_id: str) -> dict[str, int]:
         aml = self.aml
+        steps: list[tuple[str, Callable[[str], dict[str, int]]]] = [
+            ("messages", self._delete_messages), ("index", self._delete_file_index), ("log", self._delete_log)]
+        if self.journal is None:  # PostgreSQL (one transaction): the order it always had
+            steps = steps[2:] + steps[:2]
+        out: dict[str, int] = {}
         # Both locks, as an Add holds them in turn: an Add of this user in this process lands wholly
         # before the delete (and is deleted) or wholly after it (and is kept, as a new Add).
         with ExitStack() as held:
             held.enter_context(aml.log.lock)
             held.enter_context(aml.index.lock)
             held.enter_context(aml.log.holding(aml.agent, user_id))  # (PostgreSQL: one transaction)
-            out = {f"log.db:{t}": n for t, n in aml.log.delete_owner(aml.agent, user_id).items()}
-            out["messages.db:docs"] = aml.index.delete_owner(aml.agent, user_id)
-            if self.file_index is not None:
-                out["index.db:chunks"] = self.file_index.delete_owner_messages(aml.agent, user_id)
+            for name, step in steps:
+                out.update(step(user_id))
+                crash_point(OP, f"rows:{name}")
         return out
 
+    def _delete_messages(self, user_id: str) -> dict[str, int]:
+        return {"messages.db:docs": self.aml.index.delete_owner(self.aml.agent, user_id)}
+
+    def _delete_file_index(self, user_id: str) -> dict[str, int]:
+        if self.file_index is None:
+            return {}
+        return {"index.db:chunks": self.file_index.delete_owner_messages(self.aml.agent, user_id)}
+
+    def _delete_log(self, user_id: str) -> dict[str, int]:
+        return {f"log.db:{t}": n for t, n in self.aml.log.delete_owner(self.aml.agent, user_id).items()}
+
     def _scrub(self) -> list[dict[str, Any]]:
-        return [scrub(path) for path in self._files() if path.exists()]
+        out = []
+        for i, path in enumerate(p for p in self._files() if p.exists()):
+            out.append(scrub(path))
+            crash_point(OP, f"scrub:{i + 1}")
+        return out
+
+    def finish_interrupted(self, finish: dict[str, Any]) -> str:
+        """runtime/recovery.py's finisher of a delete a crash (or a failure) interrupted: its users'
+        rows deleted again where any are left, then every file scrubbed. A scrub that fails raises,
+        so that the journal is kept for the next try."""
+        users = [str(u) for u in finish.get("users") or []]
+        rows = 0
+        for user in users:
+            rows += sum(self._delete_rows(user).values())
+        scrubbed = self._scrub()
+        failed = [f"{s['db']}: {s['error']}" for s in scrubbed if "error" in s]
+        if failed:
+            raise RuntimeError("scrub failed (" + "; ".join(failed) + ")")
+        return (f"the Add/Search data of {len(users)} deleted user(s) gone: {rows} row(s) left by the crash "
+                f"deleted, {len(scrubbed)} database(s) scrubbed")
 
     # -- retention ----------------------------------------------------------------------------------
 
@@ -93,12 +166,14 @@ class AmlUsers:
             return []
         now_ms = int(self.clock.now().timestamp() * 1000)
         users = self.aml.log.owners_idle_since(self.aml.agent, now_ms - int(self.retention_days * DAY_MS))
-        for user in users:
-            self._delete_rows(user)
-        if users:
-            self._scrub()
-            log.info("AML retention: %d user(s) whose last Add is over %g days old deleted", len(users),
-                     self.retention_days)
+        if not users:
+            return []
+        with self._intent(users) as scrubbed:
+            for user in users:
+                self._delete_rows(user)
+            scrubbed += self._scrub()
+        log.info("AML retention: %d user(s) whose last Add is over %g days old deleted", len(users),
+                 self.retention_days)
         return users
 
     def expire_due(self) -> list[str]:

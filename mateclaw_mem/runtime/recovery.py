@@ -52,6 +52,8 @@ class Container(Protocol):
     def dreaming(self) -> DreamingService: ...
     @property
     def extraction(self) -> Any: ...
+    @property
+    def aml_users(self) -> Any: ...
 
 log = logging.getLogger(__name__)
 SHOWN_DAYS = 7  # what the start finished is shown this long (recovered.jsonl keeps more)
@@ -67,6 +69,7 @@ def _finishers(services: Container) -> dict[str, Finisher]:
         "import-chats": lambda f: services.chat_import.finish_interrupted(f),
         "dream": lambda f: _finish_dream(services, f),
         "extraction": lambda f: services.extraction.finish_interrupted(f),
+        "aml-delete": lambda f: services.aml_users.finish_interrupted(f),
     }
 
 

@@ -150,7 +150,8 @@ class Services:
         s.settings, embedder=s.embeddings, log=lambda: s.log, on_close=s.on_close))
     aml = _service(lambda s: build_aml.aml(s.settings, s.log, s.message_index, s.clock, model=s.use_model,
                                            ensure_agent=s.store.ensure_agent, on_close=s.on_close))
-    aml_users = _service(lambda s: build_aml.aml_users(s.settings, s.aml, s.clock, file_index=s.file_index))
+    aml_users = _service(lambda s: build_aml.aml_users(s.settings, s.aml, s.clock, file_index=s.file_index,
+                                                       journal=s.store.journal))
     # Forget, with every store that holds a person's words (runtime/holders.py).
     forget: _service[ForgetService] = _service(lambda s: build_lifecycle.forget(
         s.settings, s.store, s.log, s.clock, file_index=s.file_index, message_index=s.message_index, facts=s.facts,

@@ -229,6 +229,15 @@ class Journal:
         if live is not None:
             self._close(batch, live)
 
+    def leave(self, batch: str) -> None:
+        """Let go of the journal `begin` opened for `batch` without closing it: an operation that
+        failed mid-way and cannot undo itself (an AML user's delete, conversations/aml_users.py) is
+        left for `recover` - the heartbeat's sweep in this process, or the next start - to finish."""
+        with self._guard:
+            live = self._live.get(batch)
+        if live is not None:
+            self._release(batch, live)
+
     def is_open(self, batch: str) -> bool:
         """Whether this process has a journal open for `batch`."""
         with self._guard:

@@ -10,7 +10,8 @@ another size -, a SOUL.md proposal applied, a contradiction resolved by a merge 
 chat import of 20 conversations of 400 messages, a folder of 60 notes renamed and one deleted through
 the MCP memory tool's commands, a rules-mode dream promoting 8 lines into MEMORY.md with its DREAMS.md
 entry and run record, DREAMS.md of 30 entries held to a 1,200-char cap by `archive roll`, a rules-mode
-extraction of one turn into PROFILE.md, MEMORY.md and the daily note)
+extraction of one turn into PROFILE.md, MEMORY.md and the daily note, an Add/Search user of 60
+messages deleted from messages.db, index.db and log.db and the files scrubbed - tests/support/aml_delete.py)
 is made ready once and copied for every round. A round runs the operation as a real `mateclaw-mem`
 command (this interpreter) and sends it SIGKILL at a random moment: three rounds in four inside the
 operation (drawn uniformly from its journal's appearance - written before its first change - to the
@@ -51,7 +52,8 @@ COUNTS = ("killed", "half_before", "completed", "rolled_back", "untouched", "hal
 # Files (conversations for a chat import) per operation; --files N sets the first four. The issue's
 # measurement used 300; 60 keeps 140 rounds within half an hour on two shared cores.
 SIZES = {"import": 60, "undo": 60, "forget": 60, "month-roll": 60, "soul-apply": 1, "contradiction": 2,
-         "import-chats": 20, "rename": 60, "delete": 60, "dream": 8, "diary-cap": 30, "extraction": 1}
+         "import-chats": 20, "rename": 60, "delete": 60, "dream": 8, "diary-cap": 30, "extraction": 1,
+         "aml-delete": 60}
 SIZED = ("import", "undo", "forget", "month-roll", "rename", "delete")  # what --files sets
 
 

@@ -455,6 +455,63 @@ def state_extraction(folder: Path, n: int) -> tuple[str, str]:
     return "half", seen
 
 
+# -- an Add/Search user deleted: messages.db, index.db, log.db, then each file scrubbed ---------------------------
+
+AML_DELETE = "tests.support.aml_delete"
+AML_VICTIM, AML_OTHER = "victim", "other"
+AML_WORDS = "Zorbleflax quintessential marmalade harbour"  # the victim's; the other user's: AML_CONTROL
+AML_CONTROL = "Grumwhistle saffron teapot lighthouse"
+
+
+def aml_said(i: int, words: str = AML_WORDS) -> str:
+    return f"Caroline: note {i}, the {words} again"
+
+
+def prepare_aml_delete(folder: Path, n: int) -> list[str]:
+    from mateclaw_mem.conversations.aml import AmlMessage
+
+    svc = services(folder)
+    try:
+        for i in range(n):
+            svc.aml.add(f"r{i}", AML_VICTIM, f"s{i % 2}", [AmlMessage("user", aml_said(i), 1683554160000 + i)])
+        svc.aml.add("r0", AML_OTHER, "s0", [AmlMessage("user", aml_said(0, AML_CONTROL), 1683554160000)])
+    finally:
+        svc.close()
+    return ["delete", AML_VICTIM]
+
+
+def aml_bytes(folder: Path) -> dict[str, int]:
+    """Where on disk the victim's words (and, as the control, the other user's) are: hits per search."""
+    from mateclaw_mem.memory.forget.scan import patterns, walk
+
+    hits = walk(folder / "workspace", {"victim": patterns(AML_WORDS), "victim_word": patterns("zorbleflax"),
+                                       "other": patterns(AML_CONTROL)}).hits
+    return {k: len(v) for k, v in hits.items()}
+
+
+def _rows(db: Path, sql: str, owner: str) -> int:
+    # Read-only: a writable connection closing last would checkpoint the WAL and change what the scan sees.
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return int(conn.execute(sql, (owner,)).fetchone()[0])
+    finally:
+        conn.close()
+
+
+def state_aml_delete(folder: Path, n: int) -> tuple[str, str]:
+    found = aml_bytes(folder)  # first: the row counts below open the databases
+    meta = folder / "workspace" / ".mateclaw"
+    logged = _rows(meta / "log.db", "SELECT count(*) FROM messages WHERE owner = ?", AML_VICTIM)
+    indexed = _rows(meta / "messages.db", "SELECT count(*) FROM docs WHERE owner = ?", AML_VICTIM)
+    seen = (f"{logged} of {n} messages in log.db, {indexed} in messages.db, the words in "
+            f"{found['victim'] + found['victim_word']} places on disk")
+    if logged == n and indexed == n:
+        return "before", seen
+    if logged == indexed == found["victim"] == found["victim_word"] == 0:
+        return "after", seen
+    return "half", seen
+
+
 FILE_OP = "tests.support.file_op"
 
 SCENARIOS = {s.name: s for s in (
@@ -470,6 +527,7 @@ SCENARIOS = {s.name: s for s in (
     Scenario("dream", prepare_dream, state_dream),
     Scenario("diary-cap", prepare_cap, state_cap),
     Scenario("extraction", prepare_extraction, state_extraction),
+    Scenario("aml-delete", prepare_aml_delete, state_aml_delete, AML_DELETE),
 )}
 
 

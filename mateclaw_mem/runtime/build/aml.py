@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.runtime.build.types import Closer, ModelProvider
     from mateclaw_mem.settings import Settings
+    from mateclaw_mem.workspace.journal import Journal
 
 
 def conversation_log(settings: Settings, *, on_close: Closer) -> ConversationLog:
@@ -69,8 +70,11 @@ def reranker(settings: Settings, model: ModelClient | None, *, on_close: Closer)
     return built
 
 
-def aml_users(settings: Settings, service: AmlService, clock: Clock, *, file_index: FileIndex) -> AmlUsers:
-    """A person's Add/Search data deleted on request or at the end of `aml.retention-days`."""
+def aml_users(settings: Settings, service: AmlService, clock: Clock, *, file_index: FileIndex,
+              journal: Journal) -> AmlUsers:
+    """A person's Add/Search data deleted on request or at the end of `aml.retention-days`; each
+    delete an operation of the workspace journal (finished by runtime/recovery.py after a crash)."""
     from mateclaw_mem.conversations.aml_users import AmlUsers
 
-    return AmlUsers(service, clock, file_index=file_index, retention_days=settings.aml.retention_days)
+    return AmlUsers(service, clock, file_index=file_index, retention_days=settings.aml.retention_days,
+                    journal=journal)
