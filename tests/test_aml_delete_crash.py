@@ -96,3 +96,34 @@ def test_retention_killed_mid_way_is_finished_by_the_running_daemons_heartbeat(t
         assert journal_left(tmp_path) == []
     finally:
         daemon.close()
+
+
+def test_serve_aml_only_finishes_an_interrupted_delete_before_its_first_request(tmp_path: Path) -> None:
+    """`serve --aml-only` has no workspace store and no runtime/recovery.py: over SQLite it finishes
+    the AML deletes the journal holds at its start (and leaves any other operation's journal alone)."""
+    from tests.test_aml_only import AmlOnly
+
+    scenario = SCENARIOS["aml-delete"]
+    args = scenario.prepare(tmp_path, N)
+    killed = cli(tmp_path, *args, crash_at="aml-delete:rows:log", module=AML_DELETE)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert scenario.state(tmp_path, N)[0] == "half"
+    other_op = tmp_path / "workspace" / ".mateclaw" / "journal" / "import-000000000000"
+    other_op.mkdir()  # another operation's journal (its process gone): not serve --aml-only's to finish
+    (other_op / "intent.json").write_text(json.dumps({"id": other_op.name, "op": "import", "batch": "b",
+                                                      "steps": [], "finish": {}}), encoding="utf-8")
+    daemon = AmlOnly(tmp_path)
+    daemon.workspace = tmp_path / "workspace"
+    daemon.start()
+    try:
+        with daemon.client() as client:
+            r = client.post("/v1/aml/search", json={"query": "marmalade harbour", "user_id": "victim", "top_k": 5})
+            assert r.status_code == 200 and r.json()["data"] == [], r.text
+    finally:
+        assert daemon.stop() == 0
+    kind, detail = scenario.state(tmp_path, N)
+    assert kind == "after", detail
+    found = aml_bytes(tmp_path)
+    assert found["victim"] == found["victim_word"] == 0 and found["other"] > 0, found
+    assert journal_left(tmp_path) == ["import-000000000000"]
+    assert "interrupted aml-delete" in daemon.log() and "Traceback" not in daemon.log()

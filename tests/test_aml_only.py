@@ -71,8 +71,9 @@ def test_sqlite_daemon_serves_the_contract_and_writes_nothing_but_its_databases(
     # No agent folder, no seeded memory file, no index.db: only the Add/Search databases.
     made = {p.relative_to(daemon.workspace).as_posix() for p in daemon.workspace.rglob("*")}
     assert ".mateclaw/daemon.json" not in made  # removed at the stop
-    assert made <= {".mateclaw", ".mateclaw/daemon.lock", *(f".mateclaw/{db}.db{s}" for db in ("log", "messages")
-                                                             for s in ("", "-wal", "-shm"))}, made
+    # (.mateclaw/journal: the check's users deleted, each delete journaled and its journal gone after)
+    assert made <= {".mateclaw", ".mateclaw/daemon.lock", ".mateclaw/journal",
+                    *(f".mateclaw/{db}.db{s}" for db in ("log", "messages") for s in ("", "-wal", "-shm"))}, made
     assert {".mateclaw/log.db", ".mateclaw/messages.db"} <= made
     # And what it stored is the full daemon's Add/Search data: found by the full daemon, unchanged.
     full = Daemon(tmp_path).start()

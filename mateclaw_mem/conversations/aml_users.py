@@ -142,6 +142,15 @@ class AmlUsers:
             crash_point(OP, f"scrub:{i + 1}")
         return out
 
+    def recover(self) -> list[dict[str, Any]]:
+        """`serve --aml-only`'s start over SQLite (it has no workspace store, so no runtime/recovery.py):
+        the deletes a crash interrupted, finished; other operations' journals are left to the full
+        daemon. What was done, as `Journal.recover` reports it."""
+        if self.journal is None or not self.journal.folder.is_dir():
+            return []
+        return self.journal.recover(None, {OP: self.finish_interrupted}, only={OP},
+                                    at=self.clock.now().isoformat(timespec="seconds"))
+
     def finish_interrupted(self, finish: dict[str, Any]) -> str:
         """runtime/recovery.py's finisher of a delete a crash (or a failure) interrupted: its users'
         rows deleted again where any are left, then every file scrubbed. A scrub that fails raises,

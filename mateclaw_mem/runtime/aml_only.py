@@ -250,7 +250,13 @@ def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str, model
           health: Callable[[], dict[str, Any]], closers: list[Any], background: list[tuple[str, Any]]) -> AmlNode:
     from mateclaw_mem.conversations.aml_users import AmlUsers
 
-    users = AmlUsers(aml, clock, retention_days=settings.aml.retention_days)
+    journal = None
+    if backend == "sqlite":  # a delete spans three files here (PostgreSQL: one transaction)
+        from mateclaw_mem.workspace.journal import Journal
+
+        journal = Journal(settings.state_dir / "journal")
+    users = AmlUsers(aml, clock, retention_days=settings.aml.retention_days, journal=journal)
+    users.recover()  # a delete a crash interrupted, finished before the first request
     return AmlNode(settings=settings, clock=clock, aml=aml, aml_users=users, backend=backend,
                    api_key=os.environ.get(settings.server.api_key_env) or None,
                    mode="model" if model is not None else "rules", health_of_store=health, closers=closers,

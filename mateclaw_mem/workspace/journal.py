@@ -51,7 +51,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -287,18 +287,22 @@ class Journal:
                 shutil.rmtree(p, ignore_errors=True)
         return [p for p in found if not p.name.startswith(".")]
 
-    def recover(self, store: StorePort, finishers: dict[str, Finisher], *, at: str,
-                before_replay: dict[str, Finisher] | None = None) -> list[dict[str, Any]]:
+    def recover(self, store: StorePort | None, finishers: dict[str, Finisher], *, at: str,
+                before_replay: dict[str, Finisher] | None = None,
+                only: Collection[str] | None = None) -> list[dict[str, Any]]:
         """Finish every operation whose process died (see the module's doc). Returns what was done,
         one entry per journal, also appended to recovered.jsonl. `before_replay[op]` gets the
         operation's `finish` before its files are replayed (a contradiction pair held, as while it
-        was being resolved)."""
+        was being resolved). `only`: these operations alone, the others left for a later recovery
+        (`serve --aml-only`, which has no store, finishes its AML deletes: `store` None)."""
         done = []
         for folder in self._folders():
             intent = _read_intent(folder)
             if intent is None:  # closed (its intent removed first) but not yet removed
                 if _dead(folder):
                     shutil.rmtree(folder, ignore_errors=True)
+                continue
+            if only is not None and intent.get("op") not in only:
                 continue
             fd = _lock(folder / LOCK, wait=False)
             if fd is None:
@@ -316,13 +320,14 @@ class Journal:
             self._report(done)
         return done
 
-    def _finish(self, store: StorePort, folder: Path, intent: dict[str, Any],
+    def _finish(self, store: StorePort | None, folder: Path, intent: dict[str, Any],
                 finishers: dict[str, Finisher], at: str, before_replay: dict[str, Finisher]) -> dict[str, Any]:
         done_by_batch = noted(folder / WRITES)
         if (prepare := before_replay.get(intent.get("op", ""))) is not None and intent.get("finish"):
             prepare(intent["finish"])
         files: list[dict[str, Any]] = []
         for planned in intent.get("steps") or []:
+            assert store is not None, "an operation with files is recovered with the store (`only` keeps the others)"
             files.append(replay(store, folder, intent["batch"], planned, done_by_batch))
         made = sum(f["state"] == "written now" for f in files)
         left = [f for f in files if f["state"].startswith("left")]
