@@ -125,9 +125,11 @@ def why_unreachable(dsn: str) -> Iterator[None]:
         try:
             psycopg.connect(dsn, connect_timeout=5).close()
         except psycopg.Error as direct:
+            from mateclaw_mem.conversations.pg.connection import scrub
+
             cause = " ".join(str(direct).split())
-            raise StoreUnavailableError(f"{exc.message} - {cause}") from None
-        raise
+            raise StoreUnavailableError(scrub(f"{exc.message} - {cause}", dsn)) from None
+        raise StoreUnavailableError(scrub(exc.message, dsn)) from None
 
 
 def export_to(settings: Settings, target: str, *, facts: bool = True, force: bool = False) -> Moved:

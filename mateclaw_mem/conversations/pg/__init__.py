@@ -63,10 +63,20 @@ _CONNECTION_DEFAULTS = {"connect_timeout": "5", "keepalives": "1", "keepalives_i
                         "keepalives_interval": "5", "keepalives_count": "3", "tcp_user_timeout": "15000"}
 
 
-def connection_options(dsn: str) -> dict[str, Any]:
+def connection_options(dsn: str, where: str = "the PostgreSQL DSN") -> dict[str, Any]:
+    """psycopg's connection arguments; ConfigError (exit 6, the password kept out) for a DSN libpq
+    cannot read - psycopg's own message would quote the fragment it choked on, the password too."""
+    import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
-    given = conninfo_to_dict(dsn)
+    from mateclaw_mem.conversations.pg.connection import scrub
+
+    try:
+        given = conninfo_to_dict(dsn)
+    except psycopg.Error as exc:
+        why = scrub(" ".join(str(exc).split()), dsn)
+        raise ConfigError(f"{where} cannot be read ({why}): write it as"
+                          " postgresql://user:pass@host:5432/dbname or host=... port=... dbname=... user=...") from None
     return {"autocommit": True, **{k: v for k, v in _CONNECTION_DEFAULTS.items() if k not in given}}
 
 
@@ -74,6 +84,7 @@ def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 6
                max_size: int = 16, timeout: float = CONNECT_TIMEOUT_S, now_ms: int | None = None) -> PgStore:
     """Connect (StoreUnavailableError naming why, when the database cannot be reached), migrate,
     and build the store's classes."""
+    import psycopg
     from psycopg_pool import ConnectionPool, PoolTimeout
 
     from mateclaw_mem.conversations.pg import schema
@@ -85,7 +96,8 @@ def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 6
     # call gets it. `reconnect_timeout`: the pool's own reconnection backs off exponentially, so after a
     # long outage its next try could be minutes away; giving up after RECONNECT_S lets the next call
     # start a new try at once (the pool grows on demand), so a daemon is back seconds after its database.
-    pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, kwargs=connection_options(dsn),
+    options = connection_options(dsn)  # (first: a DSN libpq cannot read is a ConfigError, not a pool timeout)
+    pool = ConnectionPool(dsn, min_size=min_size, max_size=max_size, kwargs=options,
                           check=ConnectionPool.check_connection, open=False, name="mateclaw-aml", timeout=timeout,
                           reconnect_timeout=RECONNECT_S)
     try:
@@ -95,9 +107,12 @@ def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 6
         raise unavailable(exc, f"PostgreSQL (no connection within {timeout:g} s)") from exc
     try:
         with pool.connection(timeout=timeout) as raw:
-            done = schema.migrate(raw, now_ms if now_ms is not None else int(time.time() * 1000))
-            raw.execute("INSERT INTO meta (key, value) SELECT 'tokenizer', %s WHERE NOT EXISTS"
-                        " (SELECT 1 FROM docs LIMIT 1) ON CONFLICT (key) DO NOTHING", (TOKENIZER_VERSION,))
+            try:
+                done = schema.migrate(raw, now_ms if now_ms is not None else int(time.time() * 1000))
+                raw.execute("INSERT INTO meta (key, value) SELECT 'tokenizer', %s WHERE NOT EXISTS"
+                            " (SELECT 1 FROM docs LIMIT 1) ON CONFLICT (key) DO NOTHING", (TOKENIZER_VERSION,))
+            except psycopg.Error as exc:
+                raise schema.refused(exc, raw) from None
     except BaseException:
         pool.close()
         raise
@@ -126,6 +141,7 @@ def dsn_from(settings: Settings) -> str:
     if not dsn:
         raise ConfigError(f"aml.store is postgresql but the environment variable {name} (aml.postgres-dsn-env) is"
                           " not set: set it to the database's DSN, e.g. postgresql://user:pass@host:5432/mateclaw")
+    connection_options(dsn, f"the DSN in {name} (aml.postgres-dsn-env)")
     return dsn
 
 

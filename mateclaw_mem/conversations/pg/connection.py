@@ -150,6 +150,32 @@ def named_row(cursor: Any) -> Any:
     return _row_class(tuple(c.name for c in desc))
 
 
+_PASSWORD_KV = re.compile(r"(?i)\bpassword\s*=\s*('(?:[^'\\]|\\.)*'?|\S+)")
+_URL_PASSWORD = re.compile(r"://[^/@:\s]*:([^@/\s]*)@")
+_QUOTED_PASSWORD = re.compile(r'(?i)"password[^"]*"')
+
+
+def scrub(text: str, dsn: str) -> str:
+    """`text` (a message of psycopg or libpq about `dsn`) without the DSN's password: libpq's parse
+    errors quote the fragment they choke on, which may be the password itself."""
+    from urllib.parse import unquote
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    from mateclaw_mem.redaction import redact
+
+    secrets = {m.group(1).strip("'") for m in _PASSWORD_KV.finditer(dsn)}
+    secrets |= {v for m in _URL_PASSWORD.finditer(dsn) for v in (m.group(1), unquote(m.group(1)))}
+    try:
+        secrets.add(str(conninfo_to_dict(dsn).get("password") or ""))
+    except psycopg.Error:
+        pass
+    for secret in sorted(secrets, key=len, reverse=True):
+        if len(secret) >= 3:  # (shorter would blank out ordinary words; such a password is no secret anyway)
+            text = text.replace(secret, "[REDACTED:password]")
+    return redact(_QUOTED_PASSWORD.sub('"[REDACTED:password]"', text))
+
+
 def unavailable(exc: BaseException, what: str = "PostgreSQL") -> StoreUnavailableError:
     text = " ".join(str(exc).split()) or type(exc).__name__
     return StoreUnavailableError(f"{what} is out of reach: {text}")
@@ -236,6 +262,14 @@ class Connection:
     def _failed(self, exc: psycopg.Error) -> BaseException:
         if self.raw.broken or self.raw.closed or isinstance(exc, pg_errors.AdminShutdown | pg_errors.ConnectionFailure):
             lost = unavailable(exc, "PostgreSQL (connection lost mid-call)")
+            if self.checkout is not None:
+                self.checkout.last_error = str(lost)
+            return lost
+        if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
+            # A primary turned replica (a failover under way) or a database set read-only: the write is
+            # not this request's fault and may succeed on a retry - a 503 with the reason, not a 500.
+            lost = StoreUnavailableError("PostgreSQL refuses writes (a read-only database: a replica, or a primary"
+                                         f" being failed over): {' '.join(str(exc).split())}")
             if self.checkout is not None:
                 self.checkout.last_error = str(lost)
             return lost

@@ -100,6 +100,9 @@ def migrate(conn: Any, now_ms: int) -> list[int]:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
                      " applied_ms BIGINT NOT NULL)")
         have = applied(conn)
+        if have and _first_migration(conn) != MIGRATIONS[0][1]:
+            raise ConfigError(f"database {conn.info.dbname!r} holds a table schema_version that mateclaw-mem did not"
+                              " make (another application's?): give the store a database of its own")
         if have > LATEST:
             raise ConfigError(f"the PostgreSQL store's schema is version {have}, newer than this mateclaw-mem knows"
                               f" ({LATEST}): upgrade mateclaw-mem (migrations only go forward)")
@@ -111,3 +114,38 @@ def migrate(conn: Any, now_ms: int) -> list[int]:
                          (version, name, now_ms))
             done.append(version)
     return done
+
+
+def _first_migration(conn: Any) -> str | None:
+    from psycopg import errors
+
+    try:
+        with conn.transaction():  # (a savepoint: a table of another shape must not abort the migration's)
+            row = conn.execute("SELECT name FROM schema_version WHERE version = 1").fetchone()
+    except (errors.UndefinedColumn, errors.DatatypeMismatch):
+        return None
+    return str(row[0]) if row is not None else None
+
+
+def refused(exc: Exception, conn: Any) -> Exception:
+    """What a database that will not take the store's tables is told as (ConfigError naming the cause
+    and the way out); `exc` itself when it is none of those."""
+    from psycopg import errors
+
+    from mateclaw_mem.conversations.pg.connection import unavailable
+
+    first = " ".join(str(exc).splitlines()[0].split()) if str(exc) else type(exc).__name__
+    where = f"database {conn.info.dbname!r}"
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return ConfigError(f"the PostgreSQL role {conn.info.user!r} may not create the store's tables in {where}"
+                           f" ({first}): grant it CREATE on its schema (GRANT CREATE ON SCHEMA public TO"
+                           f" {conn.info.user}) or make it the database's owner (docs/postgresql.md)")
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return ConfigError(f"{where} accepts no writes ({first}): a read-only replica or default_transaction_read_only;"
+                           " point the DSN at the primary")
+    if isinstance(exc, errors.DuplicateTable | errors.DuplicateObject):
+        return ConfigError(f"{where} already holds tables mateclaw-mem did not make ({first}; another application's?):"
+                           " give the store a database of its own")
+    if isinstance(exc, errors.OperationalError):
+        return unavailable(exc, "PostgreSQL (connection lost while migrating)")
+    return exc
