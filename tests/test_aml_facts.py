@@ -47,7 +47,7 @@ def aml(request: pytest.FixtureRequest, model_settings, clock) -> Iterator[AmlSe
         from mateclaw_mem.conversations.pg import open_pg_service
 
         client = ModelClient.from_settings(model_settings)
-        svc = open_pg_service(model_settings, clock, model=client, dsn=request.getfixturevalue("pg_database"))
+        svc = open_pg_service(model_settings, clock, model=lambda: client, dsn=request.getfixturevalue("pg_database"))
         yield svc
         svc.stop()
         client.close()
@@ -57,7 +57,7 @@ def aml(request: pytest.FixtureRequest, model_settings, clock) -> Iterator[AmlSe
     log, index = ConversationLog(state / "log.db"), MessageIndex(state / "messages.db")
     store = FactStore(state / "log.db")
     client = ModelClient.from_settings(model_settings)
-    svc = AmlService(log, index, clock, facts=FactExtractor(store, log, index, client, clock))
+    svc = AmlService(log, index, clock, facts=FactExtractor(store, log, index, lambda: client, clock))
     yield svc
     for x in (client, store, index, log):
         x.close()
@@ -143,8 +143,13 @@ def test_services_wire_facts_in_model_mode_only(model_settings, settings, clock,
     try:
         svc.aml.add("r1", "u1", "s1", CHAT)
         assert svc.aml.facts is not None
+        # The model is handed over as a provider: an Add builds no client (nor imports openai for it).
+        assert not svc.built("model"), "building Add/Search or an Add built the model client"
         svc.aml.facts.run_pending()  # no worker: building `aml` starts none (only start() does)
         assert svc.aml.facts.store.counts() == {"done": 1, "facts": 1}
+        # The fact job asked for the one shared client: its call is in the daemon's usage log.
+        assert svc.model is not None and svc.model.usage is not None
+        assert svc.model.usage.summary()["by_step"]["aml_facts"]["calls"] == 1
         assert any(i.id.startswith("f") for i in svc.aml.search("Melanie cats", "u1", 5))
     finally:
         svc.close()

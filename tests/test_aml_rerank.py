@@ -216,3 +216,31 @@ def test_a_failure_quoting_the_words_keeps_them_in_the_users_record_only(
         assert walk(tmp_path / "ws", pats).hits["words"]  # in the log (and the failure record) before
         assert client.delete("/v1/aml/users/u1").status_code == 200
         assert walk(tmp_path / "ws", pats).hits["words"] == []  # the failure's reason went with the user
+
+
+def test_serve_aml_only_on_sqlite_records_a_failure_as_the_full_daemon(
+    tmp_path: Path, script: tuple[Script, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve --aml-only` over SQLite builds its reranker with the full daemon's builder
+    (runtime/build/aml.reranker): in rules mode a failure is in log.db's usage log all the same (on
+    PostgreSQL that daemon keeps no usage log: nothing of it is on its machine's disk)."""
+    from mateclaw_mem.conversations.aml import AmlMessage
+    from mateclaw_mem.runtime.aml_only import open_node
+    from mateclaw_mem.settings import load_settings
+    from tests.support.isolation import no_config_here
+
+    s, url = script
+    no_config_here(monkeypatch, tmp_path)
+    rerank = {"url": url + "/v1/rerank", "kind": "rerank", "top-n": TOP_N, "deadline-seconds": 0.5, "model": "tiny"}
+    node = open_node(load_settings(None, tmp_path / "ws", overrides={"timezone": "UTC", "aml": {"rerank": rerank}}))
+    try:
+        assert node.mode == "rules"
+        node.aml.add("r", "u1", "s", [AmlMessage("user", f"Caroline: the apple orchard visit {i}", TS + i)
+                                      for i in range(3)])
+        s.mode = "error"
+        assert len(node.aml.search("apple orchard", "u1", 3)) == 3  # the lexical order, served
+        assert s.asked, "the reranker was not asked"
+        usage = node.aml.reranker.usage  # type: ignore[attr-defined]
+        assert usage.failures()["aml_rerank"]["by_kind"] == {"server": 1}
+    finally:
+        node.close()

@@ -134,12 +134,17 @@ def test_the_composition_rules_catch_each_breach(tmp_path):
             "from pkg.runtime.services import Services\n"
             "def search(services: Services):\n    pass\n"
             "def watcher(settings, parts: 'Container'):\n    pass\n"
-            "def proxy(settings):\n    p = object()\n    p.upstream = 1\n    return p\n"),
+            "def proxy(settings):\n    p = object()\n    p.upstream = 1\n    return p\n"
+            "def reranker(settings, client: ModelClient | None):\n    pass\n"
+            "def aml(settings, model: ModelProvider, ask: Callable[[], ModelClient | None]):\n    pass\n"),
         "memory/x.py": (
             "class X:\n    @classmethod\n    def from_services(cls, s):\n        pass\n"
             "    def attach(self, s):\n        pass\n"
             "def build(services):\n    pass\n"
-            "def wire(store, fi):\n    store.subscribe(fi.on_write)\n    store.attach(fi)\n"),
+            "def wire(store, fi):\n    store.subscribe(fi.on_write)\n    store.attach(fi)\n"
+            "class Facts:\n    def __init__(self, store, client: 'ModelClient') -> None:\n        pass\n"
+            "def open_service(settings, *, model: ModelClient | None = None):\n    pass\n"
+            "def ask(client: ModelClient, question: str):\n    pass\n"),
         "runtime/events.py": "def wire(store, fi):\n    store.subscribe(fi.on_write)\n",
     })
     found = {f.split(" ", 1)[0]: f.split(" ", 1)[1] for f in composition.check(root, "pkg")}
@@ -153,4 +158,11 @@ def test_the_composition_rules_catch_each_breach(tmp_path):
         "runtime/build/index.py:2": "search(services: Services) takes the container",
         "runtime/build/index.py:4": "watcher(parts: 'Container') takes the container",
         "runtime/build/index.py:8": "sets .upstream on a built part: give it a constructor argument",
-    }  # runtime/events.py's own subscribe is the table's: not a breach
+        "runtime/build/index.py:10": ("reranker(client: ModelClient | None) takes the model client as a value:"
+                                      " hand it over as a provider (ModelProvider)"),
+        "memory/x.py:13": ("__init__(client: 'ModelClient') takes the model client as a value:"
+                           " hand it over as a provider (ModelProvider)"),
+        "memory/x.py:15": ("open_service(model: ModelClient | None) takes the model client as a value:"
+                           " hand it over as a provider (ModelProvider)"),
+    }  # runtime/events.py's own subscribe is the table's: not a breach; a provider, or a client used
+    # for a call (`ask`), is no hand-over

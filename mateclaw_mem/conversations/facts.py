@@ -15,6 +15,7 @@ import json
 import logging
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,13 +239,15 @@ class FactExtractor:
         store: FactStore,
         log: ConversationLog,
         index: MessageIndex,
-        client: ModelClient,
+        model: Callable[[], ModelClient | None],
         clock: Clock,
     ) -> None:
         self.store = store
         self.log = log
         self.index = index
-        self.client = client
+        # The shared client as a provider (runtime/build/types.ModelProvider), asked at the first job:
+        # building the service neither builds the client nor imports `openai`.
+        self.model = model
         self.clock = clock
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -279,14 +282,18 @@ class FactExtractor:
         shown = [(m, False) for m in context] + [(m, True) for m in msgs]
         sources = [_source(ref, m, new) for ref, (m, new) in enumerate(shown, 1)]
         by_ref = {ref: m for ref, (m, _) in enumerate(shown, 1)}
+        client = self.model()
+        if client is None:  # built in model mode only; a provider without one keeps the job for a model
+            self.store.fail(job, "no model is configured", retry=True, now_ms=self._now_ms())
+            return
         try:
-            result = self.client.chat_json(
+            result = client.chat_json(
                 build_messages(sources), AmlFactsResult, step="aml_facts", check=check_sources(set(by_ref))
             )
         except ModelError as exc:
             log.warning("AML fact extraction failed for request %s: %s", job.request_id, exc.message)
             self.store.fail(job, f"{exc.kind}: {exc.message}", retry=exc.retryable, now_ms=self._now_ms())
-            record_failure(self.client, "aml_facts", exc.kind, exc.message, agent=job.agent, owner=job.owner)
+            record_failure(client, "aml_facts", exc.kind, exc.message, agent=job.agent, owner=job.owner)
             return
         facts = []
         for f in result.facts:

@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
 from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.runtime.build import aml as build_aml
+from mateclaw_mem.runtime.build import model as build_model
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.aml import AmlService
     from mateclaw_mem.conversations.aml_users import AmlUsers
-    from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -144,36 +145,6 @@ def open_node(settings: Settings, clock: Clock | None = None) -> AmlNode:
         raise
 
 
-def _model(settings: Settings, closers: list[Any], *, usage_in_log: bool) -> ModelClient | None:
-    if not settings.model.configured:
-        return None
-    from mateclaw_mem.llm.client import ModelClient
-
-    usage = None
-    if usage_in_log:  # SQLite: the usage log beside the messages, as the full daemon keeps it
-        from mateclaw_mem.llm.usage import UsageLog
-
-        usage = UsageLog(settings.log_db)
-        closers.append(usage)
-    client = ModelClient.from_settings(settings, usage=usage)
-    closers.append(client)
-    return client
-
-
-def _reranker(settings: Settings, model: ModelClient | None, closers: list[Any]) -> Any:
-    """`aml.rerank` (llm/rerank.py), None while its url is empty. Its calls go to the model's usage log
-    where there is one (SQLite); on PostgreSQL a failure is logged and counted in its status only."""
-    rerank = settings.aml.rerank
-    if not rerank.url:
-        return None
-    from mateclaw_mem.llm.rerank import Reranker
-
-    key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None
-    built = Reranker(rerank, model.usage if model is not None else None, api_key=key)
-    closers.append(built)
-    return built
-
-
 def _aml_options(settings: Settings) -> dict[str, Any]:
     from mateclaw_mem.conversations.aml_images import ImageSettings
 
@@ -190,13 +161,14 @@ def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNod
 
     parts = open_parts(settings)
     closers.append(parts)
-    model = _model(settings, closers, usage_in_log=True)
+    # The full daemon's builders: the usage log beside the messages, as it keeps it.
+    client = build_model.model(settings, on_close=closers.append)
     facts = None
-    if model is not None:
-        facts = FactExtractor(parts.facts, parts.log, parts.index, model, clock)
+    if client is not None:
+        facts = FactExtractor(parts.facts, parts.log, parts.index, lambda: client, clock)
         closers.append(facts)
-    aml = AmlService(parts.log, parts.index, clock, facts=facts, reranker=_reranker(settings, model, closers),
-                     **_aml_options(settings))
+    reranker = build_aml.reranker(settings, model=lambda: client, on_close=closers.append)
+    aml = AmlService(parts.log, parts.index, clock, facts=facts, reranker=reranker, **_aml_options(settings))
     background: list[tuple[str, Any]] = [("WAL checkpoints", WalCheckpoints(members=(parts.log, parts.index)))]
     if facts is not None:
         background.append(("AML fact worker", aml))
@@ -204,7 +176,7 @@ def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNod
     def health() -> dict[str, Any]:
         return {"backend": "sqlite", "state": "ok", "files": [settings.log_db.name, settings.messages_db.name]}
 
-    return _node(settings, clock, aml, "sqlite", model, health, closers, background)
+    return _node(settings, clock, aml, "sqlite", health, closers, background)
 
 
 def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
@@ -216,15 +188,18 @@ def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> Am
             f"aml.store: postgresql needs the PostgreSQL driver ({missing} is missing): "
             "pip install 'mateclaw-mem[postgresql]'"
         ) from None
-    model = _model(settings, closers, usage_in_log=False)
+    # No usage log: nothing of this daemon is on its machine's disk (its calls and failures are in the
+    # log lines and the status), and any number of them share the one database.
+    client = build_model.model(settings, on_close=closers.append, usage_log=False)
+    reranker = build_aml.reranker(settings, model=lambda: client, on_close=closers.append, usage_log=False)
     from mateclaw_mem.runtime.aml_store import why_unreachable
 
     with why_unreachable(dsn_from(settings)):
-        aml = open_pg_service(settings, clock, model=model, reranker=_reranker(settings, model, closers))
+        aml = open_pg_service(settings, clock, model=lambda: client, reranker=reranker)
     once = _StopOnce(aml)
     closers.append(once)
     background: list[tuple[str, Any]] = [("Add/Search store", once)]
-    return _node(settings, clock, aml, "postgresql", model, lambda: pg_health(aml), closers, background)
+    return _node(settings, clock, aml, "postgresql", lambda: pg_health(aml), closers, background)
 
 
 class _StopOnce:
@@ -246,7 +221,7 @@ class _StopOnce:
     close = stop
 
 
-def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str, model: ModelClient | None,
+def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str,
           health: Callable[[], dict[str, Any]], closers: list[Any], background: list[tuple[str, Any]]) -> AmlNode:
     from mateclaw_mem.conversations.aml_users import AmlUsers
 
@@ -259,5 +234,5 @@ def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str, model
     users.recover()  # a delete a crash interrupted, finished before the first request
     return AmlNode(settings=settings, clock=clock, aml=aml, aml_users=users, backend=backend,
                    api_key=os.environ.get(settings.server.api_key_env) or None,
-                   mode="model" if model is not None else "rules", health_of_store=health, closers=closers,
-                   background=background)
+                   mode="model" if settings.model.configured else "rules", health_of_store=health,
+                   closers=closers, background=background)

@@ -6,6 +6,11 @@
   in the package, and no builder (nor `runtime/services.py`) sets an attribute on what it built.
 - Who reacts to whose writes is one table: `.subscribe(` and `.add_listener(` are called only in
   `runtime/events.py`.
+- The model is handed over one way, as a provider (`runtime/build/types.ModelProvider`,
+  `Callable[[], ModelClient | None]` below runtime): no constructor, no builder and no parameter
+  called `model` is annotated with a `ModelClient` value. Read from annotations (every parameter in
+  the package has one: ruff and the type checker see to it); a function that only makes a call with
+  a client it is given (`client: ModelClient`) is no hand-over and passes.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ WIRING_NAMES = ("from_services", "attach")
 LISTEN_CALLS = ("subscribe", "add_listener")
 CONTAINER_NAMES = ("services", "container")
 CONTAINER_TYPE = re.compile(r"\b(Services|Container)\b")
+CLIENT_TYPE = re.compile(r"\bModelClient\b")
+PROVIDER_TYPE = re.compile(r"\b(Callable|ModelProvider)\b")
 
 
 def check(root: Path, package: str) -> list[str]:
@@ -58,11 +65,14 @@ def _wiring(rel: str, node: ast.AST, builder: bool) -> list[str]:
             out.append(f"{rel}:{node.lineno} defines {node.name}(): a part is built whole by its builder")
         if node.name == "build" and named and named[0].arg in CONTAINER_NAMES:
             out.append(f"{rel}:{node.lineno} defines build({named[0].arg}, ...): take explicit arguments")
-        if builder:
-            for a in named:
-                note = ast.unparse(a.annotation) if a.annotation is not None else ""
-                if a.arg in CONTAINER_NAMES or CONTAINER_TYPE.search(note):
-                    out.append(f"{rel}:{node.lineno} {node.name}({a.arg}: {note or '?'}) takes the container")
+        for a in named:
+            note = ast.unparse(a.annotation) if a.annotation is not None else ""
+            if builder and (a.arg in CONTAINER_NAMES or CONTAINER_TYPE.search(note)):
+                out.append(f"{rel}:{node.lineno} {node.name}({a.arg}: {note or '?'}) takes the container")
+            hands_over = builder or node.name == "__init__" or a.arg == "model"
+            if hands_over and CLIENT_TYPE.search(note) and not PROVIDER_TYPE.search(note):
+                out.append(f"{rel}:{node.lineno} {node.name}({a.arg}: {note}) takes the model client as a value:"
+                           " hand it over as a provider (ModelProvider)")
     if isinstance(node, ast.Attribute) and node.attr in WIRING_NAMES and isinstance(node.ctx, ast.Load):
         out.append(f"{rel}:{node.lineno} uses .{node.attr}: a part is built whole by its builder")
     return out

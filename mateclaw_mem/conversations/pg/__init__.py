@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -145,10 +146,12 @@ def dsn_from(settings: Settings) -> str:
     return dsn
 
 
-def open_pg_service(settings: Settings, clock: Clock, *, model: ModelClient | None = None,
+def open_pg_service(settings: Settings, clock: Clock, *, model: Callable[[], ModelClient | None] = lambda: None,
                     reranker: Any = None, dsn: str | None = None) -> AmlService:
     """The Add/Search service over PostgreSQL (the DSN from `aml.postgres-dsn-env`'s variable unless
-    given); migrations run here. The caller calls `.start()` and `.stop()` (which closes the pool)."""
+    given); migrations run here. `model` is the shared client's provider (runtime/build/types.ModelProvider):
+    with a client, facts are extracted beside the messages. The caller calls `.start()` and `.stop()`
+    (which closes the pool)."""
     from mateclaw_mem.conversations.aml_images import ImageSettings
     from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 
@@ -165,7 +168,7 @@ def open_pg_service(settings: Settings, clock: Clock, *, model: ModelClient | No
                           f" {TOKENIZER_VERSION!r}: `mateclaw-mem aml export` it and `aml import` it into a fresh"
                           " database (the import indexes every message again), then point the daemons there")
     facts: FactExtractor | None = None
-    if model is not None:
+    if model() is not None:  # the mode, fixed here as the full daemon's services fix theirs
         from mateclaw_mem.conversations.facts import FactExtractor
 
         facts = FactExtractor(store.fact_store(lambda: int(clock.now().timestamp() * 1000)), store.log, store.index,

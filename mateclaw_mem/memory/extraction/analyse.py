@@ -18,14 +18,14 @@ if TYPE_CHECKING:
 
 
 def analyse(
-    model: ModelClient | None, clock: Clock, agent: str, profile: str, memory: str, daily: str, batch: Batch,
+    client: ModelClient | None, clock: Clock, agent: str, profile: str, memory: str, daily: str, batch: Batch,
     retry_note: str, *, max_tokens: int,
 ) -> ExtractionResult:
     """The answer for `batch` against the current PROFILE.md / MEMORY.md bodies and today's note.
     Raises ModelError when the configured model fails (never a fallback to rules)."""
     when = said_at(batch, clock.now())  # a history imported with its dates is read as of its own day
     today = when.strftime("%Y-%m-%d")
-    if model is None:
+    if client is None:
         return rules_apply.extract(profile=profile, memory=memory, messages=batch.new_user_texts, today=today)
     tail = daily_tail(daily)
     transcript = batch.transcript
@@ -46,7 +46,7 @@ def analyse(
         check = answer_check(messages[0]["content"], new_ids=new_ids,
                              remember_requests=requests, memory_texts=[profile, memory, daily])
         try:
-            return model.chat_json(messages, ExtractionResult, step="extraction", max_tokens=max_tokens,
+            return client.chat_json(messages, ExtractionResult, step="extraction", max_tokens=max_tokens,
                                    check=check)
         except ModelError as exc:
             if exc.kind != "context_too_large" or shrink:

@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from mateclaw_mem.conversations.log import ConversationLog
     from mateclaw_mem.index.files.index import FileIndex
     from mateclaw_mem.index.messages.index import MessageIndex
-    from mateclaw_mem.llm.client import ModelClient
     from mateclaw_mem.runtime.build.types import Closer, ModelProvider
     from mateclaw_mem.settings import Settings
     from mateclaw_mem.workspace.journal import Journal
@@ -34,34 +33,37 @@ def aml(settings: Settings, log: ConversationLog, index: MessageIndex, clock: Cl
     """Add/Search over the conversation log and the message index; in model mode with source-bound
     facts beside the raw messages. `ensure_agent` makes the AML agent's folder at the first Add."""
     facts = None
-    client = model()
-    if client is not None:
+    if settings.model.configured:  # the mode; the client itself is asked for at the first fact job
         from mateclaw_mem.conversations.facts import FactExtractor, FactStore
 
         store = FactStore(settings.log_db)
         on_close(store)
-        facts = FactExtractor(store, log, index, client, clock)
+        facts = FactExtractor(store, log, index, model, clock)
         on_close(facts)
     from mateclaw_mem.conversations.aml_images import ImageSettings
     from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse
 
     section = settings.aml
     return AmlOnFirstUse(log, index, clock, agent=settings.aml_agent, facts=facts, ensure=ensure_agent,
-                         reranker=reranker(settings, client, on_close=on_close), neighbours=section.neighbours,
+                         reranker=reranker(settings, model=model, on_close=on_close), neighbours=section.neighbours,
                          neighbour_chars=section.neighbour_chars,
                          images=ImageSettings(section.images == "keep", section.image_max_bytes))
 
 
-def reranker(settings: Settings, model: ModelClient | None, *, on_close: Closer) -> Any:
-    """`aml.rerank` (llm/rerank.py), None while its url is empty."""
+def reranker(settings: Settings, *, model: ModelProvider, on_close: Closer, usage_log: bool = True) -> Any:
+    """`aml.rerank` (llm/rerank.py), None while its url is empty. Its calls go to the model's usage log;
+    `usage_log=False` (`serve --aml-only` on PostgreSQL: no file on its machine) logs and counts a
+    failure in its status only."""
     rerank = settings.aml.rerank
     if not rerank.url:
         return None
     from mateclaw_mem.llm.rerank import Reranker
-    from mateclaw_mem.llm.usage import UsageLog
 
-    usage = model.usage if model is not None else None
-    if usage is None:  # rules mode: the reranker's calls and failures still go to the usage log
+    client = model()
+    usage = client.usage if client is not None else None
+    if usage is None and usage_log:  # rules mode: the reranker's calls and failures still go to the usage log
+        from mateclaw_mem.llm.usage import UsageLog
+
         usage = UsageLog(settings.log_db)
         on_close(usage)
     key = os.environ.get(rerank.api_key_env) if rerank.api_key_env else None

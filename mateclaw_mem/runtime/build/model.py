@@ -11,17 +11,22 @@ if TYPE_CHECKING:
     from mateclaw_mem.settings import Settings
 
 
-def model(settings: Settings, *, on_close: Closer) -> ModelClient | None:
+def model(settings: Settings, *, on_close: Closer, usage_log: bool = True) -> ModelClient | None:
     """The one model client (and usage log) every step shares: extraction, window summaries,
     dreaming, structured consolidation, AML facts, search embeddings. None in rules mode.
-    Nothing else builds one, so every call the daemon makes to the model is in the usage log."""
+    Nothing else builds one, so every call the daemon makes to the model is in the usage log.
+    `usage_log=False` for `serve --aml-only` on PostgreSQL, which keeps no file on its machine: its
+    calls and failures are in the log lines and the status only."""
     if not settings.model.configured:
         return None
     from mateclaw_mem.llm.client import ModelClient
-    from mateclaw_mem.llm.usage import UsageLog
 
-    usage = UsageLog(settings.log_db)
-    on_close(usage)
+    usage = None
+    if usage_log:
+        from mateclaw_mem.llm.usage import UsageLog
+
+        usage = UsageLog(settings.log_db)
+        on_close(usage)
     client = ModelClient.from_settings(settings, usage=usage)
     on_close(client)
     return client
