@@ -331,7 +331,7 @@ def test_full_reindex_rebuilds_the_add_search_index_from_the_log(tmp_path) -> No
         import sqlite3
 
         with sqlite3.connect(tmp_path / "ws" / ".mateclaw" / "messages.db") as damaged:  # behind its back
-            damaged.executescript("DELETE FROM docs; DELETE FROM fts; DELETE FROM powners; DELETE FROM postings;"
+            damaged.executescript("DELETE FROM docs; DELETE FROM powners; DELETE FROM postings;"
                                   " DELETE FROM pdocs; DELETE FROM pfeat; DELETE FROM pspeakers;")
         assert svc.aml.search("greyhound", "u1", 5) == []
         report = reindex(svc)

@@ -6,8 +6,8 @@ none of them; the restarted daemon finds them by Search and replays a retry with
 (NORMAL does not fsync at each commit, so a power loss or OS crash may lose the last commits; that is
 SQLite's WAL+NORMAL guarantee and the floor server's too.)
 
-Also: a `messages.db` whose `fts` table is still the FTS5 table of older versions is converted in
-place, rows and ranking unchanged.
+Also: the `fts` token table of older versions' `messages.db` (FTS5 or plain) is dropped in place
+and the file compacted, ranking unchanged (the fields are made from the text: docfields.py).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def _results(svc: AmlService) -> list[list[tuple[str, str, float]]]:
             for q in ("what did Melanie paint?", "camping by the lake", "sunset")]
 
 
-def test_an_fts5_messages_table_of_older_versions_converts_in_place(tmp_path: Path) -> None:
+def test_the_token_table_of_older_versions_is_dropped_in_place_and_the_file_compacted(tmp_path: Path) -> None:
     clock = ManualClock(datetime(2024, 1, 1, tzinfo=UTC))
     log = ConversationLog(tmp_path / "log.db")
     svc = AmlService(log, MessageIndex(tmp_path / "messages.db"), clock)
@@ -88,23 +88,28 @@ def test_an_fts5_messages_table_of_older_versions_converts_in_place(tmp_path: Pa
     svc.index.close()
 
     db = sqlite3.connect(tmp_path / "messages.db")
-    with db:  # the table as older versions created it, holding the same rows
+    with db:  # the FTS5 token table older versions kept beside `docs`, holding the turns' words
         db.executescript(
-            "CREATE VIRTUAL TABLE old USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');"
-            "INSERT INTO old (rowid, okey, body, ctx, nb, dt) SELECT rowid, okey, body, ctx, nb, dt FROM fts;"
-            "DROP TABLE fts; ALTER TABLE old RENAME TO fts;")
-    assert db.execute("SELECT sql FROM sqlite_master WHERE name = 'fts'").fetchone()[0].startswith("CREATE VIRTUAL")
+            "CREATE VIRTUAL TABLE fts USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');"
+            "INSERT INTO fts (rowid, okey, body, ctx, nb, dt) SELECT id, 'k', lower(content), '', '', '' FROM docs;"
+            "WITH RECURSIVE n(v) AS (SELECT 1 UNION ALL SELECT v + 1 FROM n WHERE v < 200)"
+            " INSERT INTO fts (rowid, okey, body, ctx, nb, dt) SELECT 1000 + v, 'k', hex(randomblob(2000)), '', '', ''"
+            " FROM n;"
+            "DELETE FROM meta WHERE key = 'migrated:no-fts';")
     db.close()
+    grown = (tmp_path / "messages.db").stat().st_size
 
     index = MessageIndex(tmp_path / "messages.db")
     try:
         reopened = AmlService(log, index, clock)
         assert _results(reopened) == before
         db = sqlite3.connect(tmp_path / "messages.db")
-        sql = db.execute("SELECT sql FROM sqlite_master WHERE name = 'fts'").fetchone()[0]
+        left = db.execute("SELECT name FROM sqlite_master WHERE name LIKE 'fts%'").fetchall()
+        free = db.execute("PRAGMA freelist_count").fetchone()[0]
         db.close()
-        assert not sql.startswith("CREATE VIRTUAL"), sql
-        # Still indexed incrementally after the conversion.
+        assert left == [] and free == 0, (left, free)
+        assert (tmp_path / "messages.db").stat().st_size < grown - 400_000  # compacted, not only freed
+        # Still indexed incrementally after the drop.
         reopened.add("r9", "u1", "s1", [AmlMessage("user", "Caroline: The pottery class was fun.", TS + 9)])
         found = [i.content for i in reopened.search("pottery", "u1", 1)]
         assert found and found[0].endswith("The pottery class was fun."), found

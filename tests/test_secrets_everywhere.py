@@ -340,7 +340,7 @@ def _old_workspace(state: Path) -> None:
                 ts_ms INTEGER NOT NULL, is_question INTEGER NOT NULL, body_len INTEGER NOT NULL,
                 ctx_len INTEGER NOT NULL, nb_len INTEGER NOT NULL);
             CREATE VIRTUAL TABLE fts USING fts5(okey, body, ctx, nb, dt, tokenize='unicode61');""")
-        from mateclaw_mem.index.messages.storage import FACT_BASE, bucket_of
+        from mateclaw_mem.index.messages.storage import FACT_BASE
         from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 
         db.execute("INSERT INTO meta VALUES ('tokenizer', ?), ('watermark', '3'), ('fact_watermark', ?)",
@@ -351,7 +351,7 @@ def _old_workspace(state: Path) -> None:
                        (doc_id, role, content))
             # The raw words in the turn's own field and in its neighbours' (as the old indexer did).
             db.execute("INSERT INTO fts (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, '')",
-                       (doc_id, bucket_of("default", None), content.lower(), content.lower(), content.lower()))
+                       (doc_id, "k", content.lower(), content.lower(), content.lower()))
     with sqlite3.connect(state / "index.db") as db:
         db.executescript("""
             CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);

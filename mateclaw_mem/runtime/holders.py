@@ -110,7 +110,7 @@ def holders(state: Path, forget: ForgetService, *, facts_on: Callable[[], bool],
         Holder("month archives", "daily notes and diary entries inside memory/archive/YYYY-MM.md.gz", p.archives,
                databases=("index.db", "facts.db")),
         Holder("conversation log", "every message and AML fact as said, with AML Search's and search's copies",
-               conversation, tables=("log.db:messages", "log.db:aml_facts", "messages.db:docs", "messages.db:fts",
+               conversation, tables=("log.db:messages", "log.db:aml_facts", "messages.db:docs",
                                      # the Add/Search index's postings, rebuilt from the rewritten log rows
                                      "messages.db:postings", "messages.db:pdelta", "messages.db:pspeakers",
                                      "messages.db:pfeat"),

@@ -78,6 +78,9 @@ INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
      "CREATE INDEX messages_by_owner_time ON messages (agent, owner, created_ms);"),
     # A user's delete reaches their facts through this, not a scan of every user's.
     (3, "facts by owner (user delete)", "CREATE INDEX aml_facts_by_owner ON aml_facts (agent, owner);"),
+    # The documents' field tokens are made from `docs.content` when read (index/messages/docfields.py):
+    # the table was a second copy of every turn's words.
+    (4, "no token table (fields made from the text)", "DROP TABLE fts;"),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"

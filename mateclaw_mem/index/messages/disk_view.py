@@ -29,6 +29,7 @@ import numpy as np
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import Delta, combine, decode
+from mateclaw_mem.index.messages.docfields import body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.tokenizer import tokenize
 
@@ -591,15 +592,15 @@ class DiskView:
     def body_of(self, doc_id: int) -> str | None:
         """A document's body tokens, space-joined (None: no such document)."""
         if not self.batch_bodies:
-            r = self.conn.execute("SELECT body FROM fts WHERE rowid = ?", (doc_id,)).fetchone()
-            return r[0] if r is not None else None
+            r = self.conn.execute("SELECT content FROM docs WHERE id = ?", (doc_id,)).fetchone()
+            return " ".join(body_tokens(doc_id, r[0])) if r is not None else None
         if doc_id not in self._bodies:
             want = [doc_id, *(i for i in self.rows if i not in self._bodies and i != doc_id)]
             for k in range(0, len(want), _CHUNK):
                 part = want[k : k + _CHUNK]
                 self._bodies.update(dict.fromkeys(part))
-                self._bodies.update(self.conn.execute(
-                    f"SELECT rowid, body FROM fts WHERE rowid IN ({','.join('?' * len(part))})", part).fetchall())
+                self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
+                    f"SELECT id, content FROM docs WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
         return self._bodies[doc_id]
 
     def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:

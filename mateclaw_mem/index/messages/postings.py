@@ -1,4 +1,4 @@
-"""What the message ranking reads, kept on disk beside `docs` and `fts` (messages.db), written in the
+"""What the message ranking reads, kept on disk beside `docs` (messages.db), written in the
 same transaction as the documents, so a search reads only its query terms' postings and the
 features of its candidates (messages/disk_view.py), never a whole history.
 
@@ -27,9 +27,10 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from mateclaw_mem.db import owner_column
+from mateclaw_mem.index.messages import docfields
 from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
@@ -189,7 +190,7 @@ class PostingWriter:
         """A stored document parsed (the previous turn of a new one, when not in this batch)."""
         got = self.parsed.get(doc_id)
         if got is None:
-            r = self.conn.execute(_ROWS.format(s=self.s, where="d.id = ?"), (doc_id,)).fetchone()
+            r = docfields.read(self.conn, "d.id = ?", (doc_id,), self.s)[0]
             got = self.parsed[doc_id] = parse_doc(r)
             self.speaker[doc_id] = r["speaker"]
         return got
@@ -432,22 +433,19 @@ class PostingWriter:
                 self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers, self.feat)
 
 
-_ROWS = ("SELECT d.id, d.agent, d.owner, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
-         " f.body, f.ctx, f.nb, f.dt FROM docs{s} d JOIN fts{s} f ON f.rowid = d.id WHERE {where}")
-
-
 def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None, *,
-               background: bool = False) -> set[int]:
+               background: bool = False, known: dict[int, tuple[list[str], ...]] | None = None) -> set[int]:
     """Fold the stored documents `ids` (new, or grown since they were folded in) into the tables;
     the caller holds the write transaction (the documents' own). `background`: merges are the
-    caller's to run later (`merge_owner`); returns the owners due one."""
+    caller's to run later (`merge_owner`); returns the owners due one. `known`: the fields of
+    documents the caller has in hand (docfields.with_fields)."""
     if not ids:
         return set()
-    rows: list[sqlite3.Row] = []
+    rows: list[dict[str, Any]] = []
     unique = sorted(set(ids))
     for k in range(0, len(unique), _CHUNK):
         part = unique[k : k + _CHUNK]
-        rows += conn.execute(_ROWS.format(s=s, where=f"d.id IN ({','.join('?' * len(part))})"), part).fetchall()
+        rows += docfields.read(conn, f"d.id IN ({','.join('?' * len(part))})", part, s, known=known)
     w = PostingWriter(conn, s, cache, background=background)
     w.prefetch(unique)
     for r in sorted(rows, key=lambda r: r["id"]):
@@ -471,7 +469,7 @@ def merge_owner(conn: sqlite3.Connection, okey: int, cache: Invalidate | None = 
 
 def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None = None, s: str = "",
            cache: Invalidate | None = None, batch: int = 2000) -> int:
-    """Build the tables afresh from `docs`/`fts` for one owner (`agent` given), or all of them: the
+    """Build the tables afresh from `docs` for one owner (`agent` given), or all of them: the
     one-time migration of an older file, and after a forget rewrote words. Returns documents folded."""
     where, params = ("d.agent = ? AND d.owner = ?", (agent, owner_column(owner))) if agent is not None else ("1", ())
     if agent is not None:
@@ -485,8 +483,7 @@ def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None
             conn.execute(f"DELETE FROM {t}{s}")
     done, after = 0, -1
     while True:
-        rows = conn.execute(_ROWS.format(s=s, where=f"{where} AND d.id > ?") + " ORDER BY d.id LIMIT ?",
-                            (*params, after, batch)).fetchall()
+        rows = docfields.read(conn, f"{where} AND d.id > ?", (*params, after, batch), s, " ORDER BY d.id LIMIT ?")
         if not rows:
             return done
         w = PostingWriter(conn, s, cache, direct=True)

@@ -1,13 +1,15 @@
 """Documents of `messages.db` brought to a rewritten log text (a forget cut words out of turns).
 
-A turn's tokens live in its own `body` and in its neighbours' `nb` (and `ctx`, when it asked the
-question they answer), so the neighbours of every rewritten turn are recomputed from theirs.
+A turn's tokens count in its own `body` and in its neighbours' `nb` (and `ctx`, when it asked the
+question they answer), so the neighbours' field lengths are recomputed from theirs (the fields
+themselves are made from the texts when read: docfields.py).
 """
 
 from __future__ import annotations
 
 import sqlite3
 
+from mateclaw_mem.index.messages.docfields import body_tokens
 from mateclaw_mem.index.messages.storage import FACT_BASE, _is_question, split_speaker
 from mateclaw_mem.index.tokenizer import tokenize
 
@@ -23,7 +25,6 @@ def rewrite_docs(conn: sqlite3.Connection, changes: dict[int, str]) -> int:
         body = tokenize(said)
         conn.execute("UPDATE docs SET content = ?, body_len = ?, is_question = ? WHERE id = ?",
                      (text, len(body), int(doc_id < FACT_BASE and _is_question(said)), doc_id))
-        conn.execute("UPDATE fts SET body = ? WHERE rowid = ?", (" ".join(body), doc_id))
         done.append(row)
     around: set[tuple[int, str, str, str]] = set()
     for r in done:
@@ -44,13 +45,13 @@ def rewrite_docs(conn: sqlite3.Connection, changes: dict[int, str]) -> int:
 def _relink(conn: sqlite3.Connection, doc_id: int, agent: str, owner: str, conv: str) -> None:
     def near(op: str, order: str) -> sqlite3.Row | None:
         return conn.execute(
-            "SELECT d.id, d.speaker, d.is_question, f.body FROM docs d JOIN fts f ON f.rowid = d.id"
+            "SELECT d.id, d.speaker, d.is_question, d.content FROM docs d"
             f" WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id {op} ? AND d.id < ?"
             f" ORDER BY d.id {order} LIMIT 1", (agent, owner, conv, doc_id, FACT_BASE)).fetchone()
 
     me = conn.execute("SELECT speaker FROM docs WHERE id = ?", (doc_id,)).fetchone()
     prev, nxt = near("<", "DESC"), near(">", "ASC")
-    nb = (prev["body"].split() if prev else []) + (nxt["body"].split() if nxt else [])
-    ctx = prev["body"].split() if prev and prev["is_question"] and prev["speaker"] != me["speaker"] else []
-    conn.execute("UPDATE fts SET nb = ?, ctx = ? WHERE rowid = ?", (" ".join(nb), " ".join(ctx), doc_id))
+    before = body_tokens(prev["id"], prev["content"]) if prev else []
+    nb = before + (body_tokens(nxt["id"], nxt["content"]) if nxt else [])
+    ctx = before if prev and prev["is_question"] and prev["speaker"] != me["speaker"] else []
     conn.execute("UPDATE docs SET nb_len = ?, ctx_len = ? WHERE id = ?", (len(nb), len(ctx), doc_id))

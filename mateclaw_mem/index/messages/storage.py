@@ -1,7 +1,9 @@
-"""The SQLite side of the message index: `docs` and `fts` tables in `messages.db`, kept in step
-with the conversation log (and the fact store), and the rebuild built aside.
+"""The SQLite side of the message index: the `docs` table in `messages.db` (and the postings,
+messages/postings.py), kept in step with the conversation log (and the fact store), and the rebuild
+built aside.
 
-Each message is one document with fields (all tokenized by `index.tokenizer`):
+Each message is one document with fields (all tokenized by `index.tokenizer`; no table keeps them:
+messages/docfields.py makes them again from the text and the conversation's neighbours):
 
 - `body`: the message's own text (without its "Speaker:" prefix).
 - `ctx`:  the turn just before it, when that turn is another speaker's question - an answer such
@@ -14,7 +16,6 @@ Owners: `None` is "no owner" everywhere above this module; the tables store it a
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import threading
@@ -22,12 +23,13 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
-from mateclaw_mem.index.messages import postings
-from mateclaw_mem.index.messages.fields import FACT_BASE, MONTHS, WEEKDAYS, _is_question, split_speaker
+from mateclaw_mem.index.messages import docfields, postings
+from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
+from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -56,40 +58,16 @@ CREATE TABLE IF NOT EXISTS docs{s} (
 );
 CREATE INDEX IF NOT EXISTS docs_by_owner{s} ON docs{s} (agent, owner, id);
 CREATE INDEX IF NOT EXISTS docs_by_conversation{s} ON docs{s} (agent, owner, conversation_id, id);
-CREATE TABLE IF NOT EXISTS fts{s} (
-    rowid INTEGER PRIMARY KEY,         -- the document's id (docs.id)
-    okey TEXT NOT NULL,                -- `bucket_of` its agent and owner
-    body TEXT NOT NULL, ctx TEXT NOT NULL, nb TEXT NOT NULL, dt TEXT NOT NULL  -- tokens, space-joined
-);
-"""
-
-
-# `fts` was an FTS5 table until its inverted index turned out to be read by nothing: search ranks
-# in-memory views (`view`), which only read the fields back. Maintaining the index (segment writes
-# and merges at every commit) was the largest single cost of an AML Add. Older files convert once,
-# in place (same name, same columns, same rows), so nothing has to be rebuilt from the log.
-_PLAIN_FTS = """
-CREATE TABLE fts_plain (rowid INTEGER PRIMARY KEY, okey TEXT NOT NULL, body TEXT NOT NULL, ctx TEXT NOT NULL,
-    nb TEXT NOT NULL, dt TEXT NOT NULL);
-INSERT INTO fts_plain (rowid, okey, body, ctx, nb, dt) SELECT rowid, okey, body, ctx, nb, dt FROM fts;
-DROP TABLE fts;
-ALTER TABLE fts_plain RENAME TO fts
 """
 
 
 _SCHEMA = _META + _tables()
 _REDACTED = "redacted:messages.db"  # `meta` marker (and count) of the one-time redaction in place
 _POSTINGS = "migrated:postings-2"  # `meta` marker (and count) of the one-time build of the postings
-
-def _date_tokens(ts_ms: int) -> list[str]:
-    d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-    return tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}")
-
-
-def bucket_of(agent: str, owner: str | None) -> str:
-    """The FTS token of one (agent, owner) bucket: exact, so owners sharing a prefix never match
-    each other."""
-    return "k" + hashlib.sha256(f"{agent}\x00{owner_column(owner)}".encode()).hexdigest()[:32]
+# Older files kept every document's field tokens in a table `fts` (an FTS5 table at first, a plain
+# one later) that search no longer read: dropped once (its freed pages zeroed: `run_once`), then the
+# file compacted. Nothing has to be rebuilt: the fields follow from `docs` (docfields.py).
+_NO_FTS = "migrated:no-fts"
 
 
 @dataclass(frozen=True)
@@ -208,34 +186,38 @@ class MessageStorage:
             # A merge of the postings (messages/delta.py) writes a few MB at once: the WAL it grows
             # is cut back to this after the next checkpoint instead of staying that size.
             self._conn.execute("PRAGMA journal_size_limit = 4194304")
-            self._plain_fts()
             self._conn.executescript(_SCHEMA + postings.tables())
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
                 self._set_tokenizer()
+        self._dropped = False
+        run_once(self._conn, self.lock, _NO_FTS, self._drop_fts)
+        if self._dropped:
+            self._compact()
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
         # An older file's documents are folded into the postings once, in place (history-sized,
         # once ever: every later start finds the marker and goes on at once).
         run_once(self._conn, self.lock, _POSTINGS, postings.migrate)
         self._postings = True
 
-    def _plain_fts(self) -> None:
-        """Convert an FTS5 `fts` (older versions) to the plain table, once (see `_PLAIN_FTS`)."""
-        def virtual() -> bool:
-            row = self._conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'fts'").fetchone()
-            return row is not None and row["sql"].lstrip().upper().startswith("CREATE VIRTUAL")
+    def _drop_fts(self, conn: sqlite3.Connection) -> int:
+        """`_NO_FTS`: the old `fts` table (FTS5 or plain) dropped, in `run_once`'s transaction."""
+        had = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'fts'").fetchone()[0]
+        if had:
+            conn.execute("DROP TABLE fts")
+            self._dropped = True
+        return int(had)
 
-        if not virtual():
-            return
-        # The FTS5 pages freed by the drop may hold text indexed before redaction existed: zero them.
-        previous = self._conn.execute("PRAGMA secure_delete").fetchone()[0]
-        self._conn.execute("PRAGMA secure_delete = ON")
+    def _compact(self) -> None:
+        """The file rewritten without the pages `_drop_fts` freed (about a fifth of it). Another
+        process holding the file open makes this wait or give up: the pages are then only reused."""
         try:
-            with immediate(self._conn, self.lock) as conn:
-                if virtual():  # again inside the write transaction: another process may have converted it
-                    for statement in _PLAIN_FTS.split(";"):
-                        conn.execute(statement)
-        finally:
-            self._conn.execute(f"PRAGMA secure_delete = {int(previous)}")
+            with self.lock:
+                self._conn.execute("VACUUM")
+                # (In WAL mode the rewritten file is in the WAL: the checkpoint shrinks the file itself.)
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.OperationalError as exc:
+            log.warning("messages.db not compacted after dropping its token table (%s): its free pages are reused",
+                        exc)
 
     def _redact_stored(self, conn: sqlite3.Connection) -> int:
         """Redact, in place, what an older version indexed raw (the log holds the same turns and is
@@ -250,13 +232,11 @@ class MessageStorage:
             text = redact(conn.execute("SELECT content FROM docs WHERE id = ?", (doc_id,)).fetchone()[0])
             body = tokenize(text)
             conn.execute("UPDATE docs SET content = ?, body_len = ? WHERE id = ?", (text, len(body), doc_id))
-            conn.execute("UPDATE fts SET body = ?, ctx = '', nb = '' WHERE rowid = ?", (" ".join(body), doc_id))
         for key in dict.fromkeys(tuple(d[1:]) for d in dirty if d[0] < FACT_BASE):
             where = "agent = ? AND owner = ? AND conversation_id = ? AND id < ?"
             turns = [_Turn(r["id"], r["agent"], r["owner"], r["conversation_id"], r["role"], redact(r["content"]),
                            r["ts_ms"])
                      for r in conn.execute(f"SELECT * FROM docs WHERE {where} ORDER BY id", (*key, FACT_BASE))]
-            conn.executemany("DELETE FROM fts WHERE rowid = ?", [(t.id,) for t in turns])
             conn.execute(f"DELETE FROM docs WHERE {where}", (*key, FACT_BASE))
             self._add_batch(turns)
         if dirty:
@@ -351,7 +331,7 @@ class MessageStorage:
         file - reads the complete old index, never a half-built one. Returns what was indexed."""
         s = "_new"
         with self.lock:
-            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s}; DROP TABLE IF EXISTS fts{s};"
+            self._conn.executescript(f"DROP TABLE IF EXISTS docs{s};"
                                      + "".join(f"DROP TABLE IF EXISTS {t}{s};" for t in postings.TABLES)
                                      + _tables(s) + postings.tables(s))
         last, last_fact, done = 0, 0, 0
@@ -373,14 +353,13 @@ class MessageStorage:
                     self._add_facts(found, s)
                     last_fact, done = found[-1].id, done + len(found)
                 conn = self._conn
-                for t in ("fts", "docs", *postings.TABLES):
+                for t in ("docs", *postings.TABLES):
                     conn.execute(f"DROP TABLE IF EXISTS {t}")
                 for t in postings.TABLES:
                     conn.execute(f"ALTER TABLE {t}{s} RENAME TO {t}")
                 for name in ("docs_by_owner", "docs_by_conversation"):
                     conn.execute(f"DROP INDEX IF EXISTS {name}{s}")
                 conn.execute(f"ALTER TABLE docs{s} RENAME TO docs")
-                conn.execute(f"ALTER TABLE fts{s} RENAME TO fts")
                 for statement in _tables().split(";"):
                     if "CREATE INDEX" in statement:
                         conn.execute(statement)
@@ -423,15 +402,15 @@ class MessageStorage:
                     return done
 
     def _add_facts(self, found: Sequence[StoredFact], s: str = "") -> None:
-        self._add_fact_docs(found, s)
-        self._index(s, [FACT_BASE + f.id for f in found])
+        self._index(s, [FACT_BASE + f.id for f in found], self._add_fact_docs(found, s))
 
-    def _index(self, s: str, ids: list[int]) -> None:
+    def _index(self, s: str, ids: list[int], known: dict[int, tuple[list[str], ...]]) -> None:
         """The postings of these stored documents, in the same transaction (`postings.index_docs`)."""
         if self._postings or s:
-            self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s)
+            self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s, known=known)
 
-    def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> None:
+    def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> dict[int, tuple[list[str], ...]]:
+        known: dict[int, tuple[list[str], ...]] = {}
         for f in found:
             src = self._conn.execute(
                 f"SELECT speaker FROM docs{s} WHERE id = ?", (f.source_ids[0],)
@@ -443,25 +422,22 @@ class MessageStorage:
                 (FACT_BASE + f.id, f.agent, owner_column(f.owner), f.conversation_id, src["speaker"] if src else None,
                  f.text, f.ts_ms, len(body)),
             )
-            self._conn.execute(
-                f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, '', '', ?)",
-                (FACT_BASE + f.id, bucket_of(f.agent, f.owner), " ".join(body), " ".join(_date_tokens(f.ts_ms))),
-            )
+            known[FACT_BASE + f.id] = (body, [], [], date_tokens(f.ts_ms))
+        return known
 
     def _add_batch(self, msgs: Sequence[LoggedMessage], s: str = "") -> None:
-        """Index `msgs` into docs{s}/fts{s}; the caller holds the lock and a write transaction.
+        """Index `msgs` into docs{s} and the postings; the caller holds the lock and a write transaction.
         A memoryless conversation is never indexed: it leaves no memory anywhere, recall included."""
         msgs = [m for m in msgs if not m.memoryless]
         conn = self._conn
         last: dict[tuple[str, str, str], _Pending | sqlite3.Row | None] = {}
         pending: list[_Pending] = []
-        grown: dict[int, list[str]] = {}  # already indexed turns whose next neighbour arrived now
+        grown: dict[int, int] = {}  # already indexed turns whose next neighbour arrived now: their nb_len
         for m in msgs:
             key = (m.agent, owner_column(m.owner), m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
-                    f"SELECT d.id, d.speaker, d.is_question, f.body, f.nb FROM docs{s} d JOIN fts{s} f"
-                    " ON f.rowid = d.id"
+                    f"SELECT d.id, d.speaker, d.is_question, d.content, d.nb_len FROM docs{s} d"
                     " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
                     " ORDER BY d.id DESC LIMIT 1",
                     (*key, FACT_BASE),
@@ -473,9 +449,9 @@ class MessageStorage:
                 prev_body, prev_speaker, prev_q = prev.body, prev.speaker, prev.is_question
                 prev.nb.extend(doc.body)
             elif prev is not None:
-                prev_body = prev["body"].split()  # its stored tokens: tokenizing its text again is the same
+                prev_body = body_tokens(prev["id"], prev["content"])
                 prev_speaker, prev_q = prev["speaker"], bool(prev["is_question"])
-                grown.setdefault(prev["id"], prev["nb"].split()).extend(doc.body)
+                grown[prev["id"]] = prev["nb_len"] + len(doc.body)
             else:
                 prev_body, prev_speaker, prev_q = [], None, False
             doc.nb.extend(prev_body)
@@ -483,9 +459,8 @@ class MessageStorage:
                 doc.ctx = prev_body
             last[key] = doc
             pending.append(doc)
-        for doc_id, nb in grown.items():
-            conn.execute(f"UPDATE fts{s} SET nb = ? WHERE rowid = ?", (" ".join(nb), doc_id))
-            conn.execute(f"UPDATE docs{s} SET nb_len = ? WHERE id = ?", (len(nb), doc_id))
+        for doc_id, nb_len in grown.items():
+            conn.execute(f"UPDATE docs{s} SET nb_len = ? WHERE id = ?", (nb_len, doc_id))
         conn.executemany(
             f"INSERT INTO docs{s} (id, agent, owner, conversation_id, role, speaker, content, ts_ms,"
             " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -495,15 +470,8 @@ class MessageStorage:
                 for p in pending
             ],
         )
-        conn.executemany(
-            f"INSERT INTO fts{s} (rowid, okey, body, ctx, nb, dt) VALUES (?, ?, ?, ?, ?, ?)",
-            [
-                (p.msg.id, bucket_of(p.msg.agent, p.msg.owner), " ".join(p.body), " ".join(p.ctx),
-                 " ".join(p.nb), " ".join(_date_tokens(p.msg.ts_ms)))
-                for p in pending
-            ],
-        )
-        self._index(s, [*grown, *(p.msg.id for p in pending)])
+        self._index(s, [*grown, *(p.msg.id for p in pending)],
+                    {p.msg.id: (p.body, p.ctx, p.nb, date_tokens(p.msg.ts_ms)) for p in pending})
 
     # ------------------------------------------------------------------ reading (for the views)
 
@@ -524,16 +492,12 @@ class MessageStorage:
         ).fetchone()
 
     def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...],
-                 limit: int | None = None) -> list[sqlite3.Row]:
+                 limit: int | None = None) -> list[dict[str, Any]]:
         """One owner's documents with their field tokens, in id order (the first `limit`, None: all);
         `where` filters on `d.`."""
-        return self._conn.execute(
-            "SELECT d.id, d.speaker, d.is_question, d.conversation_id, d.role, d.content, d.ts_ms,"
-            " f.body, f.ctx, f.nb, f.dt FROM docs d"
-            f" JOIN fts f ON f.rowid = d.id WHERE d.agent = ? AND d.owner = ? AND {where} ORDER BY d.id"
-            + (" LIMIT ?" if limit is not None else ""),
-            (agent, owner_column(owner), *params, *([limit] if limit is not None else [])),
-        ).fetchall()
+        return docfields.read(self._conn, f"d.agent = ? AND d.owner = ? AND {where}",
+                              (agent, owner_column(owner), *params, *([limit] if limit is not None else [])),
+                              tail=" ORDER BY d.id" + (" LIMIT ?" if limit is not None else ""))
 
     def close(self) -> None:
         self.merger.stop()
@@ -559,7 +523,6 @@ def delete_owner_rows(c: sqlite3.Connection, agent: str, owner: str) -> int:
     """`delete_owner`'s rows, in the caller's write transaction (the PostgreSQL store's too)."""
     key = (agent, owner_column(owner))
     postings.delete_owner(c, agent, owner)
-    c.execute("DELETE FROM fts WHERE rowid IN (SELECT id FROM docs WHERE agent = ? AND owner = ?)", key)
     n: int = c.execute("DELETE FROM docs WHERE agent = ? AND owner = ?", key).rowcount
     c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('generation', ?)", (uuid.uuid4().hex,))
     return n

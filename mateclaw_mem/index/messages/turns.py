@@ -11,7 +11,9 @@ import itertools
 import re
 import sqlite3
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from mateclaw_mem.index.messages.fields import FIELDS, MONTHS, WEEKDAYS, split_speaker
 from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
@@ -122,8 +124,8 @@ class Doc:
         self.terms = tuple(self.counts or ())
 
 
-def parse_doc(r: sqlite3.Row) -> Doc:
-    """A stored document (a `MessageStorage.doc_rows` row) parsed for ranking.
+def parse_doc(r: sqlite3.Row | Mapping[str, Any]) -> Doc:
+    """A stored document with its fields (`docfields.read`) parsed for ranking.
 
     A long history's first search parses every turn (30,000: most of its seconds), so the counts
     are packed as they are counted - the body's by `Counter` (C), each other field's occurrence
