@@ -265,6 +265,8 @@ def _parse(number: int, line: bytes, expect: type[_Record] | None = None) -> _Re
         data = json.loads(line)
     except (UnicodeDecodeError, ValueError) as exc:
         raise InvalidInputError(f"line {number}: not a JSON object ({exc})") from None
+    except RecursionError:  # (a hostile file's [[[[...]]]]: no record of ours nests deeper than a few levels)
+        raise InvalidInputError(f"line {number}: nested too deeply to be a record of this format") from None
     if not isinstance(data, dict):
         raise InvalidInputError(f"line {number}: not a JSON object")
     if expect is None:
@@ -401,7 +403,7 @@ def _row(number: int, record: _Record, agent: str) -> tuple[str, tuple[Any, ...]
 def _id_list(number: int, name: str, text: str) -> None:
     try:
         ids = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         ids = None
     if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
         raise InvalidInputError(f"line {number}: {name} must be a JSON list of message ids")
