@@ -120,3 +120,23 @@ def test_a_database_turned_read_only_under_a_daemon_is_store_unavailable(tmp_pat
                         raise
     finally:
         svc.stop()
+
+
+def test_a_newer_daemons_migration_under_a_running_one_is_a_503_not_a_500(tmp_path: Path, pg_database: str) -> None:
+    from mateclaw_mem.conversations.pg import pg_health
+    from mateclaw_mem.conversations.pg.schema import LATEST
+
+    (tmp_path / "c.yaml").write_text("aml:\n  store: postgresql\n", encoding="utf-8")
+    settings = load_settings(tmp_path / "c.yaml", tmp_path / "ws")
+    svc = open_pg_service(settings, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)), dsn=pg_database)
+    try:
+        svc.add("r1", "u1", "s1", [AmlMessage("user", "Ann: the lighthouse keeper", 1683554160000)])
+        # What a later version's migration could do while this daemon runs (a rolling upgrade).
+        _admin(pg_database, "ALTER TABLE docs RENAME TO docs_v9",
+               f"INSERT INTO schema_version (version, name, applied_ms) VALUES ({LATEST + 1}, 'later', 0)")
+        with pytest.raises(StoreUnavailableError, match="no longer those this mateclaw-mem knows"):
+            svc.search("lighthouse", "u1", 5)
+        health = pg_health(svc)
+        assert health["state"] == "unavailable" and "newer than this" in health["reason"], health
+    finally:
+        svc.stop()

@@ -204,6 +204,9 @@ def pg_health(service: AmlService) -> dict[str, Any]:
         with store.pool.connection(timeout=2.0) as raw:
             version = schema.applied(raw)
         out.update(schema_version=version, pending_migrations=max(0, schema.LATEST - version), reachable=True)
+        if version > schema.LATEST:  # (a newer daemon migrated it under this one: its statements may fail)
+            out.update(state="unavailable", reason=f"the store's schema is version {version}, newer than this"
+                       f" mateclaw-mem knows ({schema.LATEST}): upgrade this daemon")
     except Exception as exc:  # (health answers; it never raises)
         out["last_error"] = " ".join(str(exc).split())[:300] or type(exc).__name__
     return out

@@ -265,6 +265,15 @@ class Connection:
             if self.checkout is not None:
                 self.checkout.last_error = str(lost)
             return lost
+        if isinstance(exc, pg_errors.UndefinedTable | pg_errors.UndefinedColumn):
+            # A newer mateclaw-mem started meanwhile and migrated the tables this daemon's statements name
+            # (a rolling upgrade): a 503 sends the balancer to an upgraded daemon, where a 500 would not.
+            lost = StoreUnavailableError("the PostgreSQL store's tables are no longer those this mateclaw-mem knows"
+                                         " (a newer version migrated them?): upgrade or restart this daemon"
+                                         f" ({' '.join(str(exc).splitlines()[0].split())})")
+            if self.checkout is not None:
+                self.checkout.last_error = str(lost)
+            return lost
         if isinstance(exc, pg_errors.ReadOnlySqlTransaction):
             # A primary turned replica (a failover under way) or a database set read-only: the write is
             # not this request's fault and may succeed on a retry - a 503 with the reason, not a 500.
