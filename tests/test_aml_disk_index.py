@@ -18,6 +18,7 @@ import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages import postings
+from mateclaw_mem.index.messages.delta import widen
 from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
@@ -244,4 +245,47 @@ def test_a_rebuild_and_a_forget_leave_the_tables_as_a_fresh_index_would(tmp_path
     in_body = {t for t, d in state.postings.items() if d.get(target, 0) & 0xFFFF}
     assert in_body == set(tokenize("[forgotten]"))
     for x in (index, log):
+        x.close()
+
+
+def test_counts_are_stored_a_byte_a_field_where_they_fit_and_older_segments_narrow_once(tmp_path: Path) -> None:
+    """A segment's four counts take one uint32 when each fits a byte (`delta.narrow`), the uint64 when
+    one does not (a word said 300 times in a turn); an older file's wide segments are narrowed in place
+    once, the file compacted, and every count and ranking stays what the in-memory view computes."""
+    rng, log, index = _grown(tmp_path, 31, ("u1",), adds=40, convs=3, searches=False)
+    log.append("aml", "u1-c0", [NewMessage("user", "Ann: " + "zebra " * 300, TS)], owner="u1", now_ms=TS)
+    index.sync(log)
+    index._storage.merger.run_now()
+    postings.merge_owner(index._storage._conn, 1)  # (every entry in the segments, the delta empty)
+    ref = reference_view(index, "aml", "u1")
+    assert disk_state(index, "aml", "u1") == reference_state(ref)
+    index.close()
+
+    def widths() -> dict[str, set[int]]:
+        with sqlite3.connect(tmp_path / "messages.db") as conn:
+            got: dict[str, set[int]] = {}
+            for term, ords, packed in conn.execute("SELECT term, ords, packed FROM postings"):
+                got.setdefault(term, set()).add(len(packed) * 4 // len(ords))
+            return got
+
+    now = widths()
+    assert now.pop(tokenize("zebra")[0]) == {8} and set().union(*now.values()) == {4}, now
+    with sqlite3.connect(tmp_path / "messages.db") as old:  # as an older version wrote them: all wide
+        old.create_function("wide", 2, lambda blob, n: widen(blob, n).tobytes())
+        old.execute("UPDATE postings SET packed = wide(packed, length(ords) / 4)")
+        old.execute("DELETE FROM meta WHERE key = 'migrated:narrow-postings'")
+    assert set().union(*widths().values()) == {8}
+    size = (tmp_path / "messages.db").stat().st_size
+
+    again = MessageIndex(tmp_path / "messages.db")
+    assert widths() == {**now, tokenize("zebra")[0]: {8}}
+    with sqlite3.connect(tmp_path / "messages.db") as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+    assert (tmp_path / "messages.db").stat().st_size < size
+    assert disk_state(again, "aml", "u1") == reference_state(ref)
+    for _ in range(10):
+        query, options = random_query(rng)
+        assert rank(disk_view(again, "aml", "u1"), query, options, BASE, limit=100) == \
+            rank(ref, query, options, BASE, limit=100)
+    for x in (again, log):
         x.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from mateclaw_mem.index.messages.delta import widen
 from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.turns import parse_doc
@@ -65,7 +66,7 @@ def disk_state(index: MessageIndex, agent: str, owner: str) -> DiskState:
             assert r["first"] > last_first.get(r["term"], -1)
             last_first[r["term"]] = ords[-1]
             got = postings.setdefault(r["term"], {})
-            got.update(zip((ids[k] for k in ords), np.frombuffer(r["packed"], dtype=np.uint64).tolist(), strict=True))
+            got.update(zip((ids[k] for k in ords), widen(r["packed"], len(ords)).tolist(), strict=True))
             df[r["term"]] = r["df"]
         for r in conn.execute("SELECT first_new, terms, counts, ords, packed FROM pdelta WHERE okey = ? ORDER BY id",
                               (o["okey"],)):  # the unmerged Adds, over the segments

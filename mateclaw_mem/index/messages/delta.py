@@ -25,6 +25,31 @@ DELTA_MAX = 12_000  # entries an owner's unmerged rows may hold (a few hundred t
 DELTA_HARD = 4
 
 
+# A segment's packed counts as stored (`postings.packed`): four 8-bit counts in one uint32 when every
+# count of the segment fits, which is nearly always (a term said 256 times in one field of one turn is
+# rare), else the uint64s as they are - 4 bytes an entry instead of 8, a quarter of messages.db. The
+# blob's length tells which (entries: the `ords` blob's length / 4).
+_BYTE_FIELDS = np.uint64(0x00FF_00FF_00FF_00FF)
+
+
+def narrow(packed: Any) -> bytes:
+    """Packed uint64 counts (an `array("Q")` or numpy) as stored (see `_BYTE_FIELDS`)."""
+    p = np.frombuffer(packed, dtype=np.uint64)
+    if (p & ~_BYTE_FIELDS).any():
+        return p.tobytes()
+    n = np.uint64
+    return ((p & n(0xFF)) | ((p >> n(8)) & n(0xFF00)) | ((p >> n(16)) & n(0xFF_0000))
+            | ((p >> n(24)) & n(0xFF00_0000))).astype(np.uint32).tobytes()
+
+
+def widen(blob: bytes, entries: int) -> Any:
+    """A stored segment's packed counts as uint64 (`narrow` undone)."""
+    if len(blob) == 8 * entries:
+        return np.frombuffer(blob, dtype=np.uint64)
+    x, n = np.frombuffer(blob, dtype=np.uint32).astype(np.uint64), np.uint64
+    return (x & n(0xFF)) | ((x & n(0xFF00)) << n(8)) | ((x & n(0xFF_0000)) << n(16)) | ((x & n(0xFF00_0000)) << n(24))
+
+
 def encode(entries: dict[tuple[str, int], int]) -> tuple[str, bytes, bytes, bytes]:
     """(terms space-joined, per term its entry count as uint32, ordinals uint32, packed uint64),
     sorted by term and ordinal."""

@@ -28,7 +28,7 @@ import numpy as np
 
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.delta import Delta, combine, decode
+from mateclaw_mem.index.messages.delta import Delta, combine, decode, widen
 from mateclaw_mem.index.messages.docfields import body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.tokenizer import tokenize
@@ -398,11 +398,11 @@ class DiskView:
             if not rows:
                 got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
             elif len(rows) == 1:
-                got = (np.frombuffer(rows[0][1], dtype=np.uint32), np.frombuffer(rows[0][2], dtype=np.uint64),
+                got = (np.frombuffer(rows[0][1], dtype=np.uint32), widen(rows[0][2], len(rows[0][1]) // 4),
                        rows[0][0])
             else:
                 got = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint32),
-                       np.frombuffer(b"".join(r[2] for r in rows), dtype=np.uint64), rows[-1][0])
+                       np.concatenate([widen(r[2], len(r[1]) // 4) for r in rows]), rows[-1][0])
             self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 

@@ -8,7 +8,8 @@ bumped by every write) each document gets an ordinal, 0, 1, ... in the order it 
 - `pdocs`: per segment of `SEG_DOCS` ordinals, the documents' ids (int64) and field lengths (four
   uint32 each) - what a term's saturated BM25F scores divide by.
 - `postings`: per (owner, term) segments of at most `SEG_POSTINGS` entries, ascending ordinals
-  (uint32) with the four field counts packed in one uint64 (`turns.unpack`), keyed by their first
+  (uint32) with the four field counts packed in one uint64 (`turns.unpack`; stored in a uint32 when
+  each fits a byte: `delta.narrow`), keyed by their first
   ordinal. An Add appends to the last segment of each term it touches (rewriting a few KB, not the
   term's history); the last segment's `df` is the term's body document frequency.
 - `pfeat`: per document, what the later ranking steps read (question share, echo, a time, a number,
@@ -31,12 +32,15 @@ from typing import Any, Protocol
 
 from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.messages import docfields
-from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode
+from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode, narrow, widen
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
 SEG_DOCS = 512  # ordinals per `pdocs` row: 12 KB of ids and lengths, rewritten by an Add
-SEG_POSTINGS = 256  # entries per `postings` row: at most 3 KB rewritten per term an Add touches
+# Entries per `postings` row: at most 4 KB (6 KB wide) rewritten per term a merge touches. Rows of
+# 256 left a third of their pages unused once merges had rewritten them (the growing last segments
+# move to the end of the table); 512 halves that (aml_scale, 10k turns: 754 -> 553 B a message).
+SEG_POSTINGS = 512
 _CHUNK = 500  # ids per `IN (...)` read
 
 # Flags of `pfeat.flags`.
@@ -160,7 +164,7 @@ class PostingWriter:
         if got is None:
             ords, packed = array("I"), array("Q")
             ords.frombytes(r["ords"])
-            packed.frombytes(r["packed"])
+            packed.frombytes(widen(r["packed"], len(ords)).tobytes())
             got = self.segs[(okey, term, first)] = _Seg(first, r["df"], ords, packed)
             self.term_segs.setdefault((okey, term), []).append(got)
         return got
@@ -419,7 +423,7 @@ class PostingWriter:
                           if seg.key is not None and seg.key != seg.ords[0]])
         conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
                          " VALUES (?, ?, ?, ?, ?, ?)",
-                         [(okey, term, seg.ords[0], seg.df, seg.ords.tobytes(), seg.packed.tobytes())
+                         [(okey, term, seg.ords[0], seg.df, seg.ords.tobytes(), narrow(seg.packed))
                           for okey, term, seg in dirty])
         conn.executemany(f"INSERT OR REPLACE INTO pdocs{s} (okey, seg, ids, lens) VALUES (?, ?, ?, ?)",
                          [(okey, seg, ids.tobytes(), lens.tobytes())

@@ -28,6 +28,7 @@ from typing import Any
 
 from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.messages import docfields, postings
+from mateclaw_mem.index.messages.delta import narrow
 from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
 from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
@@ -68,6 +69,8 @@ _POSTINGS = "migrated:postings-2"  # `meta` marker (and count) of the one-time b
 # one later) that search no longer read: dropped once (its freed pages zeroed: `run_once`), then the
 # file compacted. Nothing has to be rebuilt: the fields follow from `docs` (docfields.py).
 _NO_FTS = "migrated:no-fts"
+# Segments written before their counts were stored a byte a field where they fit (`delta.narrow`).
+_NARROW = "migrated:narrow-postings"
 
 
 @dataclass(frozen=True)
@@ -189,9 +192,10 @@ class MessageStorage:
             self._conn.executescript(_SCHEMA + postings.tables())
             if self._conn.execute("SELECT 1 FROM docs LIMIT 1").fetchone() is None:
                 self._set_tokenizer()
-        self._dropped = False
+        self._freed = False
         run_once(self._conn, self.lock, _NO_FTS, self._drop_fts)
-        if self._dropped:
+        run_once(self._conn, self.lock, _NARROW, self._narrow)
+        if self._freed:
             self._compact()
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
         # An older file's documents are folded into the postings once, in place (history-sized,
@@ -204,11 +208,24 @@ class MessageStorage:
         had = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'fts'").fetchone()[0]
         if had:
             conn.execute("DROP TABLE fts")
-            self._dropped = True
+            self._freed = True
         return int(had)
 
+    def _narrow(self, conn: sqlite3.Connection) -> int:
+        """`_NARROW`: every stored segment rewritten as an Add writes one now (same counts, half
+        the bytes where each fits a byte); the rows narrowed."""
+        done, after = 0, 0
+        while rows := conn.execute("SELECT rowid, ords, packed FROM postings WHERE rowid > ?"
+                                   " AND length(packed) = 2 * length(ords) ORDER BY rowid LIMIT 2000",
+                                   (after,)).fetchall():
+            changed = [(blob, r[0]) for r in rows if len(blob := narrow(r[2])) < len(r[2])]
+            conn.executemany("UPDATE postings SET packed = ? WHERE rowid = ?", changed)
+            done, after = done + len(changed), rows[-1][0]
+        self._freed = self._freed or done > 0
+        return done
+
     def _compact(self) -> None:
-        """The file rewritten without the pages `_drop_fts` freed (about a fifth of it). Another
+        """The file rewritten without the pages `_drop_fts` and `_narrow` freed (a third of it). Another
         process holding the file open makes this wait or give up: the pages are then only reused."""
         try:
             with self.lock:
