@@ -88,7 +88,7 @@ def test_a_role_without_create_is_told_what_to_grant(tmp_path: Path, pg_database
     finally:
         _admin(pg_database, "DROP OWNED BY weak", "DROP ROLE weak")
     err = str(done["stderr"])
-    assert done["rc"] == 6 and "may not create" in err and "GRANT CREATE ON SCHEMA" in err, done
+    assert done["rc"] == 6 and "may not create or write" in err and "GRANT CREATE ON SCHEMA" in err, done
     assert SECRET not in err
 
 
@@ -140,3 +140,18 @@ def test_a_newer_daemons_migration_under_a_running_one_is_a_503_not_a_500(tmp_pa
         assert health["state"] == "unavailable" and "newer than this" in health["reason"], health
     finally:
         svc.stop()
+
+
+def test_a_role_with_rights_on_the_rows_only_runs_a_migrated_store(tmp_path: Path, pg_database: str) -> None:
+    # Least privilege: the owner migrates; the daemons' role may read and write rows, not create tables.
+    assert _status(tmp_path, pg_database)["rc"] == 0
+    _admin(pg_database, "DROP ROLE IF EXISTS runner", f"CREATE ROLE runner LOGIN PASSWORD '{SECRET}'",
+           "REVOKE CREATE ON SCHEMA public FROM PUBLIC",
+           "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO runner",
+           "GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO runner")
+    runner = pg_database.replace("user=postgres", "user=runner") + f" password={SECRET}"
+    try:
+        done = _status(tmp_path, runner)
+    finally:
+        _admin(pg_database, "DROP OWNED BY runner", "DROP ROLE runner")
+    assert done["rc"] == 0 and "messages" in str(done["stdout"]), done

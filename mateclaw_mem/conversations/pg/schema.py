@@ -100,8 +100,11 @@ def migrate(conn: Any, now_ms: int) -> list[int]:
     done: list[int] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
-        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
-                     " applied_ms BIGINT NOT NULL)")
+        # Only when missing: CREATE ... IF NOT EXISTS needs the CREATE right even when the table exists, and
+        # a daemon's role on a migrated database may have been given rights on the rows only (least privilege).
+        if conn.execute("SELECT to_regclass('schema_version') IS NULL").fetchone()[0]:
+            conn.execute("CREATE TABLE schema_version (version INTEGER PRIMARY KEY, name TEXT NOT NULL,"
+                         " applied_ms BIGINT NOT NULL)")
         have = applied(conn)
         if have and _first_migration(conn) != MIGRATIONS[0][1]:
             raise ConfigError(f"database {conn.info.dbname!r} holds a table schema_version that mateclaw-mem did not"
@@ -140,9 +143,10 @@ def refused(exc: Exception, conn: Any) -> Exception:
     first = " ".join(str(exc).splitlines()[0].split()) if str(exc) else type(exc).__name__
     where = f"database {conn.info.dbname!r}"
     if isinstance(exc, errors.InsufficientPrivilege):
-        return ConfigError(f"the PostgreSQL role {conn.info.user!r} may not create the store's tables in {where}"
-                           f" ({first}): grant it CREATE on its schema (GRANT CREATE ON SCHEMA public TO"
-                           f" {conn.info.user}) or make it the database's owner (docs/postgresql.md)")
+        return ConfigError(f"the PostgreSQL role {conn.info.user!r} may not create or write the store's tables in"
+                           f" {where} ({first}): grant it CREATE on its schema (GRANT CREATE ON SCHEMA public TO"
+                           f" {conn.info.user}) or make it the database's owner; a role that only runs a migrated"
+                           " store needs SELECT, INSERT, UPDATE, DELETE on its tables and USAGE on its sequences")
     if isinstance(exc, errors.ReadOnlySqlTransaction):
         return ConfigError(f"{where} accepts no writes ({first}): a read-only replica or default_transaction_read_only;"
                            " point the DSN at the primary")
