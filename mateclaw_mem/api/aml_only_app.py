@@ -10,7 +10,6 @@ the store instead of the workspace: backend, pool, migrations (`AmlNode.store_he
 from __future__ import annotations
 
 import os
-from collections import Counter
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -18,15 +17,12 @@ from fastapi.responses import JSONResponse
 
 from mateclaw_mem import __version__
 from mateclaw_mem.api import aml
-from mateclaw_mem.api.aml_fast import AmlFastLane, LaneApp
+from mateclaw_mem.api.aml_fast import LaneApp
 from mateclaw_mem.api.auth import require_api_key
-from mateclaw_mem.api.body_limit import SEARCH_BODY_BYTES, BodyLimit
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, install_error_handlers
-from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mounting import document_errors, mount
-from mateclaw_mem.api.origin_guard import HostPolicy, OriginGuard
-from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+from mateclaw_mem.api.wall import build_wall
 from mateclaw_mem.runtime.aml_only import AmlNode
 from mateclaw_mem.runtime.daemon_status import STATUS_PATH
 
@@ -85,20 +81,5 @@ def create_aml_only_app(node: AmlNode, *, host: str | None = None, aml_fast_lane
     document_errors(app)
     install_docs(app)
     mount(app, router, aml.router)
-    section = settings.aml
-    keep = section.images == "keep"
-    search_bytes = SEARCH_BODY_BYTES + (section.image_max_bytes * 4 // 3 + 1024 if keep else 0)
-    search_limit = (search_bytes, f" (a search query is at most {MAX_QUERY_CHARS} characters"
-                    + (", and an image at most aml.image-max-bytes)" if keep else ")"))
-    server = settings.server
-    app.add_middleware(BodyLimit, max_bytes=server.max_body_bytes, per_path={"/v1/aml/search": search_limit})
-    app.state.aml_fast_lane = Counter[str]()
-    if aml_fast_lane:
-        app.lane = AmlFastLane(app.without_lane, node.aml, node.api_key, counts=app.state.aml_fast_lane,
-                               limits={"/v1/aml/add": server.max_body_bytes, "/v1/aml/search": search_bytes},
-                               read_timeout=server.body_read_timeout_seconds)
-    app.add_middleware(ReadDeadline, seconds=server.body_read_timeout_seconds)
-    app.add_middleware(AnswerErrors)
-    app.guard = OriginGuard(app.routed, HostPolicy(host or server.host, server.allowed_hosts,
-                                                   keyed=node.api_key is not None))
+    build_wall(app, settings, node.api_key, host=host, lane=node.aml if aml_fast_lane else None)
     return app

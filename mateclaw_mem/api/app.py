@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -12,17 +11,15 @@ from starlette.routing import BaseRoute
 
 from mateclaw_mem import __version__
 from mateclaw_mem.api import agents, aml, health
-from mateclaw_mem.api.aml_fast import AmlFastLane, LaneApp
-from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD, SEARCH_BODY_BYTES, UPLOAD_PATHS, BodyLimit
+from mateclaw_mem.api.aml_fast import LaneApp
+from mateclaw_mem.api.body_limit import MULTIPART_OVERHEAD, UPLOAD_PATHS
 from mateclaw_mem.api.deferred import DeferredRoutes
 from mateclaw_mem.api.docs import install_docs
 from mateclaw_mem.api.errors import ERROR_RESPONSES, install_error_handlers
-from mateclaw_mem.api.guards import AnswerErrors, ReadDeadline
 from mateclaw_mem.api.mcp_http import McpHttp
 from mateclaw_mem.api.mounting import document_errors, mount, routes_of
-from mateclaw_mem.api.origin_guard import HostPolicy, OriginGuard
 from mateclaw_mem.api.ui_mount import LazyUi
-from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
+from mateclaw_mem.api.wall import build_wall
 from mateclaw_mem.runtime.services import Services
 
 # The chat import counts its own upload as it streams (api/chat_import.py), as the snapshot uploads do.
@@ -110,30 +107,10 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
         app.deferred = DeferredRoutes.install(app, later_routes)
     else:
         app.router.routes.extend(later_routes())
-    # A search carries a query, not a document: its body is refused before it is read or parsed
-    # (parsing 1.9 MB of JSON on the event loop held /health for 100+ ms).
-    # With aml.images: keep a query may hold an image to find by its hash: room for one at the cap, as base64.
-    images = services.settings.aml
-    search_bytes = SEARCH_BODY_BYTES + (images.image_max_bytes * 4 // 3 + 1024 if images.images == "keep" else 0)
-    search_limit = (search_bytes, f" (a search query is at most {MAX_QUERY_CHARS} characters"
-                    + (", and an image at most aml.image-max-bytes)" if images.images == "keep" else ")"))
     # The browser's snapshot upload is bounded by the snapshot import limit, not the general one.
     upload_limit = (services.transfer.limits.max_total_bytes + MULTIPART_OVERHEAD,
                     " (the snapshot import limit)")
-    app.add_middleware(BodyLimit, max_bytes=services.settings.server.max_body_bytes,
-                       per_path={"/v1/aml/search": search_limit, "/ui/snapshot/preview": upload_limit},
-                       streamed=re.compile(f"{UPLOAD_PATHS.pattern}|{CHAT_IMPORT_PATH}"))
-    app.state.aml_fast_lane = Counter[str]()  # answered / declined, for tests and benchmarks
-    if aml_fast_lane:  # in front of all of it (api/aml_fast.py); what it declines goes through all of it
-        app.lane = AmlFastLane(app.without_lane, services.aml, services.api_key, counts=app.state.aml_fast_lane,
-                               limits={"/v1/aml/add": services.settings.server.max_body_bytes,
-                                       "/v1/aml/search": search_bytes},
-                               read_timeout=services.settings.server.body_read_timeout_seconds)
-    # Added last = outermost: the deadline also covers BodyLimit's read of a chunked body.
-    app.add_middleware(ReadDeadline, seconds=services.settings.server.body_read_timeout_seconds)
-    app.add_middleware(AnswerErrors)
-    # Outside all of it, the fast lane included: no web page reaches the daemon (api/origin_guard.py).
-    server = services.settings.server
-    app.guard = OriginGuard(app.routed, HostPolicy(host or server.host, server.allowed_hosts,
-                                                   keyed=services.api_key is not None))
+    build_wall(app, services.settings, services.api_key, host=host,
+               lane=services.aml if aml_fast_lane else None, per_path={"/ui/snapshot/preview": upload_limit},
+               streamed=re.compile(f"{UPLOAD_PATHS.pattern}|{CHAT_IMPORT_PATH}"))
     return app
