@@ -20,10 +20,9 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.errors import ConfigError
 from mateclaw_mem.runtime import pidfile
 from mateclaw_mem.runtime.aml_only import AmlNode, open_node
-from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
+from mateclaw_mem.runtime.net import bind, connect_url, require_key_beyond_loopback, serve_in_thread
 
 if TYPE_CHECKING:
     import socket
@@ -56,12 +55,8 @@ class AmlOnlyDaemon:
         self._pidfile = False
 
     def start(self) -> None:
-        if not is_loopback(self.host) and not os.environ.get(self.settings.server.api_key_env):
-            env = self.settings.server.api_key_env
-            raise ConfigError(
-                f"refusing to listen on {self.host}: any address other than loopback needs an API key. Put the "
-                f"key in the environment variable {env} (setting server.api-key-env), or bind to 127.0.0.1"
-            )
+        key_env = self.settings.server.api_key_env
+        require_key_beyond_loopback(self.host, bool(os.environ.get(key_env)), key_env)
         sock = bind(self.host, self.port)
         try:
             if self.settings.aml.store == "sqlite":
@@ -91,10 +86,8 @@ class AmlOnlyDaemon:
 
         assert self.node is not None
         state, pid = self.settings.state_dir, os.getpid()
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
-        url = f"http://{f'[{host}]' if ':' in host else host}:{self.url.rsplit(':', 1)[1]}"
-        pidfile.write(state, pidfile.DaemonRecord(pid, url, self.node.clock.now().isoformat(timespec="seconds"),
-                                                  __version__))
+        started = self.node.clock.now().isoformat(timespec="seconds")
+        pidfile.write(state, pidfile.DaemonRecord(pid, connect_url(self.host, self.url), started, __version__))
         self._pidfile = True
 
     def _serve(self, sock: socket.socket) -> None:

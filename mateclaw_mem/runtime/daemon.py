@@ -29,7 +29,7 @@ from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
 from mateclaw_mem.runtime import heal, pidfile, recovery
-from mateclaw_mem.runtime.net import bind, is_loopback, serve_in_thread
+from mateclaw_mem.runtime.net import bind, connect_url, require_key_beyond_loopback, serve_in_thread
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.atomic import clean_temp_files
 
@@ -122,13 +122,9 @@ class Daemon:
             ) from None
 
     def _check_auth(self) -> None:
-        if self.http and not is_loopback(self.host) and not self.services.api_key:
-            env = self.services.settings.server.api_key_env
-            raise ConfigError(
-                f"refusing to listen on {self.host}: any address other than loopback needs an API key. "
-                f"Put the key in the environment variable {env} (setting server.api-key-env), "
-                "or bind to 127.0.0.1"
-            )
+        if self.http:
+            require_key_beyond_loopback(self.host, bool(self.services.api_key),
+                                        self.services.settings.server.api_key_env)
 
     def _start_parts(self) -> None:
         settings = self.services.settings
@@ -190,12 +186,7 @@ class Daemon:
         self.add_stopper("pid file", lambda: pidfile.remove(state_dir, pid))
 
     def _connect_url(self) -> str:
-        """Where a client on this machine reaches us: a wildcard bind is reached on loopback."""
-        if not self.url:
-            return ""
-        host = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(self.host, self.host)
-        host = f"[{host}]" if ":" in host else host
-        return f"http://{host}:{self.url.rsplit(':', 1)[1]}"
+        return connect_url(self.host, self.url)
 
     def _prepare_http(self) -> Any:
         """The app and its uvicorn server, loaded but not serving yet."""

@@ -21,6 +21,26 @@ def is_loopback(host: str) -> bool:
         return False  # a host name other than localhost may resolve to anything
 
 
+def require_key_beyond_loopback(host: str, has_key: bool, key_env: str) -> None:
+    """Refuse to listen beyond this machine without an API key (both daemons, full and --aml-only)."""
+    if not has_key and not is_loopback(host):
+        raise ConfigError(
+            f"refusing to listen on {host}: any address other than loopback needs an API key. "
+            f"Put the key in the environment variable {key_env} (setting server.api-key-env), "
+            "or bind to 127.0.0.1"
+        )
+
+
+def connect_url(host: str, url: str) -> str:
+    """Where a client on this machine reaches a daemon bound to `host` and listening at `url`: a
+    wildcard bind is reached on loopback ("" while not listening)."""
+    if not url:
+        return ""
+    near = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}.get(host, host)
+    near = f"[{near}]" if ":" in near else near
+    return f"http://{near}:{url.rsplit(':', 1)[1]}"
+
+
 def bind(host: str, port: int) -> socket.socket:
     """Bind here, in the main thread, so "address in use" is a clear error rather than a dead thread."""
     try:
