@@ -41,6 +41,7 @@ from mateclaw_mem.llm.rerank import Candidate, Reranker
 
 if TYPE_CHECKING:
     from mateclaw_mem.conversations.facts import FactExtractor
+    from mateclaw_mem.settings import Settings
 
 AML_AGENT = "aml"
 MAX_MESSAGES = 1000  # the platform sends at most 20; refuse only the absurd
@@ -198,6 +199,14 @@ def _iso(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace(
         "+00:00", "Z"
     )
+
+
+def options_from(settings: Settings) -> dict[str, Any]:
+    """The `aml.*` settings an AmlService takes as keywords, however its store is built (the full
+    daemon, `serve --aml-only` over SQLite, PostgreSQL)."""
+    section = settings.aml
+    return {"agent": settings.aml_agent, "neighbours": section.neighbours, "neighbour_chars": section.neighbour_chars,
+            "images": aml_images.ImageSettings(section.images == "keep", section.image_max_bytes)}
 
 
 class AmlService:

@@ -145,16 +145,8 @@ def open_node(settings: Settings, clock: Clock | None = None) -> AmlNode:
         raise
 
 
-def _aml_options(settings: Settings) -> dict[str, Any]:
-    from mateclaw_mem.conversations.aml_images import ImageSettings
-
-    aml = settings.aml
-    return {"agent": settings.aml_agent, "neighbours": aml.neighbours, "neighbour_chars": aml.neighbour_chars,
-            "images": ImageSettings(aml.images == "keep", aml.image_max_bytes)}
-
-
 def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
-    from mateclaw_mem.conversations.aml import AmlService
+    from mateclaw_mem.conversations.aml import AmlService, options_from
     from mateclaw_mem.conversations.facts import FactExtractor
     from mateclaw_mem.db import WalCheckpoints
     from mateclaw_mem.runtime.aml_store import open_parts
@@ -168,7 +160,7 @@ def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNod
         facts = FactExtractor(parts.facts, parts.log, parts.index, lambda: client, clock)
         closers.append(facts)
     reranker = build_aml.reranker(settings, model=lambda: client, on_close=closers.append)
-    aml = AmlService(parts.log, parts.index, clock, facts=facts, reranker=reranker, **_aml_options(settings))
+    aml = AmlService(parts.log, parts.index, clock, facts=facts, reranker=reranker, **options_from(settings))
     background: list[tuple[str, Any]] = [("WAL checkpoints", WalCheckpoints(members=(parts.log, parts.index)))]
     if facts is not None:
         background.append(("AML fact worker", aml))

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.conversations.aml import AmlService
+from mateclaw_mem.conversations.aml import AmlService, options_from
 from mateclaw_mem.errors import ConfigError, StoreUnavailableError
 
 if TYPE_CHECKING:
@@ -152,7 +152,6 @@ def open_pg_service(settings: Settings, clock: Clock, *, model: Callable[[], Mod
     given); migrations run here. `model` is the shared client's provider (runtime/build/types.ModelProvider):
     with a client, facts are extracted beside the messages. The caller calls `.start()` and `.stop()`
     (which closes the pool)."""
-    from mateclaw_mem.conversations.aml_images import ImageSettings
     from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 
     aml = settings.aml
@@ -174,9 +173,8 @@ def open_pg_service(settings: Settings, clock: Clock, *, model: Callable[[], Mod
         facts = FactExtractor(store.fact_store(lambda: int(clock.now().timestamp() * 1000)), store.log, store.index,
                               model, clock)
     try:
-        service = PgAmlService(store.log, store.index, clock, agent=settings.aml_agent, facts=facts,
-                               reranker=reranker, neighbours=aml.neighbours, neighbour_chars=aml.neighbour_chars,
-                               images=ImageSettings(aml.images == "keep", aml.image_max_bytes))
+        service = PgAmlService(store.log, store.index, clock, facts=facts, reranker=reranker,
+                               **options_from(settings))
     except BaseException:
         store.close()
         raise

@@ -40,14 +40,11 @@ def aml(settings: Settings, log: ConversationLog, index: MessageIndex, clock: Cl
         on_close(store)
         facts = FactExtractor(store, log, index, model, clock)
         on_close(facts)
-    from mateclaw_mem.conversations.aml_images import ImageSettings
+    from mateclaw_mem.conversations.aml import options_from
     from mateclaw_mem.runtime.aml_agent import AmlOnFirstUse
 
-    section = settings.aml
-    return AmlOnFirstUse(log, index, clock, agent=settings.aml_agent, facts=facts, ensure=ensure_agent,
-                         reranker=reranker(settings, model=model, on_close=on_close), neighbours=section.neighbours,
-                         neighbour_chars=section.neighbour_chars,
-                         images=ImageSettings(section.images == "keep", section.image_max_bytes))
+    return AmlOnFirstUse(log, index, clock, facts=facts, ensure=ensure_agent,
+                         reranker=reranker(settings, model=model, on_close=on_close), **options_from(settings))
 
 
 def reranker(settings: Settings, *, model: ModelProvider, on_close: Closer, usage_log: bool = True) -> Any:
