@@ -36,6 +36,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -237,20 +238,25 @@ def run_case(name: str, data: bytes, args: argparse.Namespace) -> dict[str, Any]
     threading.Thread(target=lambda: _quiet(lambda: client.post(f"{MEM}/facts/rebuild")), daemon=True).start()
     time.sleep(args.sigterm_after)
     probe.stop()
-    t0 = time.perf_counter()
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=120)
-        out["sigterm_exit_s"] = time.perf_counter() - t0
-    except Exception:
-        proc.kill()
-        out["sigterm_exit_s"] = float("inf")
+    out["sigterm_exit_s"] = _sigterm_seconds(proc)
     out["steps"] = steps
     out["warnings"] = [ln.split(" ", 2)[-1][:160] for ln in (tmp / "daemon.log").read_text(errors="replace")
                        .splitlines() if "WARNING" in ln][:4]
     client.close()
     shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _sigterm_seconds(proc: subprocess.Popen[Any]) -> float:
+    """SIGTERM to exit, in seconds (inf, and killed, past two minutes)."""
+    t0 = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=120)
+        return time.perf_counter() - t0
+    except Exception:
+        proc.kill()
+        return float("inf")
 
 
 def run_mem0(mode: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -285,14 +291,7 @@ def run_mem0(mode: str, args: argparse.Namespace) -> dict[str, Any]:
         out["rss_peak_mb"] = _rss_peak_mb(proc.pid)
         out["times"] = times
         out["sent_mb"] = mem0.sent.get(SEARCH, 0) / 1e6
-        t0 = time.perf_counter()
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=120)
-            out["sigterm_exit_s"] = time.perf_counter() - t0
-        except Exception:
-            proc.kill()
-            out["sigterm_exit_s"] = float("inf")
+        out["sigterm_exit_s"] = _sigterm_seconds(proc)
         mem0.release()
     shutil.rmtree(tmp, ignore_errors=True)
     return out
