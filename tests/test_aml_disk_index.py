@@ -14,11 +14,12 @@ import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages import postings
-from mateclaw_mem.index.messages.delta import widen
+from mateclaw_mem.index.messages.delta import narrow, pack_segment, unpack_segment
 from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
@@ -248,10 +249,12 @@ def test_a_rebuild_and_a_forget_leave_the_tables_as_a_fresh_index_would(tmp_path
         x.close()
 
 
-def test_counts_are_stored_a_byte_a_field_where_they_fit_and_older_segments_narrow_once(tmp_path: Path) -> None:
-    """A segment's four counts take one uint32 when each fits a byte (`delta.narrow`), the uint64 when
-    one does not (a word said 300 times in a turn); an older file's wide segments are narrowed in place
-    once, the file compacted, and every count and ranking stays what the in-memory view computes."""
+def test_segments_are_stored_gap_encoded_and_narrow_and_older_segments_are_packed_once(tmp_path: Path) -> None:
+    """A segment is one blob (`delta.pack_segment`): its ordinals as gaps and its four counts at 2
+    bits a field when each is under 4, 16 when one is not (a word said 300 times in a turn); an
+    older file's segments (ordinals as uint32, counts in `packed`, narrowed or wide) are read as they
+    are and packed in place once, the file compacted, and every count and ranking stays what the
+    in-memory view computes."""
     rng, log, index = _grown(tmp_path, 31, ("u1",), adds=40, convs=3, searches=False)
     log.append("aml", "u1-c0", [NewMessage("user", "Ann: " + "zebra " * 300, TS)], owner="u1", now_ms=TS)
     index.sync(log)
@@ -261,24 +264,35 @@ def test_counts_are_stored_a_byte_a_field_where_they_fit_and_older_segments_narr
     assert disk_state(index, "aml", "u1") == reference_state(ref)
     index.close()
 
-    def widths() -> dict[str, set[int]]:
+    def layout() -> dict[str, set[tuple[int, int]]]:
+        """Per term, its segments' (count width code, bytes an entry in `packed`: 0 once packed)."""
         with sqlite3.connect(tmp_path / "messages.db") as conn:
-            got: dict[str, set[int]] = {}
+            got: dict[str, set[tuple[int, int]]] = {}
             for term, ords, packed in conn.execute("SELECT term, ords, packed FROM postings"):
-                got.setdefault(term, set()).add(len(packed) * 4 // len(ords))
+                got.setdefault(term, set()).add((ords[0] >> 2 & 3, len(packed) * 4 // len(ords)) if packed
+                                                else (ords[0] >> 2 & 3, 0))
             return got
 
-    now = widths()
-    assert now.pop(tokenize("zebra")[0]) == {8} and set().union(*now.values()) == {4}, now
-    with sqlite3.connect(tmp_path / "messages.db") as old:  # as an older version wrote them: all wide
-        old.create_function("wide", 2, lambda blob, n: widen(blob, n).tobytes())
-        old.execute("UPDATE postings SET packed = wide(packed, length(ords) / 4)")
-        old.execute("DELETE FROM meta WHERE key = 'migrated:narrow-postings'")
-    assert set().union(*widths().values()) == {8}
+    now = layout()
+    zebra = tokenize("zebra")[0]
+    assert now.pop(zebra) == {(3, 0)}, "a count of 300 takes 16 bits a field"
+    assert {w for segs in now.values() for w, _ in segs} <= {0, 1} and (0, 0) in set().union(*now.values())
+    with sqlite3.connect(tmp_path / "messages.db") as old:  # as older versions wrote them: narrowed, and wide
+        old.create_function("old_ords", 2, lambda o, p: unpack_segment(o, p)[0].tobytes())
+        old.create_function("old_packed", 3, lambda o, p, wide: (
+            unpack_segment(o, p)[1].tobytes() if wide else narrow(unpack_segment(o, p)[1])))
+        old.execute("UPDATE postings SET ords = old_ords(ords, packed), packed = old_packed(ords, packed, rowid % 2)")
+        old.execute("DELETE FROM meta WHERE key = 'migrated:packed-postings'")
+    assert all(size > 0 for segs in layout().values() for _, size in segs)
+    # Read as they are, before any migration (another process, or PostgreSQL's older rows).
+    with sqlite3.connect(tmp_path / "messages.db") as conn:
+        for ords, packed in conn.execute("SELECT ords, packed FROM postings"):
+            o, p = unpack_segment(ords, packed)
+            assert unpack_segment(pack_segment(o, p), b"")[0].tolist() == o.tolist()
     size = (tmp_path / "messages.db").stat().st_size
 
     again = MessageIndex(tmp_path / "messages.db")
-    assert widths() == {**now, tokenize("zebra")[0]: {8}}
+    assert layout() == {**now, zebra: {(3, 0)}}
     with sqlite3.connect(tmp_path / "messages.db") as conn:
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
     assert (tmp_path / "messages.db").stat().st_size < size
@@ -289,3 +303,23 @@ def test_counts_are_stored_a_byte_a_field_where_they_fit_and_older_segments_narr
             rank(ref, query, options, BASE, limit=100)
     for x in (again, log):
         x.close()
+
+
+def test_a_packed_segment_reads_back_every_ordinal_and_count() -> None:
+    """`pack_segment` / `unpack_segment` over the widths each picks: gaps of 1, 2 and 4 bytes, counts
+    of 2, 4, 8 and 16 bits a field, one entry and many."""
+    rng = random.Random(5)
+    for gap in (1, 300, 70_000):
+        for most in (3, 15, 255, 65_535):
+            for n in (1, 2, 513):
+                ords, at = [], rng.randrange(1000)
+                for _ in range(n):
+                    ords.append(at)
+                    at += rng.randint(1, gap)
+                counts = [[rng.randint(0, most) for _ in range(4)] for _ in range(n)]
+                counts[-1][rng.randrange(4)] = most  # (the widest field the segment holds)
+                packed = [c[0] | c[1] << 16 | c[2] << 32 | c[3] << 48 for c in counts]
+                blob = pack_segment(np.array(ords, dtype=np.uint32), np.array(packed, dtype=np.uint64))
+                o, p = unpack_segment(blob, b"")
+                assert (o.dtype, p.dtype) == (np.uint32, np.uint64)
+                assert (o.tolist(), p.tolist()) == (ords, packed), (gap, most, n)

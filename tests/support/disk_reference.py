@@ -8,7 +8,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from mateclaw_mem.index.messages.delta import widen
+from mateclaw_mem.index.messages.delta import unpack_segment
 from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.turns import parse_doc
@@ -61,12 +61,13 @@ def disk_state(index: MessageIndex, agent: str, owner: str) -> DiskState:
         df: dict[str, int] = {}
         last_first: dict[str, int] = {}
         for r in conn.execute("SELECT * FROM postings WHERE okey = ? ORDER BY term, first", (o["okey"],)):
-            ords = np.frombuffer(r["ords"], dtype=np.uint32).tolist()
+            seg_ords, seg_packed = unpack_segment(r["ords"], r["packed"])
+            ords = seg_ords.tolist()
             assert ords == sorted(ords) and r["first"] == ords[0], "a segment is keyed by its first ordinal, ascending"
             assert r["first"] > last_first.get(r["term"], -1)
             last_first[r["term"]] = ords[-1]
             got = postings.setdefault(r["term"], {})
-            got.update(zip((ids[k] for k in ords), widen(r["packed"], len(ords)).tolist(), strict=True))
+            got.update(zip((ids[k] for k in ords), seg_packed.tolist(), strict=True))
             df[r["term"]] = r["df"]
         for r in conn.execute("SELECT first_new, terms, counts, ords, packed FROM pdelta WHERE okey = ? ORDER BY id",
                               (o["okey"],)):  # the unmerged Adds, over the segments

@@ -28,7 +28,7 @@ import numpy as np
 
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.delta import Delta, combine, decode, widen
+from mateclaw_mem.index.messages.delta import Delta, combine, decode, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.tokenizer import tokenize
@@ -37,6 +37,7 @@ _CHUNK = 500  # ids per `IN (...)` read
 _ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
 _ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and floats, and its dict entry: ~440)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
+_EMPTY_U32, _EMPTY_U64 = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64)
 
 
 def _union(sorted_parts: list[Any]) -> Any:
@@ -267,10 +268,52 @@ class _Df:
                 r = self.view.conn.execute("SELECT df FROM postings WHERE okey = ? AND term = ? ORDER BY first DESC"
                                            " LIMIT 1", (self.view.okey, term)).fetchone()
                 got = r[0] if r is not None else 0
-            if term in self.view._delta_terms:
-                got += sum(d.df_inc(term) for d in self.view.deltas)
+            extra = self.view._delta.entries(term)
+            if extra is not None:
+                got += extra[2]
             self.got[term] = got
         return got if got else default
+
+
+class _Overlay:
+    """The unmerged Adds of an owner (`DiskView.deltas`, oldest first) term by term: a term's entries
+    of every row, later ones over earlier ones (`delta.combine`), and the turns new in them holding it
+    in their body. Worked out per term when first asked for and kept (`ByteCache` entry ("u", okey)):
+    a function of the rows alone, so searches reading the same rows share it, and one more row keeps
+    what it does not touch (`extended`)."""
+
+    __slots__ = ("deltas", "ids", "memo", "terms")
+
+    # Bytes counted per term it may hold beyond the rows' own (a dict slot, a tuple and two array
+    # views: ~300), and per entry of the rows (a combined copy: ordinal and packed counts).
+    TERM_BYTES, ENTRY_BYTES = 360, 12
+
+    def __init__(self, ids: tuple[int, ...], deltas: list[Delta], terms: set[str] | dict[str, int],
+                 memo: dict[str, tuple[Any, Any, int]]) -> None:
+        self.ids, self.deltas, self.terms, self.memo = ids, deltas, terms, memo
+
+    @property
+    def nbytes(self) -> int:
+        return self.TERM_BYTES * len(self.terms) + sum(self.ENTRY_BYTES * len(d.ords) for d in self.deltas)
+
+    def entries(self, term: str) -> tuple[Any, Any, int] | None:
+        """(ordinals ascending, packed counts, turns new in the rows holding it in their body) of the
+        rows' entries of `term`, one per ordinal (the latest); None: no row holds it."""
+        got = self.memo.get(term)
+        if got is None:
+            if term not in self.terms:
+                return None
+            parts = [e for d in self.deltas if (e := d.entries(term)) is not None]
+            o, p = parts[0] if len(parts) == 1 else combine((_EMPTY_U32, _EMPTY_U64), parts)
+            got = self.memo[term] = (o, p, sum(d.df_inc(term) for d in self.deltas))
+        return got
+
+    def extended(self, ids: tuple[int, ...], deltas: list[Delta]) -> _Overlay:
+        """This overlay with the rows after its own (`ids` starts with `self.ids`)."""
+        new = deltas[len(self.ids) :]
+        touched = set().union(*(d.terms for d in new))
+        return _Overlay(ids, deltas, self.terms | touched,
+                        {t: v for t, v in self.memo.items() if t not in touched})
 
 
 class DiskView:
@@ -290,8 +333,7 @@ class DiskView:
         self.n: int = row["n"]
         self.avg = stepped_averages([row["l0"], row["l1"], row["l2"], row["l3"]], self.n)
         self.speakers = self._speakers()
-        self.deltas = self._read_deltas()
-        self._delta_terms = self._terms_of_deltas()
+        self._delta = self._read_deltas()
         self.df = _Df(self)
         self.by_id = _Docs(self)
         self.rows: dict[int, tuple[Any, ...]] = {}  # `_FEATURES` rows read, by id
@@ -332,39 +374,30 @@ class DiskView:
             self.cache.put(key, got, sum(64 + 2 * len(s) for s in names), self.version)
         return got
 
-    def _read_deltas(self) -> list[Delta]:
-        """The owner's unmerged Adds (messages/delta.py), oldest first."""
-        ids = [r[0] for r in self.conn.execute("SELECT id FROM pdelta WHERE okey = ? ORDER BY id", (self.okey,))]
-        got: dict[int, Delta] = {}
-        for i in ids:
-            if (d := self.cache.get(("x", self.okey, i), self.version)) is not None:
-                got[i] = d
-        missing = [i for i in ids if i not in got]
+    def _read_deltas(self) -> _Overlay:
+        """The owner's unmerged Adds (messages/delta.py), oldest first, as an `_Overlay`: kept beside
+        them (a union of a few dozen rows' terms at every search was a millisecond, and each term's
+        entries gathered from every row at every search another two); one more row keeps what the
+        overlay worked out of the terms it does not hold (`_Overlay.extended`)."""
+        ids = tuple(r[0] for r in self.conn.execute("SELECT id FROM pdelta WHERE okey = ? ORDER BY id", (self.okey,)))
+        key = ("u", self.okey)
+        got: _Overlay | None = self.cache.get(key, self.version)
+        if got is not None and got.ids == ids:
+            return got
+        have = dict(zip(got.ids, got.deltas, strict=True)) if got is not None else {}
+        missing = [i for i in ids if i not in have]
         for k in range(0, len(missing), _CHUNK):
             part = missing[k : k + _CHUNK]
             for r in self.conn.execute("SELECT id, first_new, terms, counts, ords, packed FROM pdelta"
                                        f" WHERE id IN ({','.join('?' * len(part))})", part):
-                d = got[r[0]] = decode(*tuple(r)[1:])
-                self.cache.put(("x", self.okey, r[0]), d, d.nbytes, self.version)
-        self._delta_ids = tuple(ids)
-        return [got[i] for i in ids]
-
-    def _terms_of_deltas(self) -> set[str] | dict[str, int]:
-        """Every term the unmerged Adds hold (kept beside them: a union of a few dozen rows' terms at
-        every search was a millisecond)."""
-        if len(self.deltas) == 1:
-            return self.deltas[0].terms
-        key = ("u", self.okey)
-        got = self.cache.get(key, self.version)
-        ids = self._delta_ids
-        if got is not None and got[0] == ids:
-            return got[1]
-        if got is not None and ids[: len(got[0])] == got[0]:
-            terms = set(got[1]).union(*(d.terms for d in self.deltas[len(got[0]) :]))
+                have[r[0]] = decode(*tuple(r)[1:])
+        deltas = [have[i] for i in ids]
+        if got is not None and ids[: len(got.ids)] == got.ids:
+            got = got.extended(ids, deltas)
         else:
-            terms = set().union(*(d.terms for d in self.deltas))
-        self.cache.put(key, (ids, terms), 64 * len(terms), self.version)
-        return terms
+            got = _Overlay(ids, deltas, set().union(*(d.terms for d in deltas)), {})
+        self.cache.put(key, got, got.nbytes, self.version)
+        return got
 
     def _term(self, term: str) -> tuple[Any, Any, int]:
         """(ordinals ascending, packed counts, body df) of a term's postings: its segments', with
@@ -382,10 +415,10 @@ class DiskView:
 
     def _combined(self, term: str) -> tuple[Any, Any, int]:
         ords, packed, df = self._base(term)
-        parts = [e for d in self.deltas if (e := d.entries(term)) is not None] if term in self._delta_terms else []
-        if parts:
-            ords, packed = combine((ords, packed), parts)
-            df += sum(d.df_inc(term) for d in self.deltas)
+        extra = self._delta.entries(term)
+        if extra is not None:
+            ords, packed = combine((ords, packed), [extra[:2]])
+            df += extra[2]
         self.df.got[term] = df
         return ords, packed, df
 
@@ -398,11 +431,10 @@ class DiskView:
             if not rows:
                 got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
             elif len(rows) == 1:
-                got = (np.frombuffer(rows[0][1], dtype=np.uint32), widen(rows[0][2], len(rows[0][1]) // 4),
-                       rows[0][0])
+                got = (*unpack_segment(rows[0][1], rows[0][2]), rows[0][0])
             else:
-                got = (np.frombuffer(b"".join(r[1] for r in rows), dtype=np.uint32),
-                       np.concatenate([widen(r[2], len(r[1]) // 4) for r in rows]), rows[-1][0])
+                segs = [unpack_segment(r[1], r[2]) for r in rows]
+                got = (np.concatenate([o for o, _ in segs]), np.concatenate([p for _, p in segs]), rows[-1][0])
             self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 
@@ -522,7 +554,7 @@ class DiskView:
                 # Kept across searches for what they depend on: the term's postings (its segments,
                 # the unmerged rows read: a grown turn's new lengths come with new entries for each
                 # of its terms), the average lengths and the key.
-                ckey = ("v", self.okey, term, key, self._delta_ids, self.avg)
+                ckey = ("v", self.okey, term, key, self._delta.ids, self.avg)
                 sat = self.cache.get(ckey, self.version)
                 if sat is None:
                     sat = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),

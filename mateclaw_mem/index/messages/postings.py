@@ -8,8 +8,9 @@ bumped by every write) each document gets an ordinal, 0, 1, ... in the order it 
 - `pdocs`: per segment of `SEG_DOCS` ordinals, the documents' ids (int64) and field lengths (four
   uint32 each) - what a term's saturated BM25F scores divide by.
 - `postings`: per (owner, term) segments of at most `SEG_POSTINGS` entries, ascending ordinals
-  (uint32) with the four field counts packed in one uint64 (`turns.unpack`; stored in a uint32 when
-  each fits a byte: `delta.narrow`), keyed by their first
+  with the four field counts packed in one uint64 (`turns.unpack`), stored gap-encoded and as narrow
+  as the segment allows in one blob (`delta.pack_segment`; rows an older version wrote, ordinals as
+  uint32 and counts in `packed`, read as they are: `delta.unpack_segment`), keyed by their first
   ordinal. An Add appends to the last segment of each term it touches (rewriting a few KB, not the
   term's history); the last segment's `df` is the term's body document frequency.
 - `pfeat`: per document, what the later ranking steps read (question share, echo, a time, a number,
@@ -32,7 +33,7 @@ from typing import Any, Protocol
 
 from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.messages import docfields
-from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode, narrow, widen
+from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode, pack_segment, unpack_segment
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
@@ -163,8 +164,9 @@ class PostingWriter:
         got = self.segs.get((okey, term, first))
         if got is None:
             ords, packed = array("I"), array("Q")
-            ords.frombytes(r["ords"])
-            packed.frombytes(widen(r["packed"], len(ords)).tobytes())
+            o, p = unpack_segment(r["ords"], r["packed"])
+            ords.frombytes(o.tobytes())
+            packed.frombytes(p.tobytes())
             got = self.segs[(okey, term, first)] = _Seg(first, r["df"], ords, packed)
             self.term_segs.setdefault((okey, term), []).append(got)
         return got
@@ -423,7 +425,7 @@ class PostingWriter:
                           if seg.key is not None and seg.key != seg.ords[0]])
         conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
                          " VALUES (?, ?, ?, ?, ?, ?)",
-                         [(okey, term, seg.ords[0], seg.df, seg.ords.tobytes(), narrow(seg.packed))
+                         [(okey, term, seg.ords[0], seg.df, pack_segment(seg.ords, seg.packed), b"")
                           for okey, term, seg in dirty])
         conn.executemany(f"INSERT OR REPLACE INTO pdocs{s} (okey, seg, ids, lens) VALUES (?, ?, ?, ?)",
                          [(okey, seg, ids.tobytes(), lens.tobytes())

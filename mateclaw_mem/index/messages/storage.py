@@ -28,7 +28,7 @@ from typing import Any
 
 from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.messages import docfields, postings
-from mateclaw_mem.index.messages.delta import narrow
+from mateclaw_mem.index.messages.delta import pack_segment, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
 from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
@@ -69,8 +69,9 @@ _POSTINGS = "migrated:postings-2"  # `meta` marker (and count) of the one-time b
 # one later) that search no longer read: dropped once (its freed pages zeroed: `run_once`), then the
 # file compacted. Nothing has to be rebuilt: the fields follow from `docs` (docfields.py).
 _NO_FTS = "migrated:no-fts"
-# Segments written before their counts were stored a byte a field where they fit (`delta.narrow`).
-_NARROW = "migrated:narrow-postings"
+# Segments written before they were stored gap-encoded and narrow in one blob (`delta.pack_segment`):
+# read as they are, and rewritten once so an older file shrinks too (then compacted).
+_PACKED = "migrated:packed-postings"
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,7 @@ class MessageStorage:
                 self._set_tokenizer()
         self._freed = False
         run_once(self._conn, self.lock, _NO_FTS, self._drop_fts)
-        run_once(self._conn, self.lock, _NARROW, self._narrow)
+        run_once(self._conn, self.lock, _PACKED, self._pack)
         if self._freed:
             self._compact()
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
@@ -211,21 +212,20 @@ class MessageStorage:
             self._freed = True
         return int(had)
 
-    def _narrow(self, conn: sqlite3.Connection) -> int:
-        """`_NARROW`: every stored segment rewritten as an Add writes one now (same counts, half
-        the bytes where each fits a byte); the rows narrowed."""
+    def _pack(self, conn: sqlite3.Connection) -> int:
+        """`_PACKED`: every segment an older version wrote rewritten as an Add writes one now (same
+        ordinals and counts, a third of the bytes); the rows rewritten."""
         done, after = 0, 0
         while rows := conn.execute("SELECT rowid, ords, packed FROM postings WHERE rowid > ?"
-                                   " AND length(packed) = 2 * length(ords) ORDER BY rowid LIMIT 2000",
-                                   (after,)).fetchall():
-            changed = [(blob, r[0]) for r in rows if len(blob := narrow(r[2])) < len(r[2])]
-            conn.executemany("UPDATE postings SET packed = ? WHERE rowid = ?", changed)
-            done, after = done + len(changed), rows[-1][0]
+                                   " AND length(packed) > 0 ORDER BY rowid LIMIT 2000", (after,)).fetchall():
+            conn.executemany("UPDATE postings SET ords = ?, packed = X'' WHERE rowid = ?",
+                             [(pack_segment(*unpack_segment(r[1], r[2])), r[0]) for r in rows])
+            done, after = done + len(rows), rows[-1][0]
         self._freed = self._freed or done > 0
         return done
 
     def _compact(self) -> None:
-        """The file rewritten without the pages `_drop_fts` and `_narrow` freed (a third of it). Another
+        """The file rewritten without the pages `_drop_fts` and `_pack` freed (a third of it). Another
         process holding the file open makes this wait or give up: the pages are then only reused."""
         try:
             with self.lock:
