@@ -423,10 +423,17 @@ class PostingWriter:
         conn.executemany(f"DELETE FROM postings{s} WHERE okey = ? AND term = ? AND first = ?",
                          [(okey, term, seg.key) for okey, term, seg in dirty
                           if seg.key is not None and seg.key != seg.ords[0]])
+        # A segment stored under the same first ordinal is updated where it is: a REPLACE gave it a
+        # new rowid at the table's end and left a hole in its page at every merge (aml_scale, 100k
+        # turns: the table's pages 45% empty). The rest are new rows.
+        conn.executemany(f"UPDATE postings{s} SET df = ?, ords = ?, packed = ?"
+                         " WHERE okey = ? AND term = ? AND first = ?",
+                         [(seg.df, pack_segment(seg.ords, seg.packed), b"", okey, term, seg.key)
+                          for okey, term, seg in dirty if seg.key == seg.ords[0]])
         conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
                          " VALUES (?, ?, ?, ?, ?, ?)",
                          [(okey, term, seg.ords[0], seg.df, pack_segment(seg.ords, seg.packed), b"")
-                          for okey, term, seg in dirty])
+                          for okey, term, seg in dirty if seg.key != seg.ords[0]])
         conn.executemany(f"INSERT OR REPLACE INTO pdocs{s} (okey, seg, ids, lens) VALUES (?, ?, ?, ?)",
                          [(okey, seg, ids.tobytes(), lens.tobytes())
                           for (okey, seg), (ids, lens) in self.docsegs.items()])
