@@ -328,6 +328,7 @@ def test_full_reindex_rebuilds_the_add_search_index_from_the_log(tmp_path) -> No
     svc = Services(load_settings(cfg, tmp_path / "ws"))
     try:
         svc.aml.add("r1", "u1", "s1", [AmlMessage(role="user", content="I adopted a greyhound named Comet")])
+        assert len(svc.aml.search("greyhound", "u1", 5)) == 1  # indexed (the Add's indexing is done by now)
         import sqlite3
 
         with sqlite3.connect(tmp_path / "ws" / ".mateclaw" / "messages.db") as damaged:  # behind its back

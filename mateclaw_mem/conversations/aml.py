@@ -309,9 +309,11 @@ class AmlService:
         )
         if any(m.images for m in normalised):
             self._images = True
-        # Index before answering, also on a replay: the first delivery may have died between
-        # the log commit and indexing, and the contract says "searchable once acknowledged".
-        self.index.sync(self.log)
+        # Indexed after answering, by the index's own thread (also on a replay: the first delivery
+        # may have died between the log commit and indexing). "Searchable once acknowledged" holds
+        # all the same: every search first indexes whatever that thread has not yet (`catch_up`).
+        # On PostgreSQL the Add indexed its messages in its own transaction and this does nothing.
+        self.index.sync_later(self.log)
         if self.facts is not None:
             # Queued, not awaited: the raw messages are the truth and already searchable; facts
             # are a second path that must never slow down or fail the Add. A replay re-queues
@@ -320,21 +322,18 @@ class AmlService:
         return result.response
 
     def add_json_now(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]) -> str | None:
-        """`add_json`, if it can run without waiting for anyone: no other thread holds the log or
-        the index, no other process is writing either file. Else None, having done nothing an
-        `add_json` would not repeat (a log commit without its indexing is replayed and indexed).
+        """`add_json`, if it can run without waiting for anyone: no other thread holds the log, no
+        other process is writing it. Else None, having done nothing an `add_json` would not repeat.
+        (The index is not touched: its own thread indexes the Add after the answer.)
 
         For the HTTP face, which runs small Adds on its event loop: handing each to a worker thread
         was a quarter of an Add's CPU, and a wait there would hold every other request."""
         if self.facts is not None:  # its queue has locks of its own
             return None
-        held: list[Any] = []
+        if not self.log.lock.acquire(blocking=False):
+            return None
         try:
-            for lock in (self.log.lock, self.index.lock):
-                if not lock.acquire(blocking=False):
-                    return None
-                held.append(lock)
-            with self.log.without_waiting(), self.index.without_waiting():
+            with self.log.without_waiting():
                 try:
                     return self.add_json(request_id, user_id, session_id, messages)
                 except sqlite3.OperationalError as exc:
@@ -342,8 +341,7 @@ class AmlService:
                         return None
                     raise
         finally:
-            for lock in reversed(held):
-                lock.release()
+            self.log.lock.release()
 
     def search(
         self, query: str | Sequence[Part], user_id: str, top_k: int, options: list[str] | None = None
@@ -368,8 +366,10 @@ class AmlService:
         limit = min(top_k, MAX_TOP_K)
         # Windows fold a hit shown inside a better one's window into it: a few more hits fill its slot.
         fetch = min(2 * limit, MAX_TOP_K) if self.neighbours else limit
-        hits = (self.index.search(self.agent, user_id, query, limit=fetch, options=options or ())
-                if query.strip() else [])
+        hits: list[Hit] = []
+        if query.strip():
+            self.index.catch_up(self.log)  # every acknowledged Add, also those its thread has not indexed yet
+            hits = self.index.search(self.agent, user_id, query, limit=fetch, options=options or ())
         same = self._same_images(images, user_id, limit)
         top = hits[0].score if hits else 0.0
         hits = [h for h in hits if h.id not in same]

@@ -113,11 +113,13 @@ class AmlUsers:
         if self.journal is None:  # PostgreSQL (one transaction): the order it always had
             steps = steps[2:] + steps[:2]
         out: dict[str, int] = {}
-        # Both locks, as an Add holds them in turn: an Add of this user in this process lands wholly
-        # before the delete (and is deleted) or wholly after it (and is kept, as a new Add).
+        # Both locks: an Add of this user in this process lands wholly before the delete (and is
+        # deleted) or wholly after it (and is kept, as a new Add), and the index's thread indexes
+        # the log's tail wholly before or after. The index's lock first, as that thread takes them
+        # (sync reads the log under the index's lock): the other order could deadlock with it.
         with ExitStack() as held:
-            held.enter_context(aml.log.lock)
             held.enter_context(aml.index.lock)
+            held.enter_context(aml.log.lock)
             held.enter_context(aml.log.holding(aml.agent, user_id))  # (PostgreSQL: one transaction)
             for name, step in steps:
                 out.update(step(user_id))

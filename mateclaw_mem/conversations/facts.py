@@ -301,6 +301,7 @@ class FactExtractor:
             facts.append((f.text, ids, by_ref[f.sources[0]].ts_ms))
         self.store.finish(job, facts, now_ms=self._now_ms())
         try:
+            self.index.catch_up(self.log)  # a fact takes its speaker from its source turn's document
             self.index.sync_facts(self.store)
         except MateclawError as exc:  # derived data: the next sync catches up
             log.warning("indexing AML facts failed: %s", exc.message)

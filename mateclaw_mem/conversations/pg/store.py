@@ -111,6 +111,15 @@ class PgIndex(MessageIndex):
     def without_waiting(self) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def sync_later(self, log: MessageSource) -> None:
+        pass  # every Add indexed its messages in its own transaction: nothing is left to fold in
+
+    def catch_up(self, log: MessageSource) -> int:
+        return 0  # (the same)
+
+    def close(self) -> None:
+        self._storage.close()  # (no indexing thread here)
+
     def hand_checkpoints_to(self, checkpoints: Any) -> None:
         pass
 

@@ -5,6 +5,10 @@ whatever the log holds beyond the stored watermark (so a crash between the log c
 loses nothing - the next sync indexes it). Its own file so it never contends with the workspace
 file index in `index.db`.
 
+An Add answers once its messages are in the log (`sync_later`: a thread of this index folds them in
+afterwards); whatever reads the index for an answer calls `catch_up(log)` first, which indexes the
+log's tail itself when that thread has not yet: so a message is searchable once acknowledged.
+
 `MessageIndex` composes the three parts: `storage` (the SQLite tables, written from the log and the
 fact store, the postings among them: messages/postings.py), `disk_view` (what one search reads of
 those tables, through a cache bounded in bytes) and `ranking` (BM25F and the conversation-aware
@@ -29,6 +33,7 @@ from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import MessageStorage, delete_owner
+from mateclaw_mem.index.messages.worker import Worker
 from mateclaw_mem.index.sources import FactSource, MessageSource
 
 log = logging.getLogger(__name__)
@@ -66,6 +71,7 @@ class MessageIndex:
         # Embeddings configured: turn vectors fused into the ranking (messages/dense.py); else None
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
+        self._indexer = _Indexer(self)
 
     @property
     def lock(self) -> threading.RLock:
@@ -95,6 +101,16 @@ class MessageIndex:
     def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
         """Index every log message after the watermark; returns how many were indexed."""
         return self._storage.sync(log, batch=batch)
+
+    def sync_later(self, log: MessageSource) -> None:
+        """`sync` on this index's own thread, soon (an Add, once its messages are in the log)."""
+        self._indexer.want(log)
+
+    def catch_up(self, log: MessageSource) -> int:
+        """`sync` when the log holds anything past the watermark (before every read that answers
+        from the index: an acknowledged Add is searchable even while `sync_later` has not run). Two
+        index seeks when nothing is due. Returns how many were indexed here."""
+        return self.sync(log) if log.since(self.watermark(), limit=1) else 0
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
         """Index every stored fact after the fact watermark (call after `sync`)."""
@@ -171,5 +187,38 @@ class MessageIndex:
         return delete_owner(self.path, agent, owner)
 
     def close(self) -> None:
+        self._indexer.stop()
         self._storage.close()
 
+
+class _Indexer(Worker):
+    """`MessageIndex.sync` on a thread of its own, started by the first `want`: indexing an Add's 20
+    turns is ~2-3 ms of Python, four times what storing them in the log costs, and the Add need not
+    wait for it (`catch_up` makes every read index what this thread has not yet). A kill loses
+    nothing: the log holds the messages, and the next start (or read) indexes them."""
+
+    BATCH = 200  # log messages per write transaction
+    name = "aml-index"
+
+    def __init__(self, index: MessageIndex) -> None:
+        super().__init__()
+        self.index = index
+        self._log: MessageSource | None = None
+
+    def want(self, source: MessageSource) -> None:
+        with self._cv:
+            self._log = source
+            self._wake()
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while self._log is None and not self._stop:
+                    self._cv.wait()
+                if self._stop or self._log is None:
+                    return
+                source, self._log = self._log, None
+            try:
+                self.index.sync(source, batch=self.BATCH)
+            except Exception:  # derived data: the next Add, search or start catches up
+                log.exception("indexing the conversation log's tail failed")

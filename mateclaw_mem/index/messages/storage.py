@@ -31,6 +31,7 @@ from mateclaw_mem.index.messages import docfields, postings
 from mateclaw_mem.index.messages.delta import pack_segment, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
 from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
+from mateclaw_mem.index.messages.worker import Worker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -100,20 +101,19 @@ class _Pending:
     is_question: bool
 
 
-class _Merger:
+class _Merger(Worker):
     """Folds owners' unmerged posting rows (messages/delta.py) into their segments on a thread of
     its own, so no Add pays for a merge: at a quiet moment (no write for `QUIET` s, or after
     `PATIENCE` s of steady writes), one owner per write transaction - a search reads the rows and
     the segments in one snapshot, before or after it, and a kill leaves the rows unmerged."""
 
     QUIET, PATIENCE = 0.02, 0.5
+    name = "aml-merge"
 
     def __init__(self, storage: MessageStorage) -> None:
+        super().__init__()
         self.storage = storage
         self._due: dict[int, float] = {}  # okey -> when it was found due
-        self._cv = threading.Condition()
-        self._stop = False
-        self._thread: threading.Thread | None = None
 
     def want(self, okeys: set[int]) -> None:
         with self._cv:
@@ -122,10 +122,7 @@ class _Merger:
             now = time.monotonic()
             for k in okeys:
                 self._due.setdefault(k, now)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="aml-merge", daemon=True)
-                self._thread.start()
-            self._cv.notify()
+            self._wake()
 
     def _next(self) -> int | None:
         with self._cv:
@@ -162,14 +159,6 @@ class _Merger:
                 okey = min(self._due, key=self._due.__getitem__)
                 del self._due[okey]
             self.storage.merge_one(okey)
-
-    def stop(self) -> None:
-        with self._cv:
-            self._stop = True
-            self._cv.notify_all()
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
 
 
 class MessageStorage:
