@@ -1,8 +1,10 @@
 """An acknowledged AML Add survives kill -9 of the daemon (issue 22: Add made faster, the promise kept).
 
 What we promise: once `/v1/aml/add` has answered 200, the messages are committed to `log.db` (WAL,
-synchronous=NORMAL) and indexed, so a crash of the process - kill -9, an OOM kill, a panic - loses
-none of them; the restarted daemon finds them by Search and replays a retry without duplicates.
+synchronous=NORMAL), so a crash of the process - kill -9, an OOM kill, a panic - loses none of them;
+the restarted daemon finds them by Search and replays a retry without duplicates. (The message index
+is written after the answer, issue 36: a kill before that leaves it behind the log, and the next
+start - or search - indexes the rest; the second test makes sure the kill comes while it is behind.)
 (NORMAL does not fsync at each commit, so a power loss or OS crash may lose the last commits; that is
 SQLite's WAL+NORMAL guarantee and the floor server's too.)
 
@@ -67,6 +69,47 @@ def test_kill_9_right_after_the_200_loses_no_acknowledged_add(tmp_path: Path) ->
             r = _add(client, USERS - 1, ADDS - 1)
             assert r.status_code == 200, r.text
             assert len(_found(client, USERS - 1, ADDS - 1)) == 1
+    finally:
+        again.stop()
+
+
+def test_kill_9_while_the_index_is_behind_the_log_loses_nothing(tmp_path: Path) -> None:
+    """Another process holds messages.db's write lock while the Adds are answered: they are in the
+    log only when the daemon is killed. The restarted daemon finds every one, once."""
+    daemon = Daemon(tmp_path).start()
+    blocker = None
+    try:
+        blocker = sqlite3.connect(tmp_path / "ws" / ".mateclaw" / "messages.db", timeout=30, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the index cannot commit until this is let go
+        with daemon.client() as client:
+            for n in range(ADDS):
+                for user in range(USERS):
+                    r = _add(client, user, n)
+                    assert r.status_code == 200, r.text
+        assert daemon.proc is not None
+        daemon.proc.kill()
+        daemon.proc.wait()
+    finally:
+        if blocker is not None:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        if daemon.proc is not None and daemon.proc.poll() is None:
+            daemon.proc.kill()
+            daemon.proc.wait()
+    meta = tmp_path / "ws" / ".mateclaw"
+    with sqlite3.connect(f"file:{meta / 'log.db'}?mode=ro", uri=True) as db:
+        logged = db.execute("SELECT COUNT(*), MAX(id) FROM messages WHERE trigger_source = 'aml'").fetchone()
+    with sqlite3.connect(f"file:{meta / 'messages.db'}?mode=ro", uri=True) as db:
+        row = db.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
+    assert logged[0] == USERS * ADDS
+    watermark = int(row[0]) if row else 0
+    assert watermark < logged[1], "the index was not behind the log at the kill"
+
+    again = Daemon(tmp_path).start()
+    try:
+        with again.client() as client:
+            missing = [(u, n) for u in range(USERS) for n in range(ADDS) if len(_found(client, u, n)) != 1]
+            assert missing == [], f"acknowledged Adds lost (or duplicated) by kill -9: {missing}"
     finally:
         again.stop()
 

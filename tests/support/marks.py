@@ -22,6 +22,9 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_daemon_model_mode.py": ("slow", "subprocess"),
     "test_daemon_gc.py": ("subprocess",),
     "test_aml_durability.py::test_kill_9_right_after_the_200_loses_no_acknowledged_add": ("slow", "subprocess"),
+    "test_aml_durability.py::test_kill_9_while_the_index_is_behind_the_log_loses_nothing": ("slow", "subprocess"),
+    "test_aml_read_your_writes.py::test_each_add_is_found_by_the_next_search_one_client": ("slow",),
+    "test_aml_read_your_writes.py::test_concurrent_clients_find_their_own_and_each_others_acknowledged_adds": ("slow",),
     "test_import_chats.py::test_an_import_killed_with_sigkill_mid_way_is_completed_by_the_next_run_without_duplicates":
         ("slow", "subprocess"),
     "test_damaged_databases.py::test_the_start_sets_a_damaged_database_aside_and_comes_up": ("subprocess",),
