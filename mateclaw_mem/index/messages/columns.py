@@ -18,9 +18,13 @@ PREV, NEXT, THREAD_PREV, THREAD_NEXT = range(4)
 
 
 class Columns:
-    def __init__(self) -> None:
+    def __init__(self, *, links_set_when_read: bool = False) -> None:
         import numpy as np  # here, not at the top: a command that never searches messages skips it
 
+        # True: whoever reads a row's links sets them first (the on-disk view, for the turns it
+        # prepares), so rows grow as zeros - filling tens of thousands of rows with -1 that no step
+        # reads was a tenth of a search at 100k messages.
+        self.links_set_when_read = links_set_when_read
         self.cap = 0
         self.ids: Any = np.zeros(0, dtype=np.int64)
         self.links: Any = np.zeros((0, 4), dtype=np.intp)
@@ -37,11 +41,12 @@ class Columns:
     def _grow(self, p: int) -> None:
         import numpy as np
 
-        cap = max(64, 2 * p)
+        cap = max(64, p + p // 4)
         for name in ("ids", "links", "conv", "speaker", "question_share", "is_question", "echo", "has_time",
                      "has_number"):
             old = getattr(self, name)
-            new = np.full((cap, 4), -1, dtype=old.dtype) if old.ndim == 2 else np.zeros(cap, dtype=old.dtype)
+            new = np.full((cap, 4), -1, dtype=old.dtype) if old.ndim == 2 and not self.links_set_when_read \
+                else np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
         self.cap = cap

@@ -8,19 +8,17 @@ read, never the owner's history. The floats are those of the in-memory view the 
 for (tests/support/owner_view.py): the same counts, lengths and statistics, the same operations
 (tests/test_aml_disk_index.py compares the two on random histories).
 
-Postings, document segments and speakers read from disk are kept in a `ByteCache`, bounded in
-bytes (`aml.cache-bytes`) and never needed for an answer: the writer (postings.PostingWriter) tells
-it which rows it rewrote, and a write by another process (the owner's version moved) drops the
-owner's entries.
+Postings, document segments, rows and speakers read from disk are kept in a `ByteCache`
+(messages/view_cache.py), bounded in bytes (`aml.cache-bytes`) and never needed for an answer: the
+writer (postings.PostingWriter) tells it which rows it rewrote, and a write by another process (the
+owner's version moved) drops the owner's entries.
 """
 
 from __future__ import annotations
 
 import math
 import sqlite3
-import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -28,16 +26,14 @@ import numpy as np
 
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.delta import Delta, combine, decode, unpack_segment
+from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
+from mateclaw_mem.index.messages.view_cache import BLOCK, BLOCK_SEGS, ByteCache, DocBlock, Overlay
 from mateclaw_mem.index.tokenizer import tokenize
 
 _CHUNK = 500  # ids per `IN (...)` read
-_ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
-_ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and floats, and its dict entry: ~440)
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
-_EMPTY_U32, _EMPTY_U64 = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64)
 
 
 def _union(sorted_parts: list[Any]) -> Any:
@@ -58,137 +54,6 @@ def _distinct(ascending: Any) -> Any:
     keep[0] = True
     np.not_equal(ascending[1:], ascending[:-1], out=keep[1:])
     return ascending[keep]
-
-
-class ByteCache:
-    """Least recently used entries up to `max_bytes` (their arrays' bytes plus a fixed overhead),
-    keyed per owner; thread-safe."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.size = 0
-        self._lock = threading.Lock()
-        self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
-        self._owners: dict[int, set[tuple[Any, ...]]] = {}
-        self._known: dict[int, int] = {}  # okey -> the version the entries are of
-        self._generation: str | None = None
-
-    def check(self, generation: str | None, okey: int, version: int) -> None:
-        """Before reading an owner: entries of another index generation or owner version go."""
-        with self._lock:
-            if generation != self._generation:
-                self._d.clear()
-                self._owners.clear()
-                self._known.clear()
-                self.size = 0
-                self._generation = generation
-            if self._known.get(okey) != version:
-                self._purge(okey)
-                self._known[okey] = version
-
-    def _purge(self, okey: int) -> None:
-        for key in self._owners.pop(okey, ()):
-            got = self._d.pop(key, None)
-            if got is not None:
-                self.size -= got[1]
-
-    def get(self, key: tuple[Any, ...], version: int | None = None) -> Any:
-        """The entry, or None; with `version`, only while the owner's entries are of that version
-        (searches of one process may read different versions at once: the PostgreSQL store's run
-        side by side, each in its own snapshot)."""
-        with self._lock:
-            got = self._d.get(key)
-            if got is None or (version is not None and self._known.get(key[1]) != version):
-                return None
-            self._d.move_to_end(key)
-            return got[0]
-
-    def put(self, key: tuple[Any, ...], value: Any, nbytes: int, version: int | None = None) -> None:
-        nbytes += _ENTRY
-        if nbytes > self.max_bytes // 4:
-            return  # one term's postings never push out everything else
-        with self._lock:
-            if version is not None and self._known.get(key[1]) != version:
-                return  # read in an older (or newer) snapshot than the entries kept now
-            old = self._d.pop(key, None)
-            if old is not None:
-                self.size -= old[1]
-            self._d[key] = [value, nbytes]
-            self._owners.setdefault(key[1], set()).add(key)
-            self.size += nbytes
-            while self.size > self.max_bytes and self._d:
-                k, (_, b) = self._d.popitem(last=False)
-                self.size -= b
-                self._owners.get(k[1], set()).discard(k)
-
-    def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
-              speakers: bool, docs: Iterable[int]) -> None:
-        """A writer of this process rewrote these rows of the owner (postings.Invalidate)."""
-        with self._lock:
-            if self._known.get(okey) != old_version:
-                self._purge(okey)
-                self._known.pop(okey, None)
-                return
-            keys: list[tuple[Any, ...]] = [("t", okey, t) for t in terms] + [("d", okey, s) for s in segs]
-            if speakers:
-                keys.append(("s", okey))
-            if any(k[0] == "t" for k in keys):  # a merge: the owner's delta rows are gone
-                keys += [k for k in self._owners.get(okey, ()) if k[0] in ("x", "u")]
-            # Saturated values (`DiskView.sat_arrays`) of any write's postings or lengths: all go.
-            keys += [k for k in self._owners.get(okey, ()) if k[0] == "v"]
-            for key in keys:
-                got = self._d.pop(key, None)
-                if got is not None:
-                    self.size -= got[1]
-                    self._owners.get(okey, set()).discard(key)
-            rows = self._d.get(("f", okey))
-            if rows is not None:
-                for i in docs:
-                    if rows[0].pop(i, None) is not None:
-                        rows[1] -= _ROW_BYTES
-                        self.size -= _ROW_BYTES
-            self._known[okey] = new_version
-
-    def rows(self, okey: int, version: int | None = None) -> dict[int, tuple[Any, ...]]:
-        """The owner's document rows kept (`DiskView.fetch`): read them under `add_rows`' rules."""
-        with self._lock:
-            got = self._d.get(("f", okey))
-            if got is None or (version is not None and self._known.get(okey) != version):
-                return {}
-            self._d.move_to_end(("f", okey))
-            return got[0]
-
-    def add_rows(self, okey: int, rows: list[tuple[Any, ...]], version: int | None = None) -> None:
-        """Keep these document rows of the owner (one entry per owner, counted per row)."""
-        with self._lock:
-            if version is not None and self._known.get(okey) != version:
-                return
-            key = ("f", okey)
-            got = self._d.get(key)
-            if got is None:
-                if (_ENTRY + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
-                    return
-                got = self._d[key] = [{}, _ENTRY]
-                self._owners.setdefault(okey, set()).add(key)
-                self.size += _ENTRY
-            if (got[1] + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
-                return  # (one owner's rows never take more than a quarter)
-            for r in rows:
-                if r[0] not in got[0]:
-                    got[0][r[0]] = r
-                    got[1] += _ROW_BYTES
-                    self.size += _ROW_BYTES
-            while self.size > self.max_bytes and self._d:
-                k, (_, b) = self._d.popitem(last=False)
-                self.size -= b
-                self._owners.get(k[1], set()).discard(k)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._d.clear()
-            self._owners.clear()
-            self._known.clear()
-            self.size = 0
 
 
 class DocInfo:
@@ -275,47 +140,6 @@ class _Df:
         return got if got else default
 
 
-class _Overlay:
-    """The unmerged Adds of an owner (`DiskView.deltas`, oldest first) term by term: a term's entries
-    of every row, later ones over earlier ones (`delta.combine`), and the turns new in them holding it
-    in their body. Worked out per term when first asked for and kept (`ByteCache` entry ("u", okey)):
-    a function of the rows alone, so searches reading the same rows share it, and one more row keeps
-    what it does not touch (`extended`)."""
-
-    __slots__ = ("deltas", "ids", "memo", "terms")
-
-    # Bytes counted per term it may hold beyond the rows' own (a dict slot, a tuple and two array
-    # views: ~300), and per entry of the rows (a combined copy: ordinal and packed counts).
-    TERM_BYTES, ENTRY_BYTES = 360, 12
-
-    def __init__(self, ids: tuple[int, ...], deltas: list[Delta], terms: set[str] | dict[str, int],
-                 memo: dict[str, tuple[Any, Any, int]]) -> None:
-        self.ids, self.deltas, self.terms, self.memo = ids, deltas, terms, memo
-
-    @property
-    def nbytes(self) -> int:
-        return self.TERM_BYTES * len(self.terms) + sum(self.ENTRY_BYTES * len(d.ords) for d in self.deltas)
-
-    def entries(self, term: str) -> tuple[Any, Any, int] | None:
-        """(ordinals ascending, packed counts, turns new in the rows holding it in their body) of the
-        rows' entries of `term`, one per ordinal (the latest); None: no row holds it."""
-        got = self.memo.get(term)
-        if got is None:
-            if term not in self.terms:
-                return None
-            parts = [e for d in self.deltas if (e := d.entries(term)) is not None]
-            o, p = parts[0] if len(parts) == 1 else combine((_EMPTY_U32, _EMPTY_U64), parts)
-            got = self.memo[term] = (o, p, sum(d.df_inc(term) for d in self.deltas))
-        return got
-
-    def extended(self, ids: tuple[int, ...], deltas: list[Delta]) -> _Overlay:
-        """This overlay with the rows after its own (`ids` starts with `self.ids`)."""
-        new = deltas[len(self.ids) :]
-        touched = set().union(*(d.terms for d in new))
-        return _Overlay(ids, deltas, self.terms | touched,
-                        {t: v for t, v in self.memo.items() if t not in touched})
-
-
 class DiskView:
     """The ranking's view of one owner for one search (read under the index lock)."""
 
@@ -341,7 +165,7 @@ class DiskView:
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
         self._field_counts: dict[str, Any] = {}
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
-        self.cols = Columns()
+        self.cols = Columns(links_set_when_read=True)  # (`prepare` sets them)
         self.size = 0
         self.lens: Any = np.zeros((0, 4))
         self._ords: Any = _EMPTY_I64  # per position: its ordinal, -1 for a neighbour known by id only
@@ -374,14 +198,14 @@ class DiskView:
             self.cache.put(key, got, sum(64 + 2 * len(s) for s in names), self.version)
         return got
 
-    def _read_deltas(self) -> _Overlay:
-        """The owner's unmerged Adds (messages/delta.py), oldest first, as an `_Overlay`: kept beside
+    def _read_deltas(self) -> Overlay:
+        """The owner's unmerged Adds (messages/delta.py), oldest first, as an `Overlay`: kept beside
         them (a union of a few dozen rows' terms at every search was a millisecond, and each term's
         entries gathered from every row at every search another two); one more row keeps what the
-        overlay worked out of the terms it does not hold (`_Overlay.extended`)."""
+        overlay worked out of the terms it does not hold (`Overlay.extended`)."""
         ids = tuple(r[0] for r in self.conn.execute("SELECT id FROM pdelta WHERE okey = ? ORDER BY id", (self.okey,)))
         key = ("u", self.okey)
-        got: _Overlay | None = self.cache.get(key, self.version)
+        got: Overlay | None = self.cache.get(key, self.version)
         if got is not None and got.ids == ids:
             return got
         have = dict(zip(got.ids, got.deltas, strict=True)) if got is not None else {}
@@ -393,9 +217,10 @@ class DiskView:
                 have[r[0]] = decode(*tuple(r)[1:])
         deltas = [have[i] for i in ids]
         if got is not None and ids[: len(got.ids)] == got.ids:
-            got = got.extended(ids, deltas)
+            got, touched = got.extended(ids, deltas)
+            self.cache.drop_values(self.okey, touched)  # (no search reads them again: their rows moved on)
         else:
-            got = _Overlay(ids, deltas, set().union(*(d.terms for d in deltas)), {})
+            got = Overlay(ids, deltas, set().union(*(d.terms for d in deltas)), {})
         self.cache.put(key, got, got.nbytes, self.version)
         return got
 
@@ -439,36 +264,51 @@ class DiskView:
         return got
 
     def _resolve(self, ords: Any) -> tuple[Any, Any]:
-        """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`)."""
-        segs = ords // SEG_DOCS
-        wanted = _distinct(segs).tolist()  # (`ords` ascend)
-        arrays: dict[int, tuple[Any, Any]] = {}
-        missing = []
-        for s in wanted:
-            got = self.cache.get(("d", self.okey, s), self.version)
-            if got is None:
-                missing.append(s)
-            else:
-                arrays[s] = got
-        for k in range(0, len(missing), _CHUNK):
-            part = missing[k : k + _CHUNK]
-            for seg, ids, lens in self.conn.execute(
-                    f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({','.join('?' * len(part))})",
-                    (self.okey, *part)):
-                got = (np.frombuffer(ids, dtype=np.int64), np.frombuffer(lens, dtype=np.uint32).reshape(-1, 4))
-                arrays[seg] = got
-                self.cache.put(("d", self.okey, seg), got, got[0].nbytes + got[1].nbytes, self.version)
-        if not wanted:
-            return np.empty(0, dtype=np.int64), np.empty((0, 4))
-        # The wanted segments end to end, each ordinal at its segment's offset there (one gather,
-        # not a slice per segment: a common term's turns span most of a long history's segments).
-        parts = [arrays[s] for s in wanted]
-        offsets = np.zeros(len(parts), dtype=np.int64)
-        np.cumsum([len(p[0]) for p in parts[:-1]], out=offsets[1:])
-        at = offsets[np.searchsorted(np.asarray(wanted, dtype=np.int64), segs)] + (ords - segs * SEG_DOCS)
-        ids = parts[0][0] if len(parts) == 1 else np.concatenate([p[0] for p in parts])
-        lens = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
-        return ids[at], lens[at].astype(np.float64)
+        """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`), gathered block by
+        block (`DocBlock`: a common term's turns span most of a long history's segments)."""
+        ids, lens = np.empty(len(ords), dtype=np.int64), np.empty((len(ords), 4))
+        blocks = ords // BLOCK
+        starts = _distinct(blocks)
+        cuts = [*np.searchsorted(blocks, starts).tolist(), len(ords)]
+        for j, b in enumerate(starts.tolist()):
+            a, e = cuts[j], cuts[j + 1]
+            local = ords[a:e] - b * BLOCK
+            block = self._block(b, local)
+            ids[a:e] = block.ids[local]
+            lens[a:e] = block.lens[local]
+        return ids, lens
+
+    def _block(self, b: int, local: Any) -> DocBlock:
+        """Block `b` of the owner's `pdocs`, holding at least the documents at `local` (ordinals
+        within it, ascending): the cached one, or a copy of it with the segments it lacks read in."""
+        key = ("d", self.okey, b)
+        got: DocBlock | None = self.cache.get(key, self.version)
+        segs = _distinct(local // SEG_DOCS)
+        if got is not None:
+            segs = segs[~got.have[segs]]
+            if not len(segs):
+                return got
+        want = (segs + b * BLOCK_SEGS).tolist()
+        rows: list[tuple[int, bytes, bytes]] = []
+        for k in range(0, len(want), _CHUNK):
+            part = want[k : k + _CHUNK]
+            rows += self.conn.execute(
+                f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({','.join('?' * len(part))})",
+                (self.okey, *part)).fetchall()
+        size = max(len(got.ids) if got is not None else 0, (int(segs[-1]) + 1) * SEG_DOCS)
+        ids, lens = np.zeros(size, dtype=np.int64), np.zeros((size, 4), dtype=np.uint32)
+        have = np.zeros(BLOCK_SEGS, dtype=bool)
+        if got is not None:
+            ids[: len(got.ids)], lens[: len(got.ids)], have[:] = got.ids, got.lens, got.have
+        for seg, seg_ids, seg_lens in rows:
+            at = (seg - b * BLOCK_SEGS) * SEG_DOCS
+            got_ids = np.frombuffer(seg_ids, dtype=np.int64)
+            ids[at : at + len(got_ids)] = got_ids
+            lens[at : at + len(got_ids)] = np.frombuffer(seg_lens, dtype=np.uint32).reshape(-1, 4)
+            have[seg - b * BLOCK_SEGS] = True
+        block = DocBlock(ids, lens, have)
+        self.cache.put(key, block, block.nbytes, self.version)
+        return block
 
     # -- positions -------------------------------------------------------------------------------------
 
@@ -493,29 +333,45 @@ class DiskView:
             self._by_ord = (self._ords[: self.size][order], order)
         return self._by_ord
 
-    def _register(self, ids: Any, ords: Any | None = None, lens: Any | None = None) -> Any:
+    def _register(self, ids: Any, lens: Any | None = None, ords: Any | None = None) -> Any:
         """Positions of these (distinct) documents, new ones appended; with `ords`, their ordinals and
         lengths are stored too (a neighbour known by id only gets them when a term holds it)."""
-        at = self._lookup(self._id_index(), ids) if self.size else np.full(len(ids), -1, dtype=np.int64)
-        new = at < 0
-        k = int(new.sum())
-        if k:
-            start, end = self.size, self.size + k
-            at[new] = np.arange(start, end)
-            if end > self.cols.cap:
-                self.cols.reserve(end)
-            if end > len(self.lens):
-                cap = max(64, 2 * end)
-                lens_, ords_, feat_ = np.zeros((cap, 4)), np.full(cap, -1, dtype=np.int64), np.zeros(cap, dtype=bool)
-                lens_[: self.size], ords_[: self.size], feat_[: self.size] = (
-                    self.lens[: self.size], self._ords[: self.size], self._feat[: self.size])
-                self.lens, self._ords, self._feat = lens_, ords_, feat_
-            self.cols.ids[start:end] = ids[new]
-            self.size = end
-            self._by_id = None
+        if self.size:
+            at = self._lookup(self._id_index(), ids)
+            new = at < 0
+            k = int(new.sum())
+        else:
+            at, new, k = None, None, len(ids)
+        if not k:
+            if ords is not None:
+                self._ords[at], self.lens[at] = ords, lens
+                self._by_ord = None
+            return at
+        start, end = self.size, self.size + k
+        if end > self.cols.cap:
+            self.cols.reserve(end)
+        if end > len(self.lens):
+            cap = max(64, end + end // 4)  # (a first load sizes it: later ones add a few)
+            lens_, ords_, feat_ = np.empty((cap, 4)), np.empty(cap, dtype=np.int64), np.zeros(cap, dtype=bool)
+            lens_[: self.size], ords_[: self.size], feat_[: self.size] = (
+                self.lens[: self.size], self._ords[: self.size], self._feat[: self.size])
+            self.lens, self._ords, self._feat = lens_, ords_, feat_
+        self.size = end
+        self._by_id = None
+        if k == len(ids):  # all new: positions start .. end in their order, slices rather than gathers
+            self.cols.ids[start:end] = ids
+            if ords is None:
+                self._ords[start:end], self.lens[start:end] = -1, 0.0
+            else:
+                self._ords[start:end], self.lens[start:end] = ords, lens
+                self._by_ord = None
+            return np.arange(start, end)
+        assert at is not None and new is not None
+        at[new] = np.arange(start, end)
+        self.cols.ids[start:end] = ids[new]
+        self._ords[start:end], self.lens[start:end] = -1, 0.0
         if ords is not None:
-            self._ords[at] = ords
-            self.lens[at] = lens
+            self._ords[at], self.lens[at] = ords, lens
             self._by_ord = None
         return at
 
@@ -526,13 +382,14 @@ class DiskView:
             return
         read = {t: self._term(t) for t in new}
         every = _union([o for o, _, _ in read.values()])
-        if every.size:
+        if every.size and not self.size:  # the first: every document is new, given positions in this order
+            pos = self._register(*self._resolve(every), every)
+        elif every.size:
             pos = self._lookup(self._ord_index(), every)
             miss = every[pos < 0]
             if miss.size:
-                ids, lens = self._resolve(miss)
-                self._register(ids, miss, lens)
-            pos = self._lookup(self._ord_index(), every)
+                self._register(*self._resolve(miss), miss)
+                pos = self._lookup(self._ord_index(), every)
         else:
             pos = _EMPTY_I64
         for t, (o, packed, _) in read.items():
@@ -552,9 +409,10 @@ class DiskView:
                 got = (_EMPTY_I64, np.zeros(0))
             else:
                 # Kept across searches for what they depend on: the term's postings (its segments,
-                # the unmerged rows read: a grown turn's new lengths come with new entries for each
-                # of its terms), the average lengths and the key.
-                ckey = ("v", self.okey, term, key, self._delta.ids, self.avg)
+                # the unmerged rows holding it: a grown turn's new lengths come with new entries for
+                # each of its terms), the average lengths and the key.
+                extra = self._delta.entries(term)
+                ckey = ("v", self.okey, term, key, extra[3] if extra is not None else (), self.avg)
                 sat = self.cache.get(ckey, self.version)
                 if sat is None:
                     sat = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
@@ -610,6 +468,7 @@ class DiskView:
         cols.has_time[at] = (flags & HAS_TIME) != 0
         cols.has_number[at] = (flags & HAS_NUMBER) != 0
         self._feat[at] = True
+        cols.links[at] = -1
         links = np.array([r[_PREV : _PREV + 4] for r in rows], dtype=object)
         present = links != None  # noqa: E711  (elementwise: which links exist)
         if present.any():

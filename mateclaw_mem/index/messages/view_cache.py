@@ -1,0 +1,239 @@
+"""What searches keep between them (messages/disk_view.py): `ByteCache`, bounded in bytes
+(`aml.cache-bytes`) and never needed for an answer, and the entries it holds that are more than a
+term's arrays - an owner's document lengths by block (`DocBlock`) and its unmerged Adds term by term
+(`Overlay`). An entry is never changed once kept where a search may hold it: a write or a search that
+knows more puts a copy (searches on PostgreSQL run side by side, each in its own snapshot).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+from mateclaw_mem.index.messages.delta import Delta, combine
+from mateclaw_mem.index.messages.postings import SEG_DOCS
+
+_ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
+_ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and floats, and its dict entry: ~440)
+BLOCK_SEGS = 64  # `pdocs` segments per `DocBlock` (32,768 documents, 768 KB)
+BLOCK = BLOCK_SEGS * SEG_DOCS
+_EMPTY_U32, _EMPTY_U64 = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64)
+
+
+class DocBlock:
+    """`BLOCK_SEGS` segments of an owner's `pdocs` (ids and field lengths by ordinal) in two arrays,
+    and which segments they hold: one gather per block, not a cache lookup and a copy per segment
+    (a common term's turns span most segments: that was a tenth of a search at 100k messages). Never
+    changed once cached: a write makes a copy with its segments marked missing (`ByteCache.wrote`),
+    a search a copy with them read in (`DiskView._block`)."""
+
+    __slots__ = ("have", "ids", "lens")
+
+    def __init__(self, ids: Any, lens: Any, have: Any) -> None:
+        self.ids, self.lens, self.have = ids, lens, have
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.ids.nbytes + self.lens.nbytes + self.have.nbytes)
+
+    def without(self, segs: Iterable[int]) -> DocBlock:
+        have = self.have.copy()
+        have[list(segs)] = False
+        return DocBlock(self.ids, self.lens, have)
+
+
+class ByteCache:
+    """Least recently used entries up to `max_bytes` (their arrays' bytes plus a fixed overhead),
+    keyed per owner; thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.size = 0
+        self._lock = threading.Lock()
+        self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
+        self._owners: dict[int, set[tuple[Any, ...]]] = {}
+        self._known: dict[int, int] = {}  # okey -> the version the entries are of
+        self._generation: str | None = None
+
+    def check(self, generation: str | None, okey: int, version: int) -> None:
+        """Before reading an owner: entries of another index generation or owner version go."""
+        with self._lock:
+            if generation != self._generation:
+                self._d.clear()
+                self._owners.clear()
+                self._known.clear()
+                self.size = 0
+                self._generation = generation
+            if self._known.get(okey) != version:
+                self._purge(okey)
+                self._known[okey] = version
+
+    def _purge(self, okey: int) -> None:
+        for key in self._owners.pop(okey, ()):
+            got = self._d.pop(key, None)
+            if got is not None:
+                self.size -= got[1]
+
+    def get(self, key: tuple[Any, ...], version: int | None = None) -> Any:
+        """The entry, or None; with `version`, only while the owner's entries are of that version
+        (searches of one process may read different versions at once: the PostgreSQL store's run
+        side by side, each in its own snapshot)."""
+        with self._lock:
+            got = self._d.get(key)
+            if got is None or (version is not None and self._known.get(key[1]) != version):
+                return None
+            self._d.move_to_end(key)
+            return got[0]
+
+    def put(self, key: tuple[Any, ...], value: Any, nbytes: int, version: int | None = None) -> None:
+        nbytes += _ENTRY
+        if nbytes > self.max_bytes // 4:
+            return  # one term's postings never push out everything else
+        with self._lock:
+            if version is not None and self._known.get(key[1]) != version:
+                return  # read in an older (or newer) snapshot than the entries kept now
+            old = self._d.pop(key, None)
+            if old is not None:
+                self.size -= old[1]
+            self._d[key] = [value, nbytes]
+            self._owners.setdefault(key[1], set()).add(key)
+            self.size += nbytes
+            while self.size > self.max_bytes and self._d:
+                k, (_, b) = self._d.popitem(last=False)
+                self.size -= b
+                self._owners.get(k[1], set()).discard(k)
+
+    def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
+              speakers: bool, docs: Iterable[int]) -> None:
+        """A writer of this process rewrote these rows of the owner (postings.Invalidate)."""
+        with self._lock:
+            if self._known.get(okey) != old_version:
+                self._purge(okey)
+                self._known.pop(okey, None)
+                return
+            keys: list[tuple[Any, ...]] = [("t", okey, t) for t in terms]
+            by_block: dict[int, list[int]] = {}
+            for seg in segs:
+                by_block.setdefault(seg // BLOCK_SEGS, []).append(seg % BLOCK_SEGS)
+            for b, local in by_block.items():
+                if (got := self._d.get(("d", okey, b))) is not None:
+                    got[0] = got[0].without(local)  # (a copy: searches may hold this one)
+            if speakers:
+                keys.append(("s", okey))
+            if any(k[0] == "t" for k in keys):  # a merge: the owner's delta rows are gone
+                keys += [k for k in self._owners.get(okey, ()) if k[0] == "u"]
+                # Saturated values (`DiskView.sat_arrays`) of segments or lengths written: all go. An
+                # Add's own row leaves them: they are kept per term with the unmerged rows holding it
+                # (a turn whose lengths grew has a new entry for each of its terms there).
+                keys += [k for k in self._owners.get(okey, ()) if k[0] == "v"]
+            for key in keys:
+                got = self._d.pop(key, None)
+                if got is not None:
+                    self.size -= got[1]
+                    self._owners.get(okey, set()).discard(key)
+            rows = self._d.get(("f", okey))
+            if rows is not None:
+                for i in docs:
+                    if rows[0].pop(i, None) is not None:
+                        rows[1] -= _ROW_BYTES
+                        self.size -= _ROW_BYTES
+            self._known[okey] = new_version
+
+    def drop_values(self, okey: int, terms: set[str]) -> None:
+        """Forget the saturated values (`DiskView.sat_arrays`) of these terms of the owner."""
+        if not terms:
+            return
+        with self._lock:
+            mine = self._owners.get(okey, set())
+            for key in [k for k in mine if k[0] == "v" and k[2] in terms]:
+                got = self._d.pop(key, None)
+                if got is not None:
+                    self.size -= got[1]
+                mine.discard(key)
+
+    def rows(self, okey: int, version: int | None = None) -> dict[int, tuple[Any, ...]]:
+        """The owner's document rows kept (`DiskView.fetch`): read them under `add_rows`' rules."""
+        with self._lock:
+            got = self._d.get(("f", okey))
+            if got is None or (version is not None and self._known.get(okey) != version):
+                return {}
+            self._d.move_to_end(("f", okey))
+            return got[0]
+
+    def add_rows(self, okey: int, rows: list[tuple[Any, ...]], version: int | None = None) -> None:
+        """Keep these document rows of the owner (one entry per owner, counted per row)."""
+        with self._lock:
+            if version is not None and self._known.get(okey) != version:
+                return
+            key = ("f", okey)
+            got = self._d.get(key)
+            if got is None:
+                if (_ENTRY + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
+                    return
+                got = self._d[key] = [{}, _ENTRY]
+                self._owners.setdefault(okey, set()).add(key)
+                self.size += _ENTRY
+            if (got[1] + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
+                return  # (one owner's rows never take more than a quarter)
+            for r in rows:
+                if r[0] not in got[0]:
+                    got[0][r[0]] = r
+                    got[1] += _ROW_BYTES
+                    self.size += _ROW_BYTES
+            while self.size > self.max_bytes and self._d:
+                k, (_, b) = self._d.popitem(last=False)
+                self.size -= b
+                self._owners.get(k[1], set()).discard(k)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._d.clear()
+            self._owners.clear()
+            self._known.clear()
+            self.size = 0
+
+
+class Overlay:
+    """An owner's unmerged Adds (`deltas`, oldest first, their `pdelta` ids) term by term: a term's
+    entries of every row, later ones over earlier ones (`delta.combine`), and the turns new in them
+    holding it in their body. Worked out per term when first asked for and kept (`ByteCache` entry
+    ("u", okey)): a function of the rows alone, so searches reading the same rows share it, and one
+    more row keeps what it does not touch (`extended`)."""
+
+    __slots__ = ("deltas", "ids", "memo", "terms")
+
+    # Bytes counted beyond the rows' own (`Delta.nbytes`), as if every term were worked out: per term
+    # a dict slot, a tuple and two arrays (~300), per entry a combined copy (ordinal, packed counts).
+    TERM_BYTES, ENTRY_BYTES = 360, 12
+
+    def __init__(self, ids: tuple[int, ...], deltas: list[Delta], terms: set[str],
+                 memo: dict[str, tuple[Any, Any, int, tuple[int, ...]]]) -> None:
+        self.ids, self.deltas, self.terms, self.memo = ids, deltas, terms, memo
+
+    @property
+    def nbytes(self) -> int:
+        return self.TERM_BYTES * len(self.terms) + sum(d.nbytes + self.ENTRY_BYTES * len(d.ords) for d in self.deltas)
+
+    def entries(self, term: str) -> tuple[Any, Any, int, tuple[int, ...]] | None:
+        """(ordinals ascending, packed counts, turns new in the rows holding it in their body, those
+        rows' ids) of the rows' entries of `term`, one per ordinal (the latest); None: no row holds it."""
+        got = self.memo.get(term)
+        if got is None:
+            if term not in self.terms:
+                return None
+            holding = [(i, d) for i, d in zip(self.ids, self.deltas, strict=True) if term in d.terms]
+            parts = [e for _, d in holding if (e := d.entries(term)) is not None]
+            o, p = parts[0] if len(parts) == 1 else combine((_EMPTY_U32, _EMPTY_U64), parts)
+            got = self.memo[term] = (o, p, sum(d.df_inc(term) for _, d in holding), tuple(i for i, _ in holding))
+        return got
+
+    def extended(self, ids: tuple[int, ...], deltas: list[Delta]) -> tuple[Overlay, set[str]]:
+        """This overlay with the rows after its own (`ids` starts with `self.ids`), and the terms
+        those rows hold."""
+        touched = set().union(*(d.terms for d in deltas[len(self.ids) :]))
+        return Overlay(ids, deltas, self.terms | touched,
+                        {t: v for t, v in self.memo.items() if t not in touched}), touched
