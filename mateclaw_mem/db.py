@@ -52,11 +52,12 @@ def owner_column(owner: str | None) -> str:
     return owner or ""
 
 
-def connect(path: Path, *, check_same_thread: bool = False) -> sqlite3.Connection:
+def connect(path: Path, *, check_same_thread: bool = False, uri: bool = False) -> sqlite3.Connection:
     """Raises DamagedDatabaseError naming `path` when the file is not a database (the first read of
-    its header is here): bare, SQLite's "file is not a database" names no file."""
+    its header is here): bare, SQLite's "file is not a database" names no file. `uri`: an ATTACH on
+    this connection takes `file:...?mode=ro` URIs (`path` itself is still a plain path)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None)
+    conn = sqlite3.connect(str(path), timeout=30, check_same_thread=check_same_thread, isolation_level=None, uri=uri)
     try:
         conn.row_factory = sqlite3.Row
         _wal(conn)

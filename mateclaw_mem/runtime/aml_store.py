@@ -57,7 +57,7 @@ def open_parts(settings: Settings) -> StoreParts:
         log = ConversationLog(settings.log_db)
         closers.append(log)
         index = MessageIndex(settings.messages_db, dense_weight=settings.search.dense_weight,
-                             cache_bytes=settings.aml.cache_bytes)
+                             cache_bytes=settings.aml.cache_bytes, log_db=settings.log_db)
         closers.append(index)
         facts = FactStore(settings.log_db)
         closers.append(facts)

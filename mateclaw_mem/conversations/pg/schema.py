@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.index.messages.fields import FACT_BASE
 
 _T = 'TEXT COLLATE "C"'
 
@@ -81,6 +82,11 @@ INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
     # The documents' field tokens are made from `docs.content` when read (index/messages/docfields.py):
     # the table was a second copy of every turn's words.
     (4, "no token table (fields made from the text)", "DROP TABLE fts;"),
+    # One copy of each turn (issue 36.2): a document's text is the log's message of its id
+    # (index/messages/docfields.TEXT); `docs.content` is '' for a turn. Facts keep theirs.
+    (5, "one copy of each turn's text (the log's)",
+     f"UPDATE docs SET content = '' FROM messages m WHERE m.id = docs.id AND docs.id < {FACT_BASE}"
+     " AND docs.content <> '' AND docs.content = m.content;"),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from mateclaw_mem.db import immediate
 from mateclaw_mem.index.dense import DENSE_EXTRA, Embedder, Gate, Matrix, fuse, text_sha
+from mateclaw_mem.index.messages.docfields import TEXT
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.storage import MessageStorage
@@ -126,7 +127,8 @@ class MessageVectors:
         while done < limit:
             with self.storage.lock:
                 rows = self.storage._conn.execute(
-                    "SELECT id, content FROM docs WHERE id > ? ORDER BY id LIMIT ?", (self._cursor, _SCAN)).fetchall()
+                    f"SELECT d.id, COALESCE({TEXT}, '') AS content FROM docs d WHERE d.id > ? ORDER BY d.id LIMIT ?",
+                    (self._cursor, _SCAN)).fetchall()
             if not rows:
                 return done
             shas = [text_sha(r["content"]) for r in rows]

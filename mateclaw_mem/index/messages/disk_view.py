@@ -27,7 +27,7 @@ import numpy as np
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment
-from mateclaw_mem.index.messages.docfields import body_tokens
+from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.messages.view_cache import BLOCK, BLOCK_SEGS, ByteCache, DocBlock, Overlay
 from mateclaw_mem.index.tokenizer import tokenize
@@ -91,7 +91,9 @@ _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare
              " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})"
              " ORDER BY d.id")
 _NAMES, _PREV = 7, 8
-_HITS = "SELECT id, conversation_id, role, speaker, content, ts_ms FROM docs WHERE id IN ({marks})"
+# A hit's text is the log's (docfields.TEXT); one gone from the log (forgotten, deleted) is no hit.
+_HITS = ("SELECT * FROM (SELECT d.id, d.conversation_id, d.role, d.speaker, " + TEXT + " AS content, d.ts_ms"
+         " FROM docs d WHERE d.id IN ({marks})) h WHERE content IS NOT NULL")
 
 
 class _Docs:
@@ -483,7 +485,7 @@ class DiskView:
     def body_of(self, doc_id: int) -> str | None:
         """A document's body tokens, space-joined (None: no such document)."""
         if not self.batch_bodies:
-            r = self.conn.execute("SELECT content FROM docs WHERE id = ?", (doc_id,)).fetchone()
+            r = self.conn.execute(f"SELECT {TEXT} FROM docs d WHERE d.id = ?", (doc_id,)).fetchone()
             return " ".join(body_tokens(doc_id, r[0])) if r is not None else None
         if doc_id not in self._bodies:
             want = [doc_id, *(i for i in self.rows if i not in self._bodies and i != doc_id)]
@@ -491,7 +493,7 @@ class DiskView:
                 part = want[k : k + _CHUNK]
                 self._bodies.update(dict.fromkeys(part))
                 self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
-                    f"SELECT id, content FROM docs WHERE id IN ({','.join('?' * len(part))})", part).fetchall())
+                    f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(part))})", part).fetchall())
         return self._bodies[doc_id]
 
     def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
@@ -523,8 +525,8 @@ class DiskView:
 
     def contents(self) -> dict[int, str]:
         """Every document's text (the dense side reads them all: only with embeddings configured)."""
-        return dict(self.conn.execute("SELECT id, content FROM docs WHERE agent = ? AND owner = ?",
-                                      (self.agent, self.owner)).fetchall())
+        return dict(self.conn.execute(f"SELECT * FROM (SELECT d.id, {TEXT} AS t FROM docs d WHERE d.agent = ?"
+                                      " AND d.owner = ?) c WHERE t IS NOT NULL", (self.agent, self.owner)).fetchall())
 
 
 def open_view(conn: sqlite3.Connection, agent: str, owner: str, cache: ByteCache, *,

@@ -60,10 +60,12 @@ class MessageIndex:
     batch_bodies = False  # DiskView's: a query costs microseconds here
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
-                 dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+                 dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES, log_db: Path | None = None) -> None:
+        """`log_db`: the conversation log this file indexes, whose messages' text the hits carry
+        (storage.MessageStorage; None: `log.db` beside `db_path`)."""
         self.path = db_path
         self.ranking = ranking or Ranking()
-        self._storage = MessageStorage(db_path)
+        self._storage = MessageStorage(db_path, log_db)
         self._lock = self._storage.lock
         # Postings and document rows read by searches, bounded in bytes; never needed for an answer.
         self.cache = ByteCache(cache_bytes)
@@ -162,6 +164,8 @@ class MessageIndex:
         # The index's one connection serves this search under the lock; a search reads only its
         # terms' postings and its candidates' rows (messages/disk_view.py), milliseconds at any history.
         with self._lock:
+            if self._storage._standin:  # (the log had no table yet when this index was opened)
+                self._storage.texts()
             conn = self._storage._conn
             # One read transaction: every statement of the search sees the same snapshot, so a merge
             # committed meanwhile (this process's merger or another process's) is seen wholly or

@@ -447,18 +447,19 @@ class PostingWriter:
 
 
 def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None, *,
-               background: bool = False, known: dict[int, tuple[list[str], ...]] | None = None) -> set[int]:
+               background: bool = False, known: dict[int, tuple[list[str], ...]] | None = None,
+               texts: dict[int, str] | None = None) -> set[int]:
     """Fold the stored documents `ids` (new, or grown since they were folded in) into the tables;
     the caller holds the write transaction (the documents' own). `background`: merges are the
     caller's to run later (`merge_owner`); returns the owners due one. `known`: the fields of
-    documents the caller has in hand (docfields.with_fields)."""
+    documents the caller has in hand, `texts` their texts (docfields.with_fields)."""
     if not ids:
         return set()
     rows: list[dict[str, Any]] = []
     unique = sorted(set(ids))
     for k in range(0, len(unique), _CHUNK):
         part = unique[k : k + _CHUNK]
-        rows += docfields.read(conn, f"d.id IN ({','.join('?' * len(part))})", part, s, known=known)
+        rows += docfields.read(conn, f"d.id IN ({','.join('?' * len(part))})", part, s, known=known, texts=texts)
     w = PostingWriter(conn, s, cache, background=background)
     w.prefetch(unique)
     for r in sorted(rows, key=lambda r: r["id"]):

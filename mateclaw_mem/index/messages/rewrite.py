@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from mateclaw_mem.index.messages.docfields import body_tokens
+from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
 from mateclaw_mem.index.messages.storage import FACT_BASE, _is_question, split_speaker
 from mateclaw_mem.index.tokenizer import tokenize
 
@@ -23,7 +23,9 @@ def rewrite_docs(conn: sqlite3.Connection, changes: dict[int, str]) -> int:
             continue
         said = text if doc_id >= FACT_BASE else split_speaker(text)[1]
         body = tokenize(said)
-        conn.execute("UPDATE docs SET content = ?, body_len = ?, is_question = ? WHERE id = ?",
+        # A turn's text is the log's, rewritten already: only a document with a text of its own keeps it.
+        conn.execute("UPDATE docs SET content = CASE WHEN content = '' THEN '' ELSE ? END, body_len = ?,"
+                     " is_question = ? WHERE id = ?",
                      (text, len(body), int(doc_id < FACT_BASE and _is_question(said)), doc_id))
         done.append(row)
     around: set[tuple[int, str, str, str]] = set()
@@ -45,7 +47,7 @@ def rewrite_docs(conn: sqlite3.Connection, changes: dict[int, str]) -> int:
 def _relink(conn: sqlite3.Connection, doc_id: int, agent: str, owner: str, conv: str) -> None:
     def near(op: str, order: str) -> sqlite3.Row | None:
         return conn.execute(
-            "SELECT d.id, d.speaker, d.is_question, d.content FROM docs d"
+            f"SELECT d.id, d.speaker, d.is_question, {TEXT} AS content FROM docs d"
             f" WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id {op} ? AND d.id < ?"
             f" ORDER BY d.id {order} LIMIT 1", (agent, owner, conv, doc_id, FACT_BASE)).fetchone()
 

@@ -12,6 +12,10 @@ messages/docfields.py makes them again from the text and the conversation's neig
 - `dt`:   month, year and weekday of the message time, so "in May 2023" can match.
 
 Owners: `None` is "no owner" everywhere above this module; the tables store it as "" (`owner_column`).
+
+One copy of each turn (issue 36.2): its text is the log's. log.db is attached to this file's
+connection (as `log`: read here, never written) and `docs.content` is '' for a turn; a document's
+text is read through `docfields.TEXT`. A fact keeps its text here (the fact store is another file).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from mateclaw_mem.db import WalCheckpoints, connect, immediate, migrated, owner_column, run_once
 from mateclaw_mem.index.messages import docfields, postings
@@ -51,7 +56,7 @@ CREATE TABLE IF NOT EXISTS docs{s} (
     conversation_id TEXT NOT NULL,
     role TEXT NOT NULL,
     speaker TEXT,                      -- parsed "Name:" prefix, NULL when there was none
-    content TEXT NOT NULL,             -- the message exactly as stored in the log
+    content TEXT NOT NULL,             -- '': the log's message of this id (docfields.TEXT); a fact's text
     ts_ms INTEGER NOT NULL,
     is_question INTEGER NOT NULL,
     body_len INTEGER NOT NULL,
@@ -73,6 +78,9 @@ _NO_FTS = "migrated:no-fts"
 # Segments written before they were stored gap-encoded and narrow in one blob (`delta.pack_segment`):
 # read as they are, and rewritten once so an older file shrinks too (then compacted).
 _PACKED = "migrated:packed-postings"
+# Files that kept a copy of every turn's text in `docs.content`: emptied where the log holds the same
+# text (checked row by row), then the file compacted; a turn whose log text differs keeps its own.
+_ONE_COPY = "migrated:text-from-log"
 
 
 @dataclass(frozen=True)
@@ -165,10 +173,18 @@ class MessageStorage:
     """One connection behind an RLock (`lock`, shared with the in-memory views); `sync` is
     idempotent and crash-safe."""
 
-    def __init__(self, db_path: Path) -> None:
+    def __init__(self, db_path: Path, log_db: Path | None = None) -> None:
         self.path = db_path
         self.lock = threading.RLock()
-        self._conn = connect(db_path)
+        self._conn = connect(db_path, uri=True)
+        # The conversation log whose turns this file indexes: the documents' text is read from it.
+        # Read-only: a write transaction here then takes no write lock on the log (an Add's append
+        # would wait for this file's writers). A log not made yet is an empty database until it is.
+        self.log_db = log_db if log_db is not None else db_path.with_name("log.db")
+        self.log_db.touch(exist_ok=True)
+        self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(self.log_db.resolve()))}?mode=ro",))
+        self._standin = False
+        self.texts()
         self.writes = 0  # commits through this connection (data_version only counts others')
         self.cache: postings.Invalidate | None = None  # the search's cache, told what a write rewrote
         self._postings = False  # maintained by `_add_batch` once built (`postings.derive`, once)
@@ -185,13 +201,50 @@ class MessageStorage:
         self._freed = False
         run_once(self._conn, self.lock, _NO_FTS, self._drop_fts)
         run_once(self._conn, self.lock, _PACKED, self._pack)
+        run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
+        if not self._standin:  # (a log without its table yet: at a later start)
+            run_once(self._conn, self.lock, _ONE_COPY, self._one_copy)
         if self._freed:
             self._compact()
-        run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
         # An older file's documents are folded into the postings once, in place (history-sized,
         # once ever: every later start finds the marker and goes on at once).
         run_once(self._conn, self.lock, _POSTINGS, postings.migrate)
         self._postings = True
+
+    def texts(self) -> None:
+        """Point `messages` (the documents' text, docfields.TEXT) at the attached log's table; while the
+        log has none yet (a fresh workspace whose log is opened after this index), at an empty
+        stand-in, dropped by the first call that finds the table (`sync`, a search)."""
+        with self.lock:
+            has = self._conn.execute("SELECT 1 FROM log.sqlite_master WHERE type = 'table' AND name = 'messages'"
+                                     ).fetchone() is not None
+            if has and self._standin:
+                self._conn.execute("DROP VIEW temp.messages")
+            elif not has and not self._standin:
+                self._conn.execute("CREATE TEMP VIEW messages (id, content) AS SELECT 0, '' WHERE 0")
+            self._standin = not has
+
+    def follow(self, log: MessageSource) -> None:
+        """Read the text from the log this index is synced from when it is another file than the one
+        attached (a test's log beside an index of another name; `MessageIndex(log_db=)` names it)."""
+        path = getattr(log, "path", None)
+        if isinstance(path, Path) and path.resolve() != self.log_db.resolve():
+            with self.lock:
+                self._conn.execute("DETACH DATABASE log")
+                self.log_db = path
+                self._standin = False  # (`texts` makes it again if the new log has no table)
+                self._conn.execute("DROP VIEW IF EXISTS temp.messages")
+                self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(path.resolve()))}?mode=ro",))
+        if self._standin:
+            self.texts()
+
+    def _one_copy(self, conn: sqlite3.Connection) -> int:
+        """`_ONE_COPY`: each turn's copy of its text dropped where the log holds the same text."""
+        done: int = conn.execute(
+            "UPDATE docs SET content = '' WHERE id < ? AND content <> ''"
+            " AND content = (SELECT m.content FROM messages m WHERE m.id = docs.id)", (FACT_BASE,)).rowcount
+        self._freed = self._freed or done > 0
+        return done
 
     def _drop_fts(self, conn: sqlite3.Connection) -> int:
         """`_NO_FTS`: the old `fts` table (FTS5 or plain) dropped, in `run_once`'s transaction."""
@@ -219,8 +272,9 @@ class MessageStorage:
         try:
             with self.lock:
                 self._conn.execute("VACUUM")
-                # (In WAL mode the rewritten file is in the WAL: the checkpoint shrinks the file itself.)
-                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                # (In WAL mode the rewritten file is in the WAL: the checkpoint shrinks the file itself.
+                # `main`: not the attached log, whose writers this would wait for.)
+                self._conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
         except sqlite3.OperationalError as exc:
             log.warning("messages.db not compacted after dropping its token table (%s): its free pages are reused",
                         exc)
@@ -252,6 +306,7 @@ class MessageStorage:
         return len(dirty)
 
     checkpoints: WalCheckpoints | None = None  # set by MessageIndex.hand_checkpoints_to
+    _standin = False  # `messages` is an empty stand-in (`texts`); PostgreSQL's store: never
 
     def committed(self, *, documents: bool = True) -> None:
         """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
@@ -306,6 +361,7 @@ class MessageStorage:
     def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
         """Index every log message after the watermark; returns how many were indexed."""
         done = 0
+        self.follow(log)
         with self.lock:
             while True:
                 self._conn.execute("BEGIN IMMEDIATE")
@@ -410,10 +466,12 @@ class MessageStorage:
     def _add_facts(self, found: Sequence[StoredFact], s: str = "") -> None:
         self._index(s, [FACT_BASE + f.id for f in found], self._add_fact_docs(found, s))
 
-    def _index(self, s: str, ids: list[int], known: dict[int, tuple[list[str], ...]]) -> None:
+    def _index(self, s: str, ids: list[int], known: dict[int, tuple[list[str], ...]],
+               texts: dict[int, str] | None = None) -> None:
         """The postings of these stored documents, in the same transaction (`postings.index_docs`)."""
         if self._postings or s:
-            self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s, known=known)
+            self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s, known=known,
+                                             texts=texts)
 
     def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> dict[int, tuple[list[str], ...]]:
         known: dict[int, tuple[list[str], ...]] = {}
@@ -443,7 +501,7 @@ class MessageStorage:
             key = (m.agent, owner_column(m.owner), m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
-                    f"SELECT d.id, d.speaker, d.is_question, d.content, d.nb_len FROM docs{s} d"
+                    f"SELECT d.id, d.speaker, d.is_question, {docfields.TEXT} AS content, d.nb_len FROM docs{s} d"
                     " WHERE d.agent = ? AND d.owner = ? AND d.conversation_id = ? AND d.id < ?"
                     " ORDER BY d.id DESC LIMIT 1",
                     (*key, FACT_BASE),
@@ -472,12 +530,13 @@ class MessageStorage:
             " is_question, body_len, ctx_len, nb_len) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 (p.msg.id, p.msg.agent, owner_column(p.msg.owner), p.msg.conversation_id, p.msg.role, p.speaker,
-                 p.msg.content, p.msg.ts_ms, int(p.is_question), len(p.body), len(p.ctx), len(p.nb))
+                 "", p.msg.ts_ms, int(p.is_question), len(p.body), len(p.ctx), len(p.nb))  # (the text: the log's)
                 for p in pending
             ],
         )
         self._index(s, [*grown, *(p.msg.id for p in pending)],
-                    {p.msg.id: (p.body, p.ctx, p.nb, date_tokens(p.msg.ts_ms)) for p in pending})
+                    {p.msg.id: (p.body, p.ctx, p.nb, date_tokens(p.msg.ts_ms)) for p in pending},
+                    {p.msg.id: p.msg.content for p in pending})
 
     # ------------------------------------------------------------------ reading (for the views)
 
