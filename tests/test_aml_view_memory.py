@@ -44,3 +44,46 @@ def test_a_search_leaves_no_view_for_the_cyclic_collector(tmp_path: Path) -> Non
     finally:
         index.close()
         log.close()
+
+
+def test_the_byte_cache_keeps_no_more_than_it_counts(tmp_path: Path) -> None:
+    """`aml.cache-bytes` bounds RSS only if the cache's count is what its entries take: every byte
+    Python allocates for them (arrays, keys, the dict's nodes, a row's strings) is traced, and must fit
+    in the count - and the count must not be far above it (a bound that holds half of what it says)."""
+    import random
+    import tracemalloc
+
+    rng = random.Random(7)
+    words = [f"w{k}" for k in range(400)] + ["pottery", "lighthouse", "painting", "class", "camping", "book"]
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    try:
+        for n in range(40):
+            lines = [f"{rng.choice(['Caroline', 'Melanie', 'Gina'])}: {' '.join(rng.choices(words, k=12))}"
+                     for _ in range(20)]
+            log.append("aml", f"s{n}", [NewMessage("user", t, TS + 100 * n + i) for i, t in enumerate(lines)],
+                       owner="u", now_ms=TS)
+            index.sync(log)
+        queries = [" ".join(rng.choices(words, k=4)) + "?" for _ in range(40)]
+
+        def searches() -> None:
+            for q in queries:
+                assert index.search("aml", "u", q, limit=20)
+
+        searches()  # imports, compiled patterns and the like made once
+        index.cache.clear()
+        gc.collect()
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            searches()
+            gc.collect()
+            kept = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+        counted = index.cache.size
+        assert counted > 100_000  # (the searches did fill it)
+        assert kept <= counted <= 1.5 * kept, (kept, counted)
+    finally:
+        index.close()
+        log.close()

@@ -29,7 +29,16 @@ from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment
 from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
-from mateclaw_mem.index.messages.view_cache import BLOCK, BLOCK_SEGS, ByteCache, DocBlock, Overlay
+from mateclaw_mem.index.messages.view_cache import (
+    BLOCK,
+    BLOCK_SEGS,
+    ByteCache,
+    DocBlock,
+    Overlay,
+    RowChunk,
+    RowStore,
+    RowTables,
+)
 from mateclaw_mem.index.tokenizer import tokenize
 
 _CHUNK = 500  # ids per `IN (...)` read
@@ -62,13 +71,14 @@ class DocInfo:
 
     __slots__ = ("_body", "_names", "_view", "id", "next", "prev")
 
-    def __init__(self, view: DiskView, row: tuple[Any, ...]) -> None:
+    def __init__(self, view: DiskView, rows: RowChunk, at: int, tables: RowTables) -> None:
         self._view = view  # a weak proxy (`_Docs`): no cycle through the view
         self._body: tuple[str, ...] | None = None
-        self.id: int = row[0]
-        self._names: str | frozenset[str] = row[_NAMES]
-        self.prev: int | None = row[_PREV]
-        self.next: int | None = row[_PREV + 1]
+        self.id: int = int(rows.ids[at])
+        self._names: str | frozenset[str] = tables.values[rows.names[at]]
+        prev, nxt = rows.links[at, :2].tolist()
+        self.prev: int | None = None if prev < 0 else prev
+        self.next: int | None = None if nxt < 0 else nxt
 
     @property
     def names(self) -> frozenset[str]:
@@ -90,7 +100,6 @@ class DocInfo:
 _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare, p.echo, p.flags, p.names,"
              " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})"
              " ORDER BY d.id")
-_NAMES, _PREV = 7, 8
 # A hit's text is the log's (docfields.TEXT); one gone from the log (forgotten, deleted) is no hit.
 _HITS = ("SELECT * FROM (SELECT d.id, d.conversation_id, d.role, d.speaker, " + TEXT + " AS content, d.ts_ms"
          " FROM docs d WHERE d.id IN ({marks})) h WHERE content IS NOT NULL")
@@ -114,7 +123,8 @@ class _Docs:
             if row is None:
                 self.view.fetch([doc_id])
                 row = self.view.rows[doc_id]
-            got = self.got[doc_id] = DocInfo(self.view, row)
+            assert self.view.tables is not None  # (set by the `fetch` that read the row)
+            got = self.got[doc_id] = DocInfo(self.view, *row, self.view.tables)
         return got
 
 
@@ -162,7 +172,8 @@ class DiskView:
         self._delta = self._read_deltas()
         self.df = _Df(self)
         self.by_id = _Docs(self)
-        self.rows: dict[int, tuple[Any, ...]] = {}  # `_FEATURES` rows read, by id
+        self.rows: dict[int, tuple[RowChunk, int]] = {}  # `_FEATURES` rows read, by id: (rows, at)
+        self.tables: RowTables | None = None  # the string codes of the rows read (`fetch`)
         self._idf: dict[str, float] = {}
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
         self._field_counts: dict[str, Any] = {}
@@ -454,33 +465,29 @@ class DiskView:
         todo = np.unique(pos[~self._feat[pos]]) if len(pos) else pos
         if not len(todo):
             return
-        rows = self.fetch(self.cols.ids[todo].tolist())
-        if not rows:
+        rows = self.fetch(self.cols.ids[todo])
+        if rows is None:
             return
         cols = self.cols
-        at = self._lookup(self._id_index(), np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)))
-        conv_codes, speaker_codes = cols.conv_codes, cols.speaker_codes
-        conv = [conv_codes.setdefault(r[2], len(conv_codes)) for r in rows]
-        cols.conv[at] = conv
-        cols.speaker[at] = [-1 if r[1] is None else speaker_codes.setdefault(r[1], len(speaker_codes)) for r in rows]
-        cols.is_question[at] = [bool(r[3]) for r in rows]
-        cols.question_share[at] = [r[4] for r in rows]
-        cols.echo[at] = [r[5] for r in rows]
-        flags = np.fromiter((r[6] for r in rows), dtype=np.int64, count=len(rows))
-        cols.has_time[at] = (flags & HAS_TIME) != 0
-        cols.has_number[at] = (flags & HAS_NUMBER) != 0
+        at = self._lookup(self._id_index(), rows.ids)
+        cols.conv[at] = rows.conv
+        cols.speaker[at] = rows.speaker
+        cols.is_question[at] = rows.is_question
+        cols.question_share[at] = rows.qshare
+        cols.echo[at] = rows.echo
+        cols.has_time[at] = (rows.flags & HAS_TIME) != 0
+        cols.has_number[at] = (rows.flags & HAS_NUMBER) != 0
         self._feat[at] = True
         cols.links[at] = -1
-        links = np.array([r[_PREV : _PREV + 4] for r in rows], dtype=object)
-        present = links != None  # noqa: E711  (elementwise: which links exist)
+        present = rows.links >= 0
         if present.any():
-            linked = links[present].astype(np.int64)
-            lp = self._register(np.unique(linked))
-            q = lp[np.searchsorted(np.unique(linked), linked)]
+            linked = rows.links[present]
+            distinct = np.unique(linked)
+            q = self._register(distinct)[np.searchsorted(distinct, linked)]
             src = np.nonzero(present)
             cols.links[at[src[0]], src[1]] = q
             lone = ~self._feat[q]  # a neighbour's conversation is its turn's
-            cols.conv[q[lone]] = np.asarray(conv, dtype=np.intp)[src[0][lone]]
+            cols.conv[q[lone]] = rows.conv[src[0][lone]]
 
     def body_of(self, doc_id: int) -> str | None:
         """A document's body tokens, space-joined (None: no such document)."""
@@ -496,21 +503,36 @@ class DiskView:
                     f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(part))})", part).fetchall())
         return self._bodies[doc_id]
 
-    def fetch(self, ids: Sequence[int]) -> list[tuple[Any, ...]]:
-        """`_FEATURES` rows of these documents (kept in `rows`)."""
-        kept = self.cache.rows(self.okey, self.version)
-        rows = [r for i in ids if (r := kept.get(i)) is not None]
-        missing = [i for i in ids if i not in kept] if len(rows) < len(ids) else []
-        cur = self.conn.cursor()
-        cur.row_factory = None
-        read: list[tuple[Any, ...]] = []
-        for k in range(0, len(missing), _CHUNK):
-            part = missing[k : k + _CHUNK]
-            read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
-        if read:
-            self.cache.add_rows(self.okey, read, self.version)
-            rows += read
-        self.rows.update((r[0], r) for r in rows)
+    def fetch(self, ids: Any) -> RowChunk | None:
+        """`_FEATURES` rows of these documents (distinct ids; kept in `rows`), None: none of them is
+        stored. Rows read are kept in the owner's `RowStore`, whose string codes this search uses
+        throughout (`Columns.speaker_codes`): a store another search put meanwhile with other codes
+        is read past."""
+        want = np.asarray(ids, dtype=np.int64)
+        store: RowStore | None = self.cache.get(("f", self.okey), self.version)
+        if self.tables is None:
+            self.tables = store.tables if store is not None else RowTables()
+            self.cols.speaker_codes = self.cols.conv_codes = self.tables.codes
+        if store is not None and store.tables is not self.tables:
+            store = None
+        parts, missing = store.find(want) if store is not None else ([], want)
+        if len(missing):
+            cur = self.conn.cursor()
+            cur.row_factory = None
+            read: list[tuple[Any, ...]] = []
+            todo = missing.tolist()
+            for k in range(0, len(todo), _CHUNK):
+                part = todo[k : k + _CHUNK]
+                read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
+            if read:
+                fresh = RowChunk.build(read, self.tables)
+                parts.append(fresh)
+                kept = (store or RowStore((), self.tables)).with_chunk(fresh)
+                self.cache.put(("f", self.okey), kept, kept.nbytes, self.version)
+        if not parts:
+            return None
+        rows = parts[0] if len(parts) == 1 else RowChunk.concat(parts)
+        self.rows.update(zip(rows.ids.tolist(), ((rows, i) for i in range(len(rows.ids))), strict=True))
         return rows
 
     def hit_rows(self, ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:

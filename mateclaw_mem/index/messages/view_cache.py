@@ -17,8 +17,10 @@ import numpy as np
 from mateclaw_mem.index.messages.delta import Delta, combine
 from mateclaw_mem.index.messages.postings import SEG_DOCS
 
-_ENTRY = 96  # bytes counted per cache entry beyond its arrays (key, tuple, object headers)
-_ROW_BYTES = 500  # bytes counted per document row kept (its tuple, strings and floats, and its dict entry: ~440)
+# Bytes counted per cache entry beyond its arrays' data: its key (a tuple and a term), the value's tuple
+# and array objects, the ordered dict's node, the [value, bytes] list, the owner's set slot - measured
+# 570-700 (tracemalloc, tests/test_aml_view_memory.py); 96 left the cache ~20% over what it counted.
+_ENTRY = 768
 BLOCK_SEGS = 64  # `pdocs` segments per `DocBlock` (32,768 documents, 768 KB)
 BLOCK = BLOCK_SEGS * SEG_DOCS
 _EMPTY_U32, _EMPTY_U64 = np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64)
@@ -137,10 +139,7 @@ class ByteCache:
                     self._owners.get(okey, set()).discard(key)
             rows = self._d.get(("f", okey))
             if rows is not None:
-                for i in docs:
-                    if rows[0].pop(i, None) is not None:
-                        rows[1] -= _ROW_BYTES
-                        self.size -= _ROW_BYTES
+                rows[0] = rows[0].without(docs)  # (a copy: searches may hold this one)
             self._known[okey] = new_version
 
     def drop_values(self, okey: int, terms: set[str]) -> None:
@@ -154,40 +153,6 @@ class ByteCache:
                 if got is not None:
                     self.size -= got[1]
                 mine.discard(key)
-
-    def rows(self, okey: int, version: int | None = None) -> dict[int, tuple[Any, ...]]:
-        """The owner's document rows kept (`DiskView.fetch`): read them under `add_rows`' rules."""
-        with self._lock:
-            got = self._d.get(("f", okey))
-            if got is None or (version is not None and self._known.get(okey) != version):
-                return {}
-            self._d.move_to_end(("f", okey))
-            return got[0]
-
-    def add_rows(self, okey: int, rows: list[tuple[Any, ...]], version: int | None = None) -> None:
-        """Keep these document rows of the owner (one entry per owner, counted per row)."""
-        with self._lock:
-            if version is not None and self._known.get(okey) != version:
-                return
-            key = ("f", okey)
-            got = self._d.get(key)
-            if got is None:
-                if (_ENTRY + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
-                    return
-                got = self._d[key] = [{}, _ENTRY]
-                self._owners.setdefault(okey, set()).add(key)
-                self.size += _ENTRY
-            if (got[1] + _ROW_BYTES * len(rows)) * 4 > self.max_bytes:
-                return  # (one owner's rows never take more than a quarter)
-            for r in rows:
-                if r[0] not in got[0]:
-                    got[0][r[0]] = r
-                    got[1] += _ROW_BYTES
-                    self.size += _ROW_BYTES
-            while self.size > self.max_bytes and self._d:
-                k, (_, b) = self._d.popitem(last=False)
-                self.size -= b
-                self._owners.get(k[1], set()).discard(k)
 
     def clear(self) -> None:
         with self._lock:
@@ -237,3 +202,146 @@ class Overlay:
         touched = set().union(*(d.terms for d in deltas[len(self.ids) :]))
         return Overlay(ids, deltas, self.terms | touched,
                         {t: v for t, v in self.memo.items() if t not in touched}), touched
+
+
+class RowTables:
+    """The strings of an owner's document rows (speakers, conversation ids, names) as codes: one copy
+    of each, shared by every copy of its `RowStore`, appended to only."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # (PostgreSQL's searches run side by side)
+        self.values: list[str] = []
+        self.codes: dict[str, int] = {}
+        self.nbytes = 0
+
+    def encode(self, strings: Iterable[str | None]) -> Any:
+        """Codes of these strings as an int32 array (-1 for None), new ones added."""
+        out = []
+        with self._lock:
+            codes, values = self.codes, self.values
+            for v in strings:
+                if v is None:
+                    out.append(-1)
+                    continue
+                code = codes.get(v)
+                if code is None:
+                    code = codes[v] = len(values)
+                    values.append(v)
+                    self.nbytes += _STRING + len(v)
+                out.append(code)
+        return np.array(out, dtype=np.int32)
+
+
+_STRING = 120  # bytes counted per string a `RowTables` keeps beyond its characters (the str, a dict slot, a list slot)
+_CHUNK_BYTES = 1_200  # bytes counted per `RowChunk` beyond its arrays (eleven array headers and the object)
+
+
+class RowChunk:
+    """Document rows (`disk_view._FEATURES`) as columns, ascending by id: what the ranking's later
+    steps read of a candidate. Arrays, not a tuple per row: a cache of tuples (~440 bytes a row in a
+    dozen small objects) left Python's allocator holding arenas its freed rows had fragmented, and RSS
+    stayed tens of MB over the cache's bound (issue 36). `alive` is False for rows a write made stale."""
+
+    __slots__ = ("alive", "conv", "echo", "flags", "ids", "is_question", "links", "names", "qshare", "speaker")
+
+    def __init__(self, ids: Any, speaker: Any, conv: Any, is_question: Any, qshare: Any, echo: Any, flags: Any,
+                 names: Any, links: Any, alive: Any) -> None:
+        self.ids, self.speaker, self.conv, self.is_question = ids, speaker, conv, is_question
+        self.qshare, self.echo, self.flags, self.names = qshare, echo, flags, names
+        self.links, self.alive = links, alive
+
+    def _arrays(self) -> tuple[Any, ...]:
+        return (self.ids, self.speaker, self.conv, self.is_question, self.qshare, self.echo, self.flags, self.names,
+                self.links, self.alive)
+
+    @classmethod
+    def build(cls, rows: list[tuple[Any, ...]], tables: RowTables) -> RowChunk:
+        """From `_FEATURES` rows as read: (id, speaker, conversation_id, is_question, qshare, echo,
+        flags, names, prev, next, tprev, tnext)."""
+        n = len(rows)
+        links = np.array([[-1 if x is None else x for x in r[8:12]] for r in rows], dtype=np.int64).reshape(n, 4)
+        chunk = cls(np.fromiter((r[0] for r in rows), dtype=np.int64, count=n), tables.encode(r[1] for r in rows),
+                    tables.encode(r[2] for r in rows), np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n),
+                    np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
+                    np.fromiter((r[5] for r in rows), dtype=np.float64, count=n),
+                    np.fromiter((r[6] for r in rows), dtype=np.int64, count=n), tables.encode(r[7] for r in rows),
+                    links, np.ones(n, dtype=bool))
+        order = np.argsort(chunk.ids, kind="stable")
+        return chunk.take(order)
+
+    def take(self, at: Any) -> RowChunk:
+        return RowChunk(*(a[at] for a in self._arrays()))
+
+    @staticmethod
+    def concat(chunks: list[RowChunk]) -> RowChunk:
+        return RowChunk(*(np.concatenate(col) for col in zip(*(c._arrays() for c in chunks), strict=True)))
+
+    @property
+    def nbytes(self) -> int:
+        return _CHUNK_BYTES + sum(int(a.nbytes) for a in self._arrays())
+
+    def find(self, ids: Any) -> tuple[Any, Any]:
+        """(a mask of `ids` held alive here, their rows here)."""
+        if not len(self.ids):
+            return np.zeros(len(ids), dtype=bool), _EMPTY_I64
+        j = np.searchsorted(self.ids, ids)
+        jj = np.minimum(j, len(self.ids) - 1)
+        hit = (j < len(self.ids)) & (self.ids[jj] == ids)
+        hit[hit] = self.alive[jj[hit]]
+        return hit, jj[hit]
+
+
+_EMPTY_I64 = np.zeros(0, dtype=np.int64)
+
+
+class RowStore:
+    """An owner's document rows kept (`ByteCache` entry ("f", okey)): chunks of rows as read, merged
+    two by two as they pile up (each at least twice the next: a few chunks, each row copied a few
+    times), with one set of string codes."""
+
+    __slots__ = ("chunks", "tables")
+
+    def __init__(self, chunks: tuple[RowChunk, ...], tables: RowTables) -> None:
+        self.chunks, self.tables = chunks, tables
+
+    @property
+    def nbytes(self) -> int:
+        return self.tables.nbytes + sum(c.nbytes for c in self.chunks)
+
+    def find(self, ids: Any) -> tuple[list[RowChunk], Any]:
+        """(the rows of `ids` held here, as chunks; the ids not held, in their order)."""
+        found: list[RowChunk] = []
+        left = ids
+        for chunk in self.chunks:
+            if not len(left):
+                break
+            hit, rows = chunk.find(left)
+            if len(rows):
+                found.append(chunk.take(rows))
+                left = left[~hit]
+        return found, left
+
+    def with_chunk(self, chunk: RowChunk) -> RowStore:
+        chunks = [*self.chunks, chunk]
+        while len(chunks) > 1 and len(chunks[-2].ids) <= 2 * len(chunks[-1].ids):
+            merged = RowChunk.concat(chunks[-2:])
+            merged = merged.take(np.flatnonzero(merged.alive))
+            first = np.unique(merged.ids, return_index=True)[1]  # (sorted; a row read twice, once)
+            chunks[-2:] = [merged.take(first)]
+        return RowStore(tuple(chunks), self.tables)
+
+    def without(self, ids: Iterable[int]) -> RowStore:
+        """This store with the rows of `ids` stale (a copy: searches may hold this one)."""
+        want = np.fromiter(ids, dtype=np.int64)
+        if not len(want):
+            return self
+        chunks = []
+        for chunk in self.chunks:
+            rows = chunk.find(want)[1]
+            if len(rows):
+                alive = chunk.alive.copy()
+                alive[rows] = False
+                chunk = chunk.take(slice(None))  # (views of the same arrays)
+                chunk.alive = alive
+            chunks.append(chunk)
+        return RowStore(tuple(chunks), self.tables)
