@@ -74,6 +74,8 @@ def test_an_older_file_drops_its_copies_once_in_place_and_answers_the_same(tmp_p
                     " body_len, ctx_len, nb_len) VALUES (?, 'aml', 'u1', 'u1-c0', 'fact', NULL, 'Ann likes kilns',"
                     " ?, 0, 3, 0, 0)", (FACT_BASE + 1, TS))
         old.execute("DELETE FROM meta WHERE key = 'migrated:text-from-log'")
+        old.execute("CREATE INDEX docs_by_owner ON docs (agent, owner, id)")  # (which only a rebuild read)
+        old.execute("DELETE FROM meta WHERE key = 'migrated:no-docs-by-owner'")
     with sqlite3.connect(tmp_path / "messages.db") as conn:
         conn.execute("VACUUM")
     size = (tmp_path / "messages.db").stat().st_size
@@ -86,6 +88,7 @@ def test_an_older_file_drops_its_copies_once_in_place_and_answers_the_same(tmp_p
         assert conn.execute("SELECT value FROM meta WHERE key = 'migrated:text-from-log'").fetchone()[0] == str(
             len(texts) - 1)
         assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'docs_by_owner'").fetchone() is None
     assert (tmp_path / "messages.db").stat().st_size < size
     with sqlite3.connect(tmp_path / "messages.db") as conn:  # (the row that differs and the fact put back)
         conn.execute("UPDATE docs SET content = '' WHERE id = ?", (changed,))
@@ -167,14 +170,16 @@ def test_postgresql_keeps_one_copy_and_migrates_an_older_database(pg_service: tu
     assert any(before)
     with psycopg.connect(dsn, autocommit=True) as raw:
         assert [r[0] for r in raw.execute("SELECT DISTINCT content FROM docs")] == [""]
-        # As the store was before migration 5: every turn's text in `docs` too.
+        # As the store was before migration 5: every turn's text in `docs` too (and the index 6 drops).
         raw.execute("UPDATE docs SET content = m.content FROM messages m WHERE m.id = docs.id")
-        raw.execute("DELETE FROM schema_version WHERE version = 5")
+        raw.execute("CREATE INDEX docs_by_owner ON docs (agent, owner, id)")
+        raw.execute("DELETE FROM schema_version WHERE version >= 5")
     again = open_store(dsn)
     try:
-        assert again.migrated == [5]
+        assert again.migrated == [5, 6]
         with psycopg.connect(dsn, autocommit=True) as raw:
             assert [r[0] for r in raw.execute("SELECT DISTINCT content FROM docs")] == [""]
+            assert raw.execute("SELECT to_regclass('docs_by_owner')").fetchone()[0] is None
         later = AmlService(again.log, again.index, ManualClock(datetime(2023, 5, 8, tzinfo=UTC)))
         assert [[(i.id, i.score, i.content) for i in later.search(q, "u1", 100)] for q in queries] == before
     finally:

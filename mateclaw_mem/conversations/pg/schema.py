@@ -87,6 +87,8 @@ INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
     (5, "one copy of each turn's text (the log's)",
      f"UPDATE docs SET content = '' FROM messages m WHERE m.id = docs.id AND docs.id < {FACT_BASE}"
      " AND docs.content <> '' AND docs.content = m.content;"),
+    # Read only by a rebuild of one owner's postings, which orders the ids itself (storage._NO_OWNER_INDEX).
+    (6, "no index of the documents by owner alone", "DROP INDEX docs_by_owner;"),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"

@@ -495,9 +495,19 @@ def derive(conn: sqlite3.Connection, agent: str | None = None, owner: str | None
     else:
         for t in TABLES:
             conn.execute(f"DELETE FROM {t}{s}")
-    done, after = 0, -1
+    # One owner's ids read once (the conversation index holds them), then their rows in id order by
+    # batches: no index orders an owner's documents by id alone, and a batch ordered by id found by
+    # (agent, owner) would sort the owner's every document again.
+    ids = sorted(r[0] for r in conn.execute(f"SELECT id FROM docs{s} WHERE agent = ? AND owner = ?", params)) \
+        if agent is not None else None
+    done, after, at = 0, -1, 0
     while True:
-        rows = docfields.read(conn, f"{where} AND d.id > ?", (*params, after, batch), s, " ORDER BY d.id LIMIT ?")
+        if ids is None:
+            rows = docfields.read(conn, f"{where} AND d.id > ?", (*params, after, batch), s, " ORDER BY d.id LIMIT ?")
+        else:
+            part, at = ids[at : at + batch], at + batch
+            rows = docfields.read(conn, f"d.id IN ({','.join('?' * len(part))})", part, s, " ORDER BY d.id") \
+                if part else []
         if not rows:
             return done
         w = PostingWriter(conn, s, cache, direct=True)

@@ -63,7 +63,6 @@ CREATE TABLE IF NOT EXISTS docs{s} (
     ctx_len INTEGER NOT NULL,
     nb_len INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS docs_by_owner{s} ON docs{s} (agent, owner, id);
 CREATE INDEX IF NOT EXISTS docs_by_conversation{s} ON docs{s} (agent, owner, conversation_id, id);
 """
 
@@ -81,6 +80,10 @@ _PACKED = "migrated:packed-postings"
 # Files that kept a copy of every turn's text in `docs.content`: emptied where the log holds the same
 # text (checked row by row), then the file compacted; a turn whose log text differs keeps its own.
 _ONE_COPY = "migrated:text-from-log"
+# An index of the documents by (agent, owner, id) that only a rebuild of one owner's postings read
+# (30 B a message): dropped once; the conversation index answers (agent, owner) and `postings.derive`
+# orders the ids itself.
+_NO_OWNER_INDEX = "migrated:no-docs-by-owner"
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,7 @@ class MessageStorage:
         run_once(self._conn, self.lock, _REDACTED, self._redact_stored)
         if not self._standin:  # (a log without its table yet: at a later start)
             run_once(self._conn, self.lock, _ONE_COPY, self._one_copy)
+        run_once(self._conn, self.lock, _NO_OWNER_INDEX, self._drop_owner_index)
         if self._freed:
             self._compact()
         # An older file's documents are folded into the postings once, in place (history-sized,
@@ -245,6 +249,13 @@ class MessageStorage:
             " AND content = (SELECT m.content FROM messages m WHERE m.id = docs.id)", (FACT_BASE,)).rowcount
         self._freed = self._freed or done > 0
         return done
+
+    def _drop_owner_index(self, conn: sqlite3.Connection) -> int:
+        """`_NO_OWNER_INDEX`: the index dropped (1) or never made (0)."""
+        had = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE name = 'docs_by_owner'").fetchone()[0]
+        conn.execute("DROP INDEX IF EXISTS docs_by_owner")
+        self._freed = self._freed or bool(had)
+        return int(had)
 
     def _drop_fts(self, conn: sqlite3.Connection) -> int:
         """`_NO_FTS`: the old `fts` table (FTS5 or plain) dropped, in `run_once`'s transaction."""
@@ -543,18 +554,6 @@ class MessageStorage:
     def stamp(self) -> tuple[int, int]:
         """(data_version, own writes): changes whenever anything was committed to the file."""
         return self._conn.execute("PRAGMA data_version").fetchone()[0], self.writes
-
-    def summary(self, agent: str, owner: str | None) -> sqlite3.Row:
-        """Last turn id (0: none), last fact id (FACT_BASE: none) and index generation of one owner:
-        index seeks (a COUNT(*) here read all of an owner's documents, 7 ms at 30,000, per search
-        after every Add). Documents are appended; whatever removes or rewrites them bumps the generation."""
-        key = (agent, owner_column(owner))
-        return self._conn.execute(
-            "SELECT COALESCE((SELECT MAX(id) FROM docs WHERE agent = ? AND owner = ? AND id < ?), 0) AS last,"
-            " COALESCE((SELECT MAX(id) FROM docs WHERE agent = ? AND owner = ? AND id >= ?), ?) AS last_fact,"
-            " (SELECT value FROM meta WHERE key = 'generation') AS generation",
-            (*key, FACT_BASE, *key, FACT_BASE, FACT_BASE),
-        ).fetchone()
 
     def doc_rows(self, agent: str, owner: str | None, where: str, params: tuple[object, ...],
                  limit: int | None = None) -> list[dict[str, Any]]:
