@@ -113,3 +113,29 @@ def test_with_the_indexing_thread_stopped_a_search_indexes_the_add_itself(tmp_pa
     finally:
         index.close()
         log.close()
+
+
+def test_adds_run_at_most_max_lag_ahead_of_the_index(tmp_path: Path) -> None:
+    """Deferred, not unbounded: with the indexing thread stopped, each Add indexes what would put the
+    index more than MAX_LAG messages behind before it answers; one on the event loop that would have
+    to is declined (`add_json_now` None: the lane runs it in its pool, where it may wait)."""
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    try:
+        svc = AmlService(log, index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+        index._indexer.stop()
+        turns = [AmlMessage("user", f"Caroline: turn {k} of {FILLER}", TS + k) for k in range(20)]
+        lags, declined = [], 0
+        for n in range(40):
+            if svc.add_json_now(f"r{n}", "u1", "s1", turns) is None:
+                declined += 1
+                svc.add_json(f"r{n}", "u1", "s1", turns)
+            lags.append(log.since(0, limit=100_000)[-1].id - index.watermark())
+        assert max(lags) <= MessageIndex.MAX_LAG
+        assert lags[:5] == [20, 40, 60, 80, 100]  # deferred while under the bound
+        assert declined >= 40 - MessageIndex.MAX_LAG // 20  # every Add past the bound went to a thread
+        assert svc.search("turn", "u1", 5)  # a search catches up on the rest
+        assert index.watermark() == log.since(0, limit=100_000)[-1].id
+    finally:
+        index.close()
+        log.close()

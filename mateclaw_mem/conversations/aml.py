@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -50,6 +51,9 @@ MAX_ID_CHARS = 1024
 MAX_TOP_K = 1000
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of year 9999 (larger overflows SQLite)
 _WEEKDAY_ABBR = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+# Set while `add_json_now` runs an Add on the event loop, holding the log's lock: its indexing is left
+# to the index's thread whatever the lag (waiting for the index's lock there could deadlock with it).
+_on_loop = threading.local()
 
 
 class TooLargeError(InvalidInputError):
@@ -313,7 +317,7 @@ class AmlService:
         # may have died between the log commit and indexing). "Searchable once acknowledged" holds
         # all the same: every search first indexes whatever that thread has not yet (`catch_up`).
         # On PostgreSQL the Add indexed its messages in its own transaction and this does nothing.
-        self.index.sync_later(self.log)
+        self.index.sync_later(self.log, max(result.ids, default=0), wait=not getattr(_on_loop, "now", False))
         if self.facts is not None:
             # Queued, not awaited: the raw messages are the truth and already searchable; facts
             # are a second path that must never slow down or fail the Add. A replay re-queues
@@ -328,10 +332,11 @@ class AmlService:
 
         For the HTTP face, which runs small Adds on its event loop: handing each to a worker thread
         was a quarter of an Add's CPU, and a wait there would hold every other request."""
-        if self.facts is not None:  # its queue has locks of its own
+        if self.facts is not None or self.index.lagging(len(messages)):  # (its queue locks; it would index)
             return None
         if not self.log.lock.acquire(blocking=False):
             return None
+        _on_loop.now = True
         try:
             with self.log.without_waiting():
                 try:
@@ -341,6 +346,7 @@ class AmlService:
                         return None
                     raise
         finally:
+            _on_loop.now = False
             self.log.lock.release()
 
     def search(

@@ -67,7 +67,7 @@ class PgStorage(MessageStorage):
         with self._due_lock:  # (several threads commit at once here, each on its own connection)
             super().committed(documents=documents)
 
-    def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
+    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None) -> int:
         return 0  # every Add indexed its messages in its own transaction
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
@@ -111,8 +111,11 @@ class PgIndex(MessageIndex):
     def without_waiting(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def sync_later(self, log: MessageSource) -> None:
+    def sync_later(self, log: MessageSource, logged_to: int = 0, *, wait: bool = True) -> None:
         pass  # every Add indexed its messages in its own transaction: nothing is left to fold in
+
+    def lagging(self, messages: int) -> bool:
+        return False
 
     def catch_up(self, log: MessageSource) -> int:
         return 0  # (the same)

@@ -189,6 +189,9 @@ class MessageStorage:
         self._standin = False
         self.texts()
         self.writes = 0  # commits through this connection (data_version only counts others')
+        # The watermark as this process last saw it (another process's sync may have moved it on):
+        # what the Add path reads to bound the index's lag without a query (MessageIndex.sync_later).
+        self.indexed_to = 0
         self.cache: postings.Invalidate | None = None  # the search's cache, told what a write rewrote
         self._postings = False  # maintained by `_add_batch` once built (`postings.derive`, once)
         self.last_write = 0.0  # time.monotonic() of the last commit here (the merger waits for a quiet one)
@@ -369,8 +372,9 @@ class MessageStorage:
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
         return int(row["value"]) if row else 0
 
-    def sync(self, log: MessageSource, *, batch: int = 1000) -> int:
-        """Index every log message after the watermark; returns how many were indexed."""
+    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None) -> int:
+        """Index every log message after the watermark (`upto`: only those up to that id); returns
+        how many were indexed."""
         done = 0
         self.follow(log)
         with self.lock:
@@ -380,22 +384,28 @@ class MessageStorage:
                     # Read the watermark inside the write transaction: another process may have
                     # indexed since we last looked.
                     row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
-                    msgs = log.since(int(row["value"]) if row else 0, limit=batch)
+                    mark = int(row["value"]) if row else 0
+                    msgs = log.since(mark, limit=batch)
+                    full = len(msgs) == batch
+                    if upto is not None and msgs and msgs[-1].id > upto:
+                        msgs, full = [m for m in msgs if m.id <= upto], False
                     if msgs:
                         self._add_batch(msgs)
+                        mark = msgs[-1].id
                         self._conn.execute(
                             "INSERT INTO meta (key, value) VALUES ('watermark', ?)"
                             " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                            (str(msgs[-1].id),),
+                            (str(mark),),
                         )
                 except BaseException:
                     self._conn.execute("ROLLBACK")
                     raise
                 self._conn.execute("COMMIT")
+                self.indexed_to = max(self.indexed_to, mark)
                 if msgs:
                     self.committed()
                 done += len(msgs)
-                if len(msgs) < batch:
+                if not full:
                     return done
 
     def rebuild(self, log: MessageSource, facts: FactSource | None = None, *, batch: int = 1000) -> int:
