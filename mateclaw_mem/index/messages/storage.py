@@ -184,7 +184,8 @@ class MessageStorage:
         # Read-only: a write transaction here then takes no write lock on the log (an Add's append
         # would wait for this file's writers). A log not made yet is an empty database until it is.
         self.log_db = log_db if log_db is not None else db_path.with_name("log.db")
-        self.log_db.touch(exist_ok=True)
+        if not self.log_db.exists():  # (not a touch of an existing one: its mtime is left alone)
+            self.log_db.touch(exist_ok=True)
         self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(self.log_db.resolve()))}?mode=ro",))
         self._standin = False
         self.texts()
@@ -235,6 +236,10 @@ class MessageStorage:
         """Read the text from the log this index is synced from when it is another file than the one
         attached (a test's log beside an index of another name; `MessageIndex(log_db=)` names it)."""
         path = getattr(log, "path", None)
+        if path is self._followed:  # (the same log as last time: no path resolved at every Add)
+            path = None
+        else:
+            self._followed = path
         if isinstance(path, Path) and path.resolve() != self.log_db.resolve():
             with self.lock:
                 self._conn.execute("DETACH DATABASE log")
@@ -321,6 +326,7 @@ class MessageStorage:
 
     checkpoints: WalCheckpoints | None = None  # set by MessageIndex.hand_checkpoints_to
     _standin = False  # `messages` is an empty stand-in (`texts`); PostgreSQL's store: never
+    _followed: object = None  # the path of the log `follow` last checked
 
     def committed(self, *, documents: bool = True) -> None:
         """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
