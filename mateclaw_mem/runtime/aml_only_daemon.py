@@ -20,7 +20,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any
 
-from mateclaw_mem.runtime import pidfile
+from mateclaw_mem.runtime import malloc, pidfile
 from mateclaw_mem.runtime.aml_only import AmlNode, open_node
 from mateclaw_mem.runtime.net import bind, connect_url, require_key_beyond_loopback, serve_in_thread
 
@@ -55,6 +55,7 @@ class AmlOnlyDaemon:
         self._pidfile = False
 
     def start(self) -> None:
+        malloc.tune()  # (before the threads: their memory in one arena, large blocks given back)
         key_env = self.settings.server.api_key_env
         require_key_beyond_loopback(self.host, bool(os.environ.get(key_env)), key_env)
         sock = bind(self.host, self.port)

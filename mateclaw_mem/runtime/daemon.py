@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from filelock import FileLock, Timeout
 
 from mateclaw_mem.errors import BusyError, ConfigError
-from mateclaw_mem.runtime import heal, pidfile, recovery
+from mateclaw_mem.runtime import heal, malloc, pidfile, recovery
 from mateclaw_mem.runtime.net import bind, connect_url, require_key_beyond_loopback, serve_in_thread
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.workspace.atomic import clean_temp_files
@@ -82,6 +82,7 @@ class Daemon:
         return self.services.settings.state_dir / "daemon.lock"
 
     def start(self) -> None:
+        malloc.tune()  # (before the threads: their memory in one arena, large blocks given back)
         self._check_auth()
         # The port first: "address in use" must stop us before anything touches the workspace.
         self._sock = self._bind() if self.http else None
