@@ -4,6 +4,7 @@ the same operations in the same order, one document or many at once in numpy."""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 # (k1, per-field weights, per-field b): what a saturated term frequency depends on.
@@ -19,32 +20,43 @@ def saturate(
     return tf / (k1 + tf) if tf > 0 else 0.0
 
 
-def normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
-    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
+@lru_cache(maxsize=64)
+def _row(values: tuple[float, ...]) -> Any:
+    """`values` as a float64 array, made once (a search asks for the same few dozens of times; never
+    written to)."""
     import numpy as np
 
-    bb = np.array(b, dtype=np.float64)
-    return (1.0 - bb) + (bb * lens) / np.array(avg, dtype=np.float64)
+    return np.array(values, dtype=np.float64)
+
+
+@lru_cache(maxsize=1)
+def _fields() -> tuple[Any, Any]:
+    import numpy as np
+
+    return np.arange(0, 64, 16, dtype=np.uint64), np.uint64(0xFFFF)
+
+
+def normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
+    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths."""
+    bb = _row(b)
+    return (1.0 - bb) + (bb * lens) / _row(avg)
 
 
 def counts(packed: Any) -> Any:
     """Packed postings (`turns.unpack`, uint64) as an (n, 4) float array of field counts."""
     import numpy as np
 
-    c = np.empty((len(packed), 4))
-    for f in range(4):
-        c[:, f] = (packed >> np.uint64(16 * f)) & np.uint64(0xFFFF)
-    return c
+    shifts, mask = _fields()
+    return ((packed[:, None] >> shifts) & mask).astype(np.float64)
 
 
 def saturate_rows(c: Any, norms: Any, key: SatKey) -> tuple[Any, Any]:
     """`saturate` of many documents at once: `c` their field counts (`counts`), `norms` their
     `normalisation` under `key`. (A mask of the documents scoring > 0, their values.) A field a
     document lacks adds 0.0, which changes no sum: the same floats as `saturate`."""
-    import numpy as np
 
     k1, w, _ = key
-    x = (np.array(w, dtype=np.float64) * c) / norms
+    x = (_row(w) * c) / norms
     tf = ((x[:, 0] + x[:, 1]) + x[:, 2]) + x[:, 3]
     keep = tf > 0
     tf = tf[keep]

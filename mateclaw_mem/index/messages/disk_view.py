@@ -178,6 +178,7 @@ class DiskView:
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
         self._field_counts: dict[str, Any] = {}
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
+        self._pos_array: tuple[list[int], Any] | None = None  # `sat_among`'s last `pos` as an array
         self.cols = Columns(links_set_when_read=True)  # (`prepare` sets them)
         self.size = 0
         self.lens: Any = np.zeros((0, 4))
@@ -449,11 +450,15 @@ class DiskView:
             hit = slot >= 0
             return slot[hit], vals[hit]
         o, packed, _ = self._term(term)
-        p = np.asarray(pos, dtype=np.int64)
-        mine = self._ords[p]
+        if self._pos_array is None or self._pos_array[0] is not pos:
+            self._pos_array = (pos, np.asarray(pos, dtype=np.int64))  # (the same list for every term of a step)
+        p = self._pos_array[1]
         if not len(o) or not len(p):
             return _EMPTY_I64, np.zeros(0)
-        j = np.searchsorted(o, mine)
+        mine = self._ords[p]
+        # In the postings' own type (a neighbour's -1 becomes the largest: never found), so
+        # searchsorted does not copy the term's every ordinal to int64 first.
+        j = np.searchsorted(o, mine.astype(o.dtype))
         jj = np.minimum(j, len(o) - 1)
         at = np.flatnonzero((j < len(o)) & (o[jj] == mine) & (mine >= 0))
         keep, vals = saturate_rows(counts(packed[jj[at]]), normalisation(key[2], self.lens[p[at]], self.avg), key)
