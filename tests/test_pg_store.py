@@ -65,6 +65,7 @@ class _Sqlite:
     def store_facts(self, job_key: str, owner: str, conv: str, msg_ids: list[int], facts: list[tuple[str, list[int],
                     int]]) -> None:
         _store_facts(self.facts, job_key, owner, conv, msg_ids, facts)
+        self.index.catch_up(self.log)  # (the fact worker's order: a fact takes its source turn's speaker)
         self.index.sync_facts(self.facts)
 
     def close(self) -> None:
@@ -143,6 +144,7 @@ def test_postgresql_ranks_exactly_like_sqlite(tmp_path: Path, pg_database: str, 
                 want = _items(lite.service, query, owner)
                 assert _items(reader.service, query, owner) == want, (seed, k, query)
                 assert _items(writer.service, query, owner) == want, (seed, k, query)
+        lite.index.catch_up(lite.log)  # (an Add is indexed after its answer; a search would catch up first)
         for s in (lite, *daemons):  # (the tables compared below: no merge under the reads)
             s.index._storage.merger.stop()
         for owner in owners:
