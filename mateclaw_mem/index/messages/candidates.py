@@ -32,13 +32,20 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
     import numpy as np
 
     groups = list(groups)
-    # Every term read (and its turns given positions) before the arrays over positions are sized.
-    view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
-    n = len(view.ids)
+    disk: Any = view
+    by_ordinal = hasattr(disk, "ord_sat")  # the on-disk view: sums over ordinals, positions for the kept only
+    if by_ordinal:
+        n = disk.n
+        sat = disk.ord_sat
+    else:
+        # Every term read (and its turns given positions) before the arrays over positions are sized.
+        view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
+        n = len(view.ids)
+        sat = view.sat_arrays
     acc = np.zeros(n)
     hit = np.zeros(n, dtype=bool)
     for t, qw in qweights.items():
-        idx, vals = view.sat_arrays(t, key)
+        idx, vals = sat(t, key)
         if idx.size:
             acc[idx] += (qw * view.idf(t)) * vals
             hit[idx] = True
@@ -47,7 +54,7 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
         for t, rel in group.items():
             if t in qweights:
                 continue  # already a query term in its own right
-            idx, vals = view.sat_arrays(t, key)
+            idx, vals = sat(t, key)
             if not idx.size:
                 continue
             if best is None:
@@ -63,6 +70,10 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
         theta = np.partition(scores, cut)[cut]  # the limit-th best score
         above = chosen[scores > theta]
         tied = chosen[scores == theta]
-        tied = tied[np.argsort(view.cols.ids[tied], kind="stable")]  # a tie goes to the lower id
+        tied_ids = disk.ids_of(tied) if by_ordinal else view.cols.ids[tied]
+        tied = tied[np.argsort(tied_ids, kind="stable")]  # a tie goes to the lower id
         chosen = np.concatenate((above, tied[: limit - above.size]))
+    if by_ordinal:
+        chosen.sort()
+        return disk.place(chosen), acc[chosen]
     return chosen, acc[chosen]

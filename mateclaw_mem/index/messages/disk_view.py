@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -186,6 +186,7 @@ class DiskView:
         self._feat: Any = np.zeros(0, dtype=bool)  # per position: its columns are read
         self._terms: dict[str, tuple[Any, Any]] = {}  # term -> (positions, packed counts)
         self._sat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}
+        self._osat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}  # `ord_sat`'s
         self._by_id: tuple[Any, Any] | None = None  # (sorted ids, their positions), made when asked
         self._by_ord: tuple[Any, Any] | None = None
 
@@ -422,19 +423,57 @@ class DiskView:
             if not len(idx):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                # Kept across searches for what they depend on: the term's postings (its segments,
-                # the unmerged rows holding it: a grown turn's new lengths come with new entries for
-                # each of its terms), the average lengths and the key.
-                extra = self._delta.entries(term)
-                ckey = ("v", self.okey, term, key, extra[3] if extra is not None else (), self.avg)
-                sat = self.cache.get(ckey, self.version)
-                if sat is None:
-                    sat = saturate_rows(self._counts(term, packed), normalisation(key[2], self.lens[idx], self.avg),
-                                        key)
-                    self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
+                sat = self._saturated(term, key, packed, lambda: self.lens[idx])
                 got = (idx[sat[0]], sat[1])
             self._sat[(term, key)] = got
         return got
+
+    def ord_sat(self, term: str, key: SatKey) -> tuple[Any, Any]:
+        """`sat_arrays` by ordinal, not position: (ordinals, values > 0). The first stage sums these
+        over the owner's ordinals (candidates.py) and gives positions to the turns it keeps only -
+        not to the tens of thousands holding a common word (resolving and placing them was a
+        quarter of a search at 100k messages)."""
+        got = self._osat.get((term, key))
+        if got is None:
+            o, packed, _ = self._term(term)
+            if not len(o):
+                got = (_EMPTY_I64, np.zeros(0))
+            else:
+                sat = self._saturated(term, key, packed, lambda: self._resolve(o)[1])
+                got = (o[sat[0]], sat[1])
+            self._osat[(term, key)] = got
+        return got
+
+    def _saturated(self, term: str, key: SatKey, packed: Any, lens: Callable[[], Any]) -> tuple[Any, Any]:
+        """(a mask of the term's postings scoring > 0, their values) under `key`; `lens`: the
+        postings' documents' lengths, asked for only when not kept."""
+        # Kept across searches for what they depend on: the term's postings (its segments, the
+        # unmerged rows holding it: a grown turn's new lengths come with new entries for each of
+        # its terms), the average lengths and the key.
+        extra = self._delta.entries(term)
+        ckey = ("v", self.okey, term, key, extra[3] if extra is not None else (), self.avg)
+        sat = self.cache.get(ckey, self.version)
+        if sat is None:
+            sat = saturate_rows(self._counts(term, packed), normalisation(key[2], lens(), self.avg), key)
+            self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
+        return sat
+
+    def ids_of(self, ords: Any) -> Any:
+        """The ids of the documents at these ordinals (ascending)."""
+        return self._resolve(ords)[0]
+
+    def place(self, ords: Any) -> Any:
+        """Positions of the documents at these ordinals (ascending, distinct), given now to those
+        without one."""
+        if not len(ords):
+            return _EMPTY_I64
+        if not self.size:
+            return self._register(*self._resolve(ords), ords)
+        pos = self._lookup(self._ord_index(), ords)
+        miss = pos < 0
+        if miss.any():
+            pos[miss] = self._register(*self._resolve(ords[miss]), ords[miss])
+        return pos
 
     def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any]:
         """`sat_arrays(term, key)` for the documents at `pos` only, as (indices into `pos`, values):
