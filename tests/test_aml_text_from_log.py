@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,8 @@ from mateclaw_mem.conversations.aml import AmlService
 from mateclaw_mem.conversations.aml_records import AmlMessage
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.db import immediate
+from mateclaw_mem.index.messages import postings
+from mateclaw_mem.index.messages.delta import narrow, unpack_segment
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.index import MessageIndex
 from tests.support.disk_reference import disk_state, random_line, random_query, reference_state, reference_view
@@ -145,26 +148,30 @@ def test_an_index_opened_before_its_log_exists_reads_it_once_it_does(tmp_path: P
 
 
 @pytest.fixture
-def pg_service(pg_database: str) -> Iterator[tuple[AmlService, str]]:
+def pg_service(pg_database: str) -> Iterator[tuple[AmlService, str, Any]]:
     pytest.importorskip("psycopg")
     from mateclaw_mem.conversations.pg import open_store
 
     store = open_store(pg_database)
     try:
-        yield AmlService(store.log, store.index, ManualClock(datetime(2023, 5, 8, tzinfo=UTC))), pg_database
+        yield AmlService(store.log, store.index, ManualClock(datetime(2023, 5, 8, tzinfo=UTC))), pg_database, store
     finally:
         store.close()
 
 
-def test_postgresql_keeps_one_copy_and_migrates_an_older_database(pg_service: tuple[AmlService, str]) -> None:
+def test_postgresql_keeps_one_copy_packs_postings_and_migrates_an_older_database(
+        pg_service: tuple[AmlService, str, Any]) -> None:
     import psycopg
 
     from mateclaw_mem.conversations.pg import open_store
 
-    service, dsn = pg_service
+    service, dsn, store = pg_service
     rng = random.Random(5)
     for k in range(8):
         service.add(f"r{k}", "u1", f"s{k % 2}", [AmlMessage(role="user", content=random_line(rng), timestamp=TS + k)])
+    storage = store.index._storage
+    with immediate(storage._conn, storage.lock) as conn:  # (the Adds' postings folded into segments)
+        assert postings.merge_owner(conn, conn.execute("SELECT okey FROM powners").fetchone()[0]) > 0
     queries = [random_query(rng)[0] for _ in range(8)]
     before = [[(i.id, i.score, i.content) for i in service.search(q, "u1", 100)] for q in queries]
     assert any(before)
@@ -173,13 +180,21 @@ def test_postgresql_keeps_one_copy_and_migrates_an_older_database(pg_service: tu
         # As the store was before migration 5: every turn's text in `docs` too (and the index 6 drops).
         raw.execute("UPDATE docs SET content = m.content FROM messages m WHERE m.id = docs.id")
         raw.execute("CREATE INDEX docs_by_owner ON docs (agent, owner, id)")
+        # ... and every segment of postings as an older version wrote it (ordinals as uint32, counts narrowed).
+        segs = raw.execute("SELECT okey, term, first, ords, packed FROM postings").fetchall()
+        assert segs and all(bytes(r[4]) == b"" for r in segs)
+        for okey, term, first, ords, packed in segs:
+            o, p = unpack_segment(bytes(ords), bytes(packed))
+            raw.execute("UPDATE postings SET ords = %s, packed = %s WHERE okey = %s AND term = %s AND first = %s",
+                        (o.tobytes(), narrow(p), okey, term, first))
         raw.execute("DELETE FROM schema_version WHERE version >= 5")
     again = open_store(dsn)
     try:
-        assert again.migrated == [5, 6]
+        assert again.migrated == [5, 6, 7]
         with psycopg.connect(dsn, autocommit=True) as raw:
             assert [r[0] for r in raw.execute("SELECT DISTINCT content FROM docs")] == [""]
             assert raw.execute("SELECT to_regclass('docs_by_owner')").fetchone()[0] is None
+            assert [r[0] for r in raw.execute("SELECT DISTINCT length(packed) FROM postings")] == [0]
         later = AmlService(again.log, again.index, ManualClock(datetime(2023, 5, 8, tzinfo=UTC)))
         assert [[(i.id, i.score, i.content) for i in later.search(q, "u1", 100)] for q in queries] == before
     finally:

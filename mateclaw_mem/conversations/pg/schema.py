@@ -12,14 +12,29 @@ SQLite compares text). What only PostgreSQL has: the fact jobs' claim and lease 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from mateclaw_mem.errors import ConfigError
+from mateclaw_mem.index.messages.delta import pack_segment, unpack_segment
 from mateclaw_mem.index.messages.fields import FACT_BASE
 
 _T = 'TEXT COLLATE "C"'
 
-MIGRATIONS: tuple[tuple[int, str, str], ...] = (
+
+def _pack_postings(conn: Any) -> None:
+    """Segments written before they were one packed blob (index/messages/delta.pack_segment) rewritten
+    so: same ordinals and counts, a third of the bytes (they were read as they are meanwhile)."""
+    while rows := conn.execute("SELECT okey, term, first, ords, packed FROM postings WHERE length(packed) > 0"
+                               " LIMIT 2000").fetchall():  # (each batch rewritten leaves the selection)
+        with conn.cursor() as cur:
+            cur.executemany("UPDATE postings SET ords = %s, packed = '' WHERE okey = %s AND term = %s AND first = %s",
+                            [(pack_segment(*unpack_segment(bytes(r[3]), bytes(r[4]))), r[0], r[1], r[2])
+                             for r in rows])
+
+
+# (version, name, SQL - or a function of the raw connection, for what SQL cannot say)
+MIGRATIONS: tuple[tuple[int, str, str | Callable[[Any], None]], ...] = (
     (1, "the Add/Search store: log, requests, message index, postings, facts and fact jobs", f"""
 CREATE TABLE meta (key {_T} PRIMARY KEY, value {_T} NOT NULL);
 CREATE TABLE messages (
@@ -89,6 +104,7 @@ INSERT INTO meta (key, value) VALUES ('generation', md5(random()::text));
      " AND docs.content <> '' AND docs.content = m.content;"),
     # Read only by a rebuild of one owner's postings, which orders the ids itself (storage._NO_OWNER_INDEX).
     (6, "no index of the documents by owner alone", "DROP INDEX docs_by_owner;"),
+    (7, "postings segments packed (gaps, narrow counts)", _pack_postings),
 )
 LATEST = MIGRATIONS[-1][0]
 _MIGRATION_LOCK = 0x6D61746563_6C6177  # one number for "the schema is being migrated"
@@ -123,7 +139,10 @@ def migrate(conn: Any, now_ms: int) -> list[int]:
         for version, name, sql in MIGRATIONS:
             if version <= have:
                 continue
-            conn.execute(sql)
+            if callable(sql):
+                sql(conn)
+            else:
+                conn.execute(sql)
             conn.execute("INSERT INTO schema_version (version, name, applied_ms) VALUES (%s, %s, %s)",
                          (version, name, now_ms))
             done.append(version)
