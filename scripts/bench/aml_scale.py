@@ -152,9 +152,16 @@ class Server:
         holds every copy a running daemon keeps. The floors have nothing of the kind."""
         if self.name not in ("ours", "base") or self.conn is None:
             return
-        self.conn.request("GET", "/api/v1/agents/aml/workspace/memory/search?q=settle&scope=conversations")
-        resp = self.conn.getresponse()
-        payload = resp.read()
+        for attempt in (0, 1):
+            try:
+                self.conn.request("GET", "/api/v1/agents/aml/workspace/memory/search?q=settle&scope=conversations")
+                resp = self.conn.getresponse()
+                payload = resp.read()
+                break
+            except (OSError, http.client.HTTPException):  # closed idle past keep-alive, as in `post`
+                if attempt:
+                    raise
+                self.conn.close()
         if resp.status != 200:
             sys.exit(f"{self.name} file search: {resp.status} {payload[:300]!r}")
 
