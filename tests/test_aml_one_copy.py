@@ -111,3 +111,17 @@ def test_copies_an_older_version_made_are_dropped_once_in_place(tmp_path: Path, 
         assert len(_copies(services.settings.index_db)) == 2
     finally:
         services.close()
+
+
+def test_the_file_search_finds_an_add_its_indexing_thread_has_not_reached(tmp_path: Path, clock: ManualClock) -> None:
+    """An Add answers before its turns are indexed (index/messages/index.py: sync_later); the file
+    search of the AML conversations catches the index up first, as the AML search does."""
+    services = _services(tmp_path, clock)
+    try:
+        services.message_index._indexer.stop()  # as if it never got the CPU
+        services.aml.add("r1", "ann", "s1", [AmlMessage("user", f"Caroline: my {ANN} story")])
+        assert services.message_index.watermark() < services.log.since(0)[-1].id  # logged, not indexed
+        ann = _seen(services, "zorbleflax lighthouse", "ann")
+        assert ann and "Zorbleflax" in ann[0][1], ann
+    finally:
+        services.close()

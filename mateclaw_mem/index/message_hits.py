@@ -39,8 +39,7 @@ class AmlConversations:
         if agent != self.agent or not owner:
             return []
         index, log = self._messages(), self._log()
-        if log.since(index.watermark(), limit=1):  # logged by another process since (one query if not)
-            index.sync(log)
+        index.catch_up(log)  # Adds its indexing thread has not reached yet, or another process logged
         # Facts (FACT_BASE and above) are the message index's own documents, never conversation turns.
         return [candidate(h) for h in index.search(agent, owner, query, limit=limit) if h.id < FACT_BASE]
 
