@@ -49,8 +49,7 @@ class ConversationHitsProvider:
 
     def prefetch(self, agent: str, owner: str | None, query: str, *, deadline: float) -> list[ProviderItem]:
         index, log = self._messages(), self._log()
-        if log.since(index.watermark(), limit=1):  # turns logged since the last Add or search
-            index.sync(log)  # (a write transaction: not taken when there is nothing new)
+        index.catch_up(log)  # turns logged since, an Add's its indexing thread has not reached among them
         hits = index.search(agent, owner, query, limit=self.limit)
         memoryless = log.memoryless_among(agent, owner, (h.conversation_id for h in hits))
         return [ProviderItem(render(h, query, self.tz), f"conversations/{h.conversation_id}", h.score)
