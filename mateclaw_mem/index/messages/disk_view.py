@@ -20,6 +20,7 @@ import math
 import sqlite3
 import weakref
 from collections.abc import Callable, Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -278,10 +279,11 @@ class DiskView:
             self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 
-    def _resolve(self, ords: Any) -> tuple[Any, Any]:
+    def _resolve(self, ords: Any, *, ids_too: bool = True) -> tuple[Any, Any]:
         """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`), gathered block by
-        block (`DocBlock`: a common term's turns span most of a long history's segments)."""
-        ids, lens = np.empty(len(ords), dtype=np.int64), np.empty((len(ords), 4))
+        block (`DocBlock`: a common term's turns span most of a long history's segments); without
+        `ids_too`, the ids are not gathered (None)."""
+        ids, lens = np.empty(len(ords), dtype=np.int64) if ids_too else None, np.empty((len(ords), 4))
         blocks = ords // BLOCK
         starts = _distinct(blocks)
         cuts = [*np.searchsorted(blocks, starts).tolist(), len(ords)]
@@ -289,7 +291,8 @@ class DiskView:
             a, e = cuts[j], cuts[j + 1]
             local = ords[a:e] - b * BLOCK
             block = self._block(b, local)
-            ids[a:e] = block.ids[local]
+            if ids is not None:
+                ids[a:e] = block.ids[local]
             lens[a:e] = block.lens[local]
         return ids, lens
 
@@ -439,7 +442,7 @@ class DiskView:
             if not len(o):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda: self._resolve(o)[1])
+                sat = self._saturated(term, key, packed, lambda: self._resolve(o, ids_too=False)[1])
                 got = (o[sat[0]], sat[1])
             self._osat[(term, key)] = got
         return got
@@ -576,7 +579,7 @@ class DiskView:
         if not parts:
             return None
         rows = parts[0] if len(parts) == 1 else RowChunk.concat(parts)
-        self.rows.update(zip(rows.ids.tolist(), ((rows, i) for i in range(len(rows.ids))), strict=True))
+        self.rows.update(zip(rows.ids.tolist(), zip(repeat(rows), range(len(rows.ids))), strict=False))
         return rows
 
     def hit_rows(self, ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
