@@ -4,6 +4,7 @@ every byte of the workspace scanned afterwards, another user's words as the posi
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,10 +14,14 @@ import httpx
 import pytest
 
 from mateclaw_mem.clock import ManualClock
-from mateclaw_mem.conversations.aml import AmlMessage
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+from mateclaw_mem.conversations.aml_users import AmlUsers
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.memory.forget.scan import patterns, walk
 from mateclaw_mem.runtime.services import Services
 from mateclaw_mem.settings import load_settings
+from mateclaw_mem.workspace.journal import Journal
 from tests.support.server import serve_api
 
 KEY = "users-key"
@@ -190,3 +195,46 @@ def test_a_fact_job_finishing_after_its_user_was_deleted_stores_nothing(
         assert hits["victim"] == [] and hits["victim_word"] == []
     finally:
         services.close()
+
+
+class _AnotherProcessIndexes:
+    """Where the file index's rows are deleted - after messages.db's, before the log's - another process
+    sharing the files (its own connections and locks) catches its index up, as its next search does."""
+
+    def __init__(self, ws: Path) -> None:
+        self.path = ws / "no-file-index.db"  # (none here: nothing to scrub)
+        self.log = ConversationLog(ws / "log.db")
+        self.index = MessageIndex(ws / "messages.db")
+        self.indexed = 0
+
+    def delete_owner_messages(self, agent: str, owner: str) -> int:
+        self.indexed += self.index.catch_up(self.log)
+        return 0
+
+
+def test_a_delete_leaves_nothing_another_process_indexed_meanwhile(tmp_path: Path) -> None:
+    """An Add is indexed after its answer, so a user's last Adds may be in the log only while the user
+    is deleted; another process indexing them between messages.db's rows and the log's must not leave
+    them in messages.db (seen: one document and its words kept for good)."""
+    clock = ManualClock(datetime(2024, 1, 1, tzinfo=UTC))
+    log, index = ConversationLog(tmp_path / "log.db"), MessageIndex(tmp_path / "messages.db")
+    other = _AnotherProcessIndexes(tmp_path)
+    try:
+        aml = AmlService(log, index, clock)
+        index._indexer.stop()  # (the Add below stays in the log only until someone catches up)
+        aml.add_json("r1", "victim", "s1", [AmlMessage("user", f"Caroline: {VICTIM}", TS)])
+        aml.add_json("r1", "other", "s1", [AmlMessage("user", f"Gina: {OTHER}", TS)])
+        assert aml.search("marmalade", "victim", 5)  # indexed (the search catches up)
+        aml.add_json("r2", "victim", "s1", [AmlMessage("user", f"Caroline: again {VICTIM}", TS + 1)])
+        users = AmlUsers(aml, clock, file_index=other, journal=Journal(tmp_path / "journal"))  # type: ignore[arg-type]
+        deleted = users.delete("victim")["deleted"]
+        assert other.indexed == 1  # the window was hit: the other process indexed the second Add in it
+        assert deleted["messages.db:docs"] == 2 and deleted["log.db:messages"] == 2
+        with sqlite3.connect(tmp_path / "messages.db") as conn:
+            assert conn.execute("SELECT COUNT(*) FROM docs WHERE owner = 'victim'").fetchone()[0] == 0
+        hits = _scan(tmp_path)
+        assert not hits["victim_word"] and hits["other_word"]
+        assert not aml.search("marmalade", "victim", 5) and aml.search("teapot", "other", 5)
+    finally:
+        for x in (index, log, other.index, other.log):
+            x.close()

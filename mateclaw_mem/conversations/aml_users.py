@@ -112,6 +112,13 @@ class AmlUsers:
             ("messages", self._delete_messages), ("index", self._delete_file_index), ("log", self._delete_log)]
         if self.journal is None:  # PostgreSQL (one transaction): the order it always had
             steps = steps[2:] + steps[:2]
+        else:
+            # messages.db once more, last: another process sharing the files (its search catches its
+            # index up first) may have indexed the user's Adds still in the log - an Add is indexed
+            # after its answer - between the first pass and the log's rows going. Once those are
+            # gone nothing can bring them back (a sync still reading them holds the file's write
+            # lock, which this pass waits for).
+            steps.append(("messages again", self._delete_messages))
         out: dict[str, int] = {}
         # Both locks: an Add of this user in this process lands wholly before the delete (and is
         # deleted) or wholly after it (and is kept, as a new Add), and the index's thread indexes
@@ -122,7 +129,8 @@ class AmlUsers:
             held.enter_context(aml.log.lock)
             held.enter_context(aml.log.holding(aml.agent, user_id))  # (PostgreSQL: one transaction)
             for name, step in steps:
-                out.update(step(user_id))
+                for key, n in step(user_id).items():
+                    out[key] = out.get(key, 0) + n
                 crash_point(OP, f"rows:{name}")
         return out
 
