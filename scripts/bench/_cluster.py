@@ -32,8 +32,13 @@ class AmlDaemon:
     """One `mateclaw-mem serve --aml-only` over `store` ("sqlite": its own workspace under `folder`;
     "postgresql": the database `dsn` names), on a fixed port so a restart comes back where clients look."""
 
-    def __init__(self, folder: Path, store: str, dsn: str | None = None, *, extra_config: str = "") -> None:
+    def __init__(self, folder: Path, store: str, dsn: str | None = None, *, extra_config: str = "",
+                 workspace: Path | None = None, prelude: str = "") -> None:
+        """`workspace`: another folder's (SQLite daemons sharing one workspace's files); `prelude`:
+        Python run in the daemon's process before the CLI (a bench's module setting)."""
         self.folder = folder
+        self.workspace = workspace or folder / "ws"
+        self.prelude = prelude
         folder.mkdir(parents=True, exist_ok=True)
         self.config = folder / "c.yaml"
         self.config.write_text(f"timezone: UTC\naml:\n  store: {store}\n{extra_config}", encoding="utf-8")
@@ -47,13 +52,19 @@ class AmlDaemon:
 
     def start(self) -> AmlDaemon:
         self.starts += 1
-        cmd = [sys.executable, "-m", "mateclaw_mem.cli.main", "serve", "--aml-only", "--workspace",
-               str(self.folder / "ws"), "--config", str(self.config), "--port", str(self.port)]
         log = self.folder / f"daemon-{self.starts}.log"
-        self.proc, url = start_daemon(cmd, log, env=self.env, cwd=self.folder, until_ready=True)
+        self.proc, url = start_daemon(self.command(), log, env=self.env, cwd=self.folder, until_ready=True)
         if url is None:
             raise RuntimeError(f"serve --aml-only did not start: {log.read_text(errors='replace')[-2000:]}")
         return self
+
+    def command(self) -> list[str]:
+        args = ["serve", "--aml-only", "--workspace", str(self.workspace), "--config", str(self.config),
+                "--port", str(self.port)]
+        if not self.prelude:
+            return [sys.executable, "-m", "mateclaw_mem.cli.main", *args]
+        code = f"import sys\n{self.prelude}\nfrom mateclaw_mem.cli.main import main\nsys.exit(main(sys.argv[1:]))"
+        return [sys.executable, "-c", code, *args]
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
