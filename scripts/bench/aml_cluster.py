@@ -250,6 +250,18 @@ def index_check(workspace: Path, note: Any) -> None:
     note("WATERMARK NOT AT THE LOG'S END", int((int(mark[0]) if mark else 0) != max(logged, default=0)))
     # (not a loss: a start killed between the migration and its VACUUM leaves the freed pages to reuse)
     note("messages.db files over a quarter free pages", int(free > 0.25))
+    # The postings on disk - Adds, merges and kills between - as a fresh parse of the documents makes them.
+    from mateclaw_mem.index.messages.index import MessageIndex
+    from tests.support.disk_reference import disk_state, reference_state, reference_view
+
+    index = MessageIndex(workspace / ".mateclaw" / "messages.db")
+    try:
+        owners = [r[0] for r in index._storage._conn.execute("SELECT owner FROM powners WHERE agent = 'aml'")]
+        note("OWNERS WHOSE POSTINGS DIFFER FROM A FRESH PARSE",
+             sum(disk_state(index, "aml", o) != reference_state(reference_view(index, "aml", o)) for o in owners))
+        note("owners whose postings were compared", len(owners))
+    finally:
+        index.close()
 
 
 def verify(campaign: Campaign, dsn: str | None, workspace: Path | None) -> None:
@@ -380,7 +392,7 @@ def migration_campaign(work: Path, shared: Path, campaign: Campaign, args: argpa
                 "MIGRATION NOT DONE AFTER THE RESTART", "MIGRATED: SEARCH NOT EXACTLY ONE",
                 "LOGGED TURNS NOT IN THE INDEX", "INDEXED TURNS NOT IN THE LOG", "TURNS INDEXED TWICE",
                 "TURNS KEEPING A COPY OF THEIR TEXT", "WATERMARK NOT AT THE LOG'S END",
-                "messages.db files over a quarter free pages")]]
+                "messages.db files over a quarter free pages", "OWNERS WHOSE POSTINGS DIFFER FROM A FRESH PARSE")]]
 
 
 def main() -> int:
@@ -464,7 +476,8 @@ def main() -> int:
             rows += [(k.lower(), str(c[k])) for k in (
                 "LOGGED TURNS NOT IN THE INDEX", "INDEXED TURNS NOT IN THE LOG", "TURNS INDEXED TWICE",
                 "TURNS KEEPING A COPY OF THEIR TEXT", "WATERMARK NOT AT THE LOG'S END",
-                "messages.db files over a quarter free pages")]
+                "messages.db files over a quarter free pages", "owners whose postings were compared",
+                "OWNERS WHOSE POSTINGS DIFFER FROM A FRESH PARSE")]
         if shared is not None and args.migration_trials:
             for d in daemons:
                 d.stop()
