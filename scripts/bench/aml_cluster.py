@@ -25,7 +25,8 @@ refused - all must be 0 - and what happened meanwhile (deliveries, retries, 503s
 load average.
 
 `--migration-trials N` (SQLite): after the campaign the workspace is filled to `--legacy-messages`
-and its messages.db made as an older version wrote it (every turn's text copied, the owner index);
+and its messages.db made as an older version wrote it (every turn's text copied, the owner index,
+the postings' segments unpacked);
 each trial starts a daemon on a copy, sends it SIGKILL at a random moment of its start (three in four
 between when an uninterrupted start first wrote messages.db's WAL and when it listened - the migration
 and the compaction after it -, one in four anywhere up to 1.3x that), starts it again and
@@ -298,11 +299,19 @@ def fill(daemon: AmlDaemon, client: Client, messages: int) -> None:
             raise RuntimeError(f"filling the workspace: {status} {raw[:200]!r}")
 
 
-def make_legacy(workspace: Path) -> None:
-    """messages.db as an older version wrote it: every turn's text copied, the owner index (storage.py's
-    migrations text-from-log and no-docs-by-owner undone)."""
+def make_legacy(workspace: Path) -> int:
+    """messages.db as an older version wrote it: every turn's text copied, the owner index, the postings'
+    segments unpacked (storage.py's migrations text-from-log, no-docs-by-owner and packed-postings
+    undone); returns how many segments it unpacked."""
+    from mateclaw_mem.index.messages.delta import narrow, unpack_segment
+
     db = workspace / ".mateclaw" / "messages.db"
     with contextlib.closing(sqlite3.connect(db)) as conn, conn:
+        segs = conn.execute("SELECT rowid, ords, packed FROM postings").fetchall()
+        for rowid, ords, packed in segs:  # (as test_aml_text_from_log makes them: uint32 ordinals, narrowed counts)
+            o, c = unpack_segment(bytes(ords), bytes(packed))
+            conn.execute("UPDATE postings SET ords = ?, packed = ? WHERE rowid = ?", (o.tobytes(), narrow(c), rowid))
+        conn.execute("DELETE FROM meta WHERE key = 'migrated:packed-postings'")
         conn.execute("ATTACH DATABASE ? AS log", (str(workspace / ".mateclaw" / "log.db"),))
         conn.execute("UPDATE docs SET content = (SELECT m.content FROM log.messages m WHERE m.id = docs.id)"
                      " WHERE id < ?", (FACT_BASE,))
@@ -311,12 +320,14 @@ def make_legacy(workspace: Path) -> None:
     with contextlib.closing(sqlite3.connect(db)) as conn:
         conn.execute("VACUUM")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return len(segs)
 
 
 def migrated(workspace: Path) -> bool:
     with contextlib.closing(sqlite3.connect(f"file:{workspace / '.mateclaw' / 'messages.db'}?mode=ro", uri=True,
                                             timeout=30)) as conn:
-        return conn.execute("SELECT 1 FROM meta WHERE key = 'migrated:text-from-log'").fetchone() is not None
+        return conn.execute("SELECT COUNT(*) FROM meta WHERE key IN ('migrated:text-from-log',"
+                            " 'migrated:no-docs-by-owner', 'migrated:packed-postings')").fetchone()[0] == 3
 
 
 def migration_campaign(work: Path, shared: Path, campaign: Campaign, args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -324,7 +335,7 @@ def migration_campaign(work: Path, shared: Path, campaign: Campaign, args: argpa
     filler = AmlDaemon(work / "fill", "sqlite", workspace=shared).start()
     fill(filler, campaign.client, args.legacy_messages)
     filler.stop()
-    make_legacy(shared)
+    segments = make_legacy(shared)
     base = work / "legacy"
     shutil.copytree(shared, base)
     _, ids = stored_words(None, base)
@@ -383,7 +394,8 @@ def migration_campaign(work: Path, shared: Path, campaign: Campaign, args: argpa
     for key, v in counts.items():
         if key.split()[0].isupper():
             campaign.note(key, v)
-    return [("migration trials (messages migrated)", f"{args.migration_trials} ({len(words)})"),
+    return [("migration trials (messages / postings segments migrated)",
+             f"{args.migration_trials} ({len(words)} / {segments})"),
             ("an uninterrupted start: migration's first write / end / listening (s)",
              f"{began:.2f} / {took:.2f} / {ready:.2f}"),
             ("kills before the migration was done / after", f"{counts['killed before the migration was done']} / "
