@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import sqlite3
 import threading
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -158,6 +159,53 @@ def test_an_add_leaves_the_merge_to_the_merger_and_every_moment_ranks_the_same(
     assert _pending(index, "u1") == 0
     assert disk_state(index, "aml", "u1") == reference_state(ref)
     assert [rank(disk_view(index, "aml", "u1"), q, o, BASE, limit=100) for q, o in queries] == want
+    for x in (index, log):
+        x.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_what_a_merge_leaves_in_the_cache_ranks_like_a_fresh_read_at_every_step(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A merge keeps a term's cached postings and saturated values below the segments it rewrote
+    (ByteCache.wrote's cuts); a search after it reads and scores only the rest. Searched and held
+    to the in-memory view after every Add - merges every few Adds, unmerged rows between them, turns
+    of older conversations growing below a cut - and against a cold cache."""
+    monkeypatch.setattr(postings, "SEG_POSTINGS", 6)
+    monkeypatch.setattr(postings, "DELTA_MAX", 60)
+    monkeypatch.setattr(_Merger, "QUIET", 3600.0)  # merged when the test says (run_now)
+    monkeypatch.setattr(_Merger, "PATIENCE", 3600.0)
+    # A history long enough for the average lengths to hold still over most Adds (kept values are
+    # of one set of averages), then Adds to four conversations in turn.
+    rng, log, index = _grown(tmp_path, 1000 + seed, ("u1",), adds=120, convs=4, searches=False)
+    kept: Counter[str] = Counter()  # what was read of the entries a merge left
+    read = ByteCache.get
+
+    def counting(cache: ByteCache, key: tuple[object, ...], version: int | None = None) -> object:
+        got = read(cache, key, version)
+        if got is not None and key[0] in ("tp", "vp"):
+            kept[str(key[0])] += 1
+        return got
+
+    monkeypatch.setattr(ByteCache, "get", counting)
+    index._storage.merger.run_now()
+    queries = [random_query(rng) for _ in range(4)] + [("the and my", []), ("When did Caroline and Melanie?", [])]
+    for k in range(30):
+        conv = f"c{rng.randint(0, 3)}"
+        lines = [random_line(rng) for _ in range(rng.randint(1, 5))]
+        log.append("aml", conv, [NewMessage("user", t, TS + k * 1000 + i) for i, t in enumerate(lines)], owner="u1",
+                   now_ms=TS)
+        index.sync(log)
+        if k % 4 == 3:
+            index._storage.merger.run_now()
+        ref = reference_view(index, "aml", "u1")
+        for query, options in queries:
+            want = rank(ref, query, options, BASE, limit=100)
+            with index.lock:
+                assert rank(disk_view(index, "aml", "u1"), query, options, BASE, limit=100) == want, (k, query)
+            if k % 5 == 4:
+                assert rank(disk_view(index, "aml", "u1", ByteCache(1 << 30)), query, options, BASE,
+                            limit=100) == want
+    assert kept["tp"] > 20 and kept["vp"] > 20, kept
     for x in (index, log):
         x.close()
 

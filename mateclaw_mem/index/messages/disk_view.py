@@ -267,14 +267,22 @@ class DiskView:
         key = ("t", self.okey, term)
         got = self.cache.get(key, self.version)
         if got is None:
-            rows = self.conn.execute("SELECT df, ords, packed FROM postings WHERE okey = ? AND term = ? ORDER BY first",
-                                     (self.okey, term)).fetchall()
+            # What a merge left of the term (`ByteCache.wrote`): only the segments from its cut on read.
+            kept = self.cache.get(("tp", self.okey, term), self.version)
+            sql = "SELECT df, ords, packed FROM postings WHERE okey = ? AND term = ?"
+            rows = self.conn.execute(sql + " AND first >= ? ORDER BY first", (self.okey, term, kept[2])).fetchall() \
+                if kept is not None else []
+            segs = [unpack_segment(r[1], r[2]) for r in rows]
+            if rows:
+                segs.insert(0, kept[:2])
+            else:
+                rows = self.conn.execute(sql + " ORDER BY first", (self.okey, term)).fetchall()
+                segs = [unpack_segment(r[1], r[2]) for r in rows]
             if not rows:
                 got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
-            elif len(rows) == 1:
-                got = (*unpack_segment(rows[0][1], rows[0][2]), rows[0][0])
+            elif len(segs) == 1:
+                got = (*segs[0], rows[0][0])
             else:
-                segs = [unpack_segment(r[1], r[2]) for r in rows]
                 got = (np.concatenate([o for o, _ in segs]), np.concatenate([p for _, p in segs]), rows[-1][0])
             self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
@@ -426,7 +434,7 @@ class DiskView:
             if not len(idx):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda: self.lens[idx])
+                sat = self._saturated(term, key, packed, lambda k: self.lens[idx[k:]])
                 got = (idx[sat[0]], sat[1])
             self._sat[(term, key)] = got
         return got
@@ -442,14 +450,14 @@ class DiskView:
             if not len(o):
                 got = (_EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda: self._resolve(o, ids_too=False)[1])
+                sat = self._saturated(term, key, packed, lambda k: self._resolve(o[k:], ids_too=False)[1])
                 got = (o[sat[0]], sat[1])
             self._osat[(term, key)] = got
         return got
 
-    def _saturated(self, term: str, key: SatKey, packed: Any, lens: Callable[[], Any]) -> tuple[Any, Any]:
-        """(a mask of the term's postings scoring > 0, their values) under `key`; `lens`: the
-        postings' documents' lengths, asked for only when not kept."""
+    def _saturated(self, term: str, key: SatKey, packed: Any, lens: Callable[[int], Any]) -> tuple[Any, Any]:
+        """(a mask of the term's postings scoring > 0, their values) under `key`; `lens(k)`: the
+        lengths of the documents of the postings from the k-th on, asked for only when not kept."""
         # Kept across searches for what they depend on: the term's postings (its segments, the
         # unmerged rows holding it: a grown turn's new lengths come with new entries for each of
         # its terms), the average lengths and the key.
@@ -457,7 +465,18 @@ class DiskView:
         ckey = ("v", self.okey, term, key, extra[3] if extra is not None else (), self.avg)
         sat = self.cache.get(ckey, self.version)
         if sat is None:
-            sat = saturate_rows(self._counts(term, packed), normalisation(key[2], lens(), self.avg), key)
+            # The values a merge left (`ByteCache.wrote`: its first `k` postings'), while no unmerged
+            # row holds one of those postings: only the rest are scored.
+            kept = self.cache.get(("vp", self.okey, term, key, self.avg), self.version)
+            k = kept[0] if kept is not None and kept[0] <= len(packed) else 0
+            if k and extra is not None and len(extra[0]) and extra[0][0] <= self._term(term)[0][k - 1]:
+                k = 0
+            if k:
+                assert kept is not None
+                tail = saturate_rows(counts(packed[k:]), normalisation(key[2], lens(k), self.avg), key)
+                sat = (np.concatenate((kept[1], tail[0])), np.concatenate((kept[2], tail[1])))
+            else:
+                sat = saturate_rows(self._counts(term, packed), normalisation(key[2], lens(0), self.avg), key)
             self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
         return sat
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import sqlite3
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -77,7 +77,7 @@ class Invalidate(Protocol):
     """What a writer tells the read cache (disk_view.ByteCache) about the rows it rewrote."""
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
-              speakers: bool, docs: Iterable[int]) -> None: ...
+              speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None: ...
 
 
 @dataclass
@@ -439,11 +439,20 @@ class PostingWriter:
                           for (okey, seg), (ids, lens) in self.docsegs.items()])
         conn.executemany(f"INSERT OR REPLACE INTO pfeat{s} (id, ord, qshare, echo, flags, names, prev, next,"
                          " tprev, tnext) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", list(self.feat.values()))
+        # Per term, the lowest ordinal a rewritten segment held or holds: its postings below it are
+        # as they were, so a search's cache keeps them (`ByteCache.wrote`) - a merge appends new
+        # turns to a term's last segment and leaves the rest alone.
+        cuts: dict[int, dict[str, int]] = {}
+        for okey, term, seg in dirty:
+            low = seg.ords[0] if seg.key is None else min(seg.key, seg.ords[0])
+            mine = cuts.setdefault(okey, {})
+            mine[term] = min(mine.get(term, low), low)
         for o in self.owners.values():
             conn.execute(f"UPDATE powners{s} SET n = ?, l0 = ?, l1 = ?, l2 = ?, l3 = ?, version = ?, pending = ?"
                          " WHERE okey = ?", (o.n, *o.lens, o.version + 1, o.pending, o.okey))
             if self.cache is not None and not s:
-                self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers, self.feat)
+                self.cache.wrote(o.okey, o.version, o.version + 1, o.terms, o.segs, o.speakers, self.feat,
+                                 cuts.get(o.okey))
 
 
 def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache: Invalidate | None = None, *,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -104,19 +104,26 @@ class ByteCache:
             self._d[key] = [value, nbytes]
             self._owners.setdefault(key[1], set()).add(key)
             self.size += nbytes
-            while self.size > self.max_bytes and self._d:
-                k, (_, b) = self._d.popitem(last=False)
-                self.size -= b
-                self._owners.get(k[1], set()).discard(k)
+            self._evict()
+
+    def _evict(self) -> None:
+        while self.size > self.max_bytes and self._d:
+            k, (_, b) = self._d.popitem(last=False)
+            self.size -= b
+            self._owners.get(k[1], set()).discard(k)
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
-              speakers: bool, docs: Iterable[int]) -> None:
-        """A writer of this process rewrote these rows of the owner (postings.Invalidate)."""
+              speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None:
+        """A writer of this process rewrote these rows of the owner (postings.Invalidate); `cuts`:
+        per term, the ordinal below which its postings are as they were (`_keep_prefixes`)."""
         with self._lock:
             if self._known.get(okey) != old_version:
                 self._purge(okey)
                 self._known.pop(okey, None)
                 return
+            terms = list(terms)
+            if cuts:
+                self._keep_prefixes(okey, terms, cuts)
             keys: list[tuple[Any, ...]] = [("t", okey, t) for t in terms]
             by_block: dict[int, list[int]] = {}
             for seg in segs:
@@ -128,10 +135,13 @@ class ByteCache:
                 keys.append(("s", okey))
             if any(k[0] == "t" for k in keys):  # a merge: the owner's delta rows are gone
                 keys += [k for k in self._owners.get(okey, ()) if k[0] == "u"]
-                # Saturated values (`DiskView.sat_arrays`) of segments or lengths written: all go. An
-                # Add's own row leaves them: they are kept per term with the unmerged rows holding it
-                # (a turn whose lengths grew has a new entry for each of its terms there).
-                keys += [k for k in self._owners.get(okey, ()) if k[0] == "v"]
+                # Saturated values (`DiskView.sat_arrays`) of the terms written go (what was below
+                # their cuts is kept). An Add's own row leaves them: they are kept per term with the
+                # unmerged rows holding it (a turn whose lengths grew has a new entry for each of its
+                # terms, there and in the segments a merge rewrites: a term it left has no turn whose
+                # lengths changed).
+                written = set(terms)
+                keys += [k for k in self._owners.get(okey, ()) if k[0] == "v" and k[2] in written]
             for key in keys:
                 got = self._d.pop(key, None)
                 if got is not None:
@@ -141,6 +151,62 @@ class ByteCache:
             if rows is not None:
                 rows[0] = rows[0].without(docs)  # (a copy: searches may hold this one)
             self._known[okey] = new_version
+
+    def _keep_prefixes(self, okey: int, terms: list[str], cuts: Mapping[str, int]) -> None:
+        """What a merge leaves of a term, before its entries go: its segments' postings below the
+        cut ("tp": ordinals, packed counts, the cut) and the saturated values of those postings ("vp",
+        per key and averages: a mask over them, the values) - a search then reads and scores only
+        the rewritten segments (`DiskView._base`, `_saturated`). A value's postings then were the
+        segments' and unmerged rows' entries, all of which a merge folds in at or above the cut: the
+        first postings below it are the same ones. (Under the lock.)"""
+        want = {t: cuts[t] for t in terms if t in cuts}
+        prefix: dict[str, int] = {}  # term -> postings below the cut
+        for t, cut in want.items():
+            whole, part = self._d.get(("t", okey, t)), self._d.get(("tp", okey, t))
+            if whole is not None:
+                o, p = whole[0][0], whole[0][1]
+            elif part is not None:
+                o, p, cut = part[0][0], part[0][1], min(cut, part[0][2])
+            else:
+                continue
+            k = int(np.searchsorted(o, cut))
+            prefix[t] = k
+            self._set(("tp", okey, t), (o[:k].copy(), p[:k].copy(), cut), o[:k].nbytes + p[:k].nbytes + len(t))
+        mine = self._owners.get(okey, set())
+        valued = {k[2] for k in mine if k[0] == "v" and k[2] in prefix}
+        # Kept values made from a term's current ones; an earlier merge's (other averages, perhaps)
+        # kept only where no search has scored the term since.
+        for key in [k for k in mine if k[0] == "vp" and k[2] in valued]:
+            self._pop(okey, key)
+        for key in [k for k in mine if k[0] in ("v", "vp") and k[2] in prefix]:
+            got = self._d.get(key)
+            if got is None:
+                continue
+            k = prefix[key[2]]
+            mask, vals = got[0][1:] if key[0] == "vp" else got[0]
+            if len(mask) < k:
+                continue  # (an earlier merge's: the fewer postings it holds are as they were)
+            m = int(np.count_nonzero(mask[:k]))
+            vkey = ("vp", okey, key[2], key[3], key[5] if key[0] == "v" else key[4])
+            self._set(vkey, (k, mask[:k].copy(), vals[:m].copy()), k + 8 * m + len(key[2]))
+        gone = set(terms) - prefix.keys()
+        for key in [k for k in self._owners.get(okey, ()) if k[0] in ("tp", "vp") and k[2] in gone]:
+            self._pop(okey, key)
+        self._evict()
+
+    def _set(self, key: tuple[Any, ...], value: Any, nbytes: int) -> None:
+        """`put` under the lock, with no version check (that of the write's own) and no eviction yet."""
+        self._pop(key[1], key)
+        nbytes += _ENTRY
+        self._d[key] = [value, nbytes]
+        self._owners.setdefault(key[1], set()).add(key)
+        self.size += nbytes
+
+    def _pop(self, okey: int, key: tuple[Any, ...]) -> None:
+        got = self._d.pop(key, None)
+        if got is not None:
+            self.size -= got[1]
+            self._owners.get(okey, set()).discard(key)
 
     def drop_values(self, okey: int, terms: set[str]) -> None:
         """Forget the saturated values (`DiskView.sat_arrays`) of these terms of the owner."""
