@@ -325,13 +325,16 @@ class RowChunk:
         """From `_FEATURES` rows as read: (id, speaker, conversation_id, is_question, qshare, echo,
         flags, names, prev, next, tprev, tnext)."""
         n = len(rows)
-        links = np.array([[-1 if x is None else x for x in r[8:12]] for r in rows], dtype=np.int64).reshape(n, 4)
-        chunk = cls(np.fromiter((r[0] for r in rows), dtype=np.int64, count=n), tables.encode(r[1] for r in rows),
-                    tables.encode(r[2] for r in rows), np.fromiter((bool(r[3]) for r in rows), dtype=bool, count=n),
-                    np.fromiter((r[4] for r in rows), dtype=np.float64, count=n),
-                    np.fromiter((r[5] for r in rows), dtype=np.float64, count=n),
-                    np.fromiter((r[6] for r in rows), dtype=np.int64, count=n), tables.encode(r[7] for r in rows),
-                    links, np.ones(n, dtype=bool))
+        # Column by column from one transpose (a generator per column was most of a cold search's
+        # row reading); a link absent is -1.
+        cols = list(zip(*rows, strict=True)) if n else [()] * 12
+        links = np.array([[-1 if x is None else x for x in c] if None in c else c for c in cols[8:12]],
+                         dtype=np.int64).reshape(4, n).T.copy()
+        chunk = cls(np.array(cols[0], dtype=np.int64), tables.encode(cols[1]), tables.encode(cols[2]),
+                    np.array([bool(x) for x in cols[3]], dtype=bool).reshape(n),
+                    np.array(cols[4], dtype=np.float64).reshape(n), np.array(cols[5], dtype=np.float64).reshape(n),
+                    np.array(cols[6], dtype=np.int64).reshape(n), tables.encode(cols[7]), links,
+                    np.ones(n, dtype=bool))
         order = np.argsort(chunk.ids, kind="stable")
         return chunk.take(order)
 
