@@ -44,14 +44,19 @@ def _found(client: httpx.Client, user: int, n: int) -> list[str]:
     return [item["content"] for item in r.json()["data"] if f"marker{user}x{n}" in item["content"]]
 
 
+def _add_every(daemon: Daemon) -> None:
+    """Every user's every Add, each acknowledged (200) before the next is sent."""
+    with daemon.client() as client:
+        for n in range(ADDS):
+            for user in range(USERS):
+                r = _add(client, user, n)
+                assert r.status_code == 200, r.text
+
+
 def test_kill_9_right_after_the_200_loses_no_acknowledged_add(tmp_path: Path) -> None:
     daemon = Daemon(tmp_path).start()
     try:
-        with daemon.client() as client:
-            for n in range(ADDS):
-                for user in range(USERS):
-                    r = _add(client, user, n)
-                    assert r.status_code == 200, r.text
+        _add_every(daemon)
         assert daemon.proc is not None
         daemon.proc.kill()  # SIGKILL at once after the last acknowledgement: no shutdown, no flush
         daemon.proc.wait()
@@ -81,11 +86,7 @@ def test_kill_9_while_the_index_is_behind_the_log_loses_nothing(tmp_path: Path) 
     try:
         blocker = sqlite3.connect(tmp_path / "ws" / ".mateclaw" / "messages.db", timeout=30, isolation_level=None)
         blocker.execute("BEGIN IMMEDIATE")  # the index cannot commit until this is let go
-        with daemon.client() as client:
-            for n in range(ADDS):
-                for user in range(USERS):
-                    r = _add(client, user, n)
-                    assert r.status_code == 200, r.text
+        _add_every(daemon)
         assert daemon.proc is not None
         daemon.proc.kill()
         daemon.proc.wait()
