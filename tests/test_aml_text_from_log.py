@@ -103,6 +103,35 @@ def test_an_older_file_drops_its_copies_once_in_place_and_answers_the_same(tmp_p
         x.close()
 
 
+def test_a_start_killed_before_the_compaction_leaves_it_to_the_next(tmp_path: Path) -> None:
+    """The copies are dropped in the migration's transaction, the file compacted after it: a kill
+    between the two left the freed pages (a third of the file and more at scale) with the marker
+    committed, and no later start compacted them (seen in aml_cluster.py's migration trials: 3 of 40)."""
+    rng, log, index = _grown(tmp_path, 3)
+    queries = [random_query(rng) for _ in range(8)]
+    before = _answers(index, queries)
+    index.close()
+    texts = {m.id: m.content for m in log.since(0, limit=100_000)}
+    db = tmp_path / "messages.db"
+    with sqlite3.connect(db) as old:  # an older file: the copies (padded: a file of some pages), compacted
+        old.executemany("UPDATE docs SET content = ? WHERE id = ?", [(t * 100, i) for i, t in texts.items()])
+    with sqlite3.connect(db) as conn:
+        conn.execute("VACUUM")
+    with sqlite3.connect(db) as killed:  # the migration's transaction committed (its marker is in), no VACUUM
+        killed.execute("UPDATE docs SET content = '' WHERE id < ?", (FACT_BASE,))
+        assert killed.execute("SELECT 1 FROM meta WHERE key = 'migrated:text-from-log'").fetchone()
+        free, pages = (killed.execute(f"PRAGMA {p}").fetchone()[0] for p in ("freelist_count", "page_count"))
+    assert free * 4 >= pages > 64
+
+    again = MessageIndex(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA freelist_count").fetchone()[0] == 0
+        assert conn.execute("PRAGMA page_count").fetchone()[0] < pages - free / 2
+    assert _answers(again, queries) == before
+    for x in (again, log):
+        x.close()
+
+
 def test_a_hit_whose_log_text_is_gone_is_no_hit(tmp_path: Path) -> None:
     _, log, index = _grown(tmp_path, 3)
     hits = index.search("aml", "u1", "pottery camping beach guitar", limit=100)

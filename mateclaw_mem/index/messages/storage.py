@@ -212,7 +212,7 @@ class MessageStorage:
         if not self._standin:  # (a log without its table yet: at a later start)
             run_once(self._conn, self.lock, _ONE_COPY, self._one_copy)
         run_once(self._conn, self.lock, _NO_OWNER_INDEX, self._drop_owner_index)
-        if self._freed:
+        if self._freed or self._left_free():
             self._compact()
         # An older file's documents are folded into the postings once, in place (history-sized,
         # once ever: every later start finds the marker and goes on at once).
@@ -284,6 +284,14 @@ class MessageStorage:
             done, after = done + len(rows), rows[-1][0]
         self._freed = self._freed or done > 0
         return done
+
+    def _left_free(self) -> bool:
+        """Whether a quarter of the file is free pages: a start killed between a migration that freed
+        them (its marker committed) and `_compact` leaves them so, and no later start would compact."""
+        with self.lock:
+            free = self._conn.execute("PRAGMA main.freelist_count").fetchone()[0]
+            pages = self._conn.execute("PRAGMA main.page_count").fetchone()[0]
+        return bool(free * 4 >= pages > 64)
 
     def _compact(self) -> None:
         """The file rewritten without the pages `_drop_fts` and `_pack` freed (a third of it). Another
