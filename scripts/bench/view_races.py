@@ -93,8 +93,10 @@ def trial(root: Path, rng: random.Random) -> dict[str, int]:
         r = random.Random(seeds[3])
         if r.random() < 0.5:
             owner = r.choice(OWNERS)
-            ids = [row[0] for row in index._storage._conn.execute(
-                "SELECT id FROM docs WHERE owner = ? LIMIT 50", (owner,)).fetchall()]
+            with index.lock:  # (the writer's connection: a statement on it outside the lock, racing
+                # a sync on another thread, held an older snapshot that sync's BEGIN IMMEDIATE hit)
+                ids = [row[0] for row in index._storage._conn.execute(
+                    "SELECT id FROM docs WHERE owner = ? LIMIT 50", (owner,)).fetchall()]
             if ids:
                 index.rewrite("aml", owner, {r.choice(ids): f"Caroline: {r.choice(WORDS)} forgotten"})
 

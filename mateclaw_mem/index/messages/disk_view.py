@@ -164,7 +164,9 @@ class DiskView:
         self.batch_bodies = batch_bodies
         self._bodies: dict[int, str | None] = {}
         self.okey: int = row["okey"]
-        self.version: int = row["version"]  # what the cache's entries must be of (`ByteCache.get`)
+        # What the cache's entries must be of (`ByteCache.get`): searches run side by side, each in
+        # its own snapshot (a writer may have committed the owner's next version meanwhile).
+        self.version: tuple[str | None, int] = (row["generation"], row["version"])
         self.agent: str = row["agent"]
         self.owner: str = row["owner"]
         self.n: int = row["n"]

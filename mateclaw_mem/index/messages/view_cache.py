@@ -58,7 +58,10 @@ class ByteCache:
         self._lock = threading.Lock()
         self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
         self._owners: dict[int, set[tuple[Any, ...]]] = {}
-        self._known: dict[int, int] = {}  # okey -> the version the entries are of
+        # okey -> (generation, version) the entries are of: with the generation, a search still
+        # reading a snapshot from before a rebuild (whose owners' versions start again) never keeps
+        # what it read as entries of the new index (SQLite's searches run side by side too now).
+        self._known: dict[int, tuple[str | None, int]] = {}
         self._generation: str | None = None
 
     def check(self, generation: str | None, okey: int, version: int) -> None:
@@ -70,9 +73,9 @@ class ByteCache:
                 self._known.clear()
                 self.size = 0
                 self._generation = generation
-            if self._known.get(okey) != version:
+            if self._known.get(okey) != (generation, version):
                 self._purge(okey)
-                self._known[okey] = version
+                self._known[okey] = (generation, version)
 
     def _purge(self, okey: int) -> None:
         for key in self._owners.pop(okey, ()):
@@ -80,7 +83,7 @@ class ByteCache:
             if got is not None:
                 self.size -= got[1]
 
-    def get(self, key: tuple[Any, ...], version: int | None = None) -> Any:
+    def get(self, key: tuple[Any, ...], version: tuple[str | None, int] | None = None) -> Any:
         """The entry, or None; with `version`, only while the owner's entries are of that version
         (searches of one process may read different versions at once: the PostgreSQL store's run
         side by side, each in its own snapshot)."""
@@ -91,7 +94,7 @@ class ByteCache:
             self._d.move_to_end(key)
             return got[0]
 
-    def put(self, key: tuple[Any, ...], value: Any, nbytes: int, version: int | None = None) -> None:
+    def put(self, key: tuple[Any, ...], value: Any, nbytes: int, version: tuple[str | None, int] | None = None) -> None:
         nbytes += _ENTRY
         if nbytes > self.max_bytes // 4:
             return  # one term's postings never push out everything else
@@ -117,7 +120,7 @@ class ByteCache:
         """A writer of this process rewrote these rows of the owner (postings.Invalidate); `cuts`:
         per term, the ordinal below which its postings are as they were (`_keep_prefixes`)."""
         with self._lock:
-            if self._known.get(okey) != old_version:
+            if self._known.get(okey) != (self._generation, old_version):
                 self._purge(okey)
                 self._known.pop(okey, None)
                 return
@@ -150,7 +153,7 @@ class ByteCache:
             rows = self._d.get(("f", okey))
             if rows is not None:
                 rows[0] = rows[0].without(docs)  # (a copy: searches may hold this one)
-            self._known[okey] = new_version
+            self._known[okey] = (self._generation, new_version)
 
     def _keep_prefixes(self, okey: int, terms: list[str], cuts: Mapping[str, int]) -> None:
         """What a merge leaves of a term, before its entries go: its segments' postings below the
