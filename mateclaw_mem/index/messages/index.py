@@ -18,14 +18,12 @@ boosts, pure functions of a view and a query).
 from __future__ import annotations
 
 import logging
-import sqlite3
 import threading
 import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from mateclaw_mem.db import WalCheckpoints, immediate, no_busy_wait, owner_column
 from mateclaw_mem.index.dense import Embedder
@@ -33,7 +31,6 @@ from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
 from mateclaw_mem.index.messages.ranking import Ranking, rank
-from mateclaw_mem.index.messages.readers import Readers
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import MessageStorage, delete_owner
 from mateclaw_mem.index.messages.worker import Worker
@@ -58,11 +55,9 @@ class Hit:
 
 
 class MessageIndex:
-    """Thread-safe (one writing connection behind a lock, searches on their own: `_readers`); `sync`
-    is idempotent and crash-safe."""
+    """Thread-safe (one connection behind a lock); `sync` is idempotent and crash-safe."""
 
     batch_bodies = False  # DiskView's: a query costs microseconds here
-    _readers: Readers | None = None  # (None: searches on the one connection - the PostgreSQL store's)
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
                  dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES, log_db: Path | None = None) -> None:
@@ -79,8 +74,6 @@ class MessageIndex:
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
         self._indexer = _Indexer(self)
-        # Searches read on connections of their own, never waiting for a write (messages/readers.py).
-        self._readers = Readers(db_path, lambda: self._storage.log_db)
 
     @property
     def lock(self) -> threading.RLock:
@@ -137,16 +130,7 @@ class MessageIndex:
         """`sync` when the log holds anything past the watermark (before every read that answers
         from the index: an acknowledged Add is searchable even while `sync_later` has not run). Two
         index seeks when nothing is due. Returns how many were indexed here."""
-        # The watermark as committed, read without the lock (a merge may hold it): a sync under way
-        # reads as not done yet, and `sync` (which takes the lock) then indexes what it has not.
-        return self.sync(log) if log.since(self._committed_watermark(), limit=1) else 0
-
-    def _committed_watermark(self) -> int:
-        if self._readers is None or self._storage._standin:
-            return self.watermark()
-        with self._readers.connection() as conn:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
-        return int(row["value"]) if row else 0
+        return self.sync(log) if log.since(self.watermark(), limit=1) else 0
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
         """Index every stored fact after the fact watermark (call after `sync`)."""
@@ -195,45 +179,30 @@ class MessageIndex:
                 q = self.dense.query(query)
             except Exception as exc:
                 log.warning("AML search: embedding the query failed (%s); keyword ranking only", exc)
-        if self._storage._standin:  # (the log had no table yet when this index was opened)
-            with self._lock:
+        # The index's one connection serves this search under the lock; a search reads only its
+        # terms' postings and its candidates' rows (messages/disk_view.py), milliseconds at any history.
+        with self._lock:
+            if self._storage._standin:  # (the log had no table yet when this index was opened)
                 self._storage.texts()
-        if self._readers is None or self._storage._standin:
-            # The one connection serves this search under the lock (the PostgreSQL store, whose
-            # `BEGIN` is a snapshot of a pooled connection; a log without its table yet).
-            with self._lock:
-                top, rows = self._search(self._storage._conn, agent, owner, query, limit, options, q)
-        else:
-            # A connection of its own: the snapshot last committed, whatever a merge or an indexing
-            # batch holds meanwhile (catch_up committed every acknowledged Add before this began).
-            with self._readers.connection() as conn:
-                top, rows = self._search(conn, agent, owner, query, limit, options, q)
+            conn = self._storage._conn
+            # One read transaction: every statement of the search sees the same snapshot, so a merge
+            # committed meanwhile (this process's merger or another process's) is seen wholly or
+            # not at all - never its segments beside the delta rows it folded in.
+            # (The dense side and the hits read documents, which no merge touches; the dense side
+            # may write its vectors: after the read transaction.)
+            conn.execute("BEGIN")
+            try:
+                view = open_view(conn, agent, owner_column(owner), self.cache, batch_bodies=self.batch_bodies)
+                if view is None:
+                    return []
+                top = rank(view, query, options, self.ranking, limit=limit)
+            finally:
+                conn.execute("COMMIT")
+            if q is not None and self.dense is not None:
+                top = self.dense.fuse(agent, owner, view.contents(), q, top, limit)
+            rows = view.hit_rows([i for _, i in top])
         return [Hit(id=i, agent=agent, owner=owner, conversation_id=r[1], role=r[2], speaker=r[3], content=r[4],
                     ts_ms=r[5], score=round(s, 6)) for s, i in top if (r := rows.get(i)) is not None]
-
-    def _search(self, conn: sqlite3.Connection, agent: str, owner: str | None, query: str, limit: int,
-                options: Iterable[str], q: bytes | None) -> tuple[list[tuple[float, int]], dict[int, tuple[Any, ...]]]:
-        """(score, id) best first and the hits' rows, read on `conn`; a search reads only its terms'
-        postings and its candidates' rows (messages/disk_view.py), milliseconds at any history."""
-        # One read transaction: every statement of the search sees the same snapshot, so a merge
-        # committed meanwhile (this process's merger or another process's) is seen wholly or not at
-        # all - never its segments beside the delta rows it folded in.
-        conn.execute("BEGIN")
-        try:
-            view = open_view(conn, agent, owner_column(owner), self.cache, batch_bodies=self.batch_bodies)
-            if view is None:
-                return [], {}
-            top = rank(view, query, options, self.ranking, limit=limit)
-            if q is None or self.dense is None:
-                return top, view.hit_rows([i for _, i in top])
-            docs = view.contents()
-        finally:
-            conn.execute("COMMIT")
-        # The dense side may write its vectors: through the writer, under the lock, after the read
-        # transaction. (The hits are documents, which no merge touches.)
-        with self._lock:
-            top = self.dense.fuse(agent, owner, docs, q, top, limit)
-        return top, view.hit_rows([i for _, i in top])
 
     def delete_owner(self, agent: str, owner: str) -> int:
         """Every document of one owner deleted (conversations/aml_users.py); how many."""
@@ -241,8 +210,6 @@ class MessageIndex:
 
     def close(self) -> None:
         self._indexer.stop()
-        if self._readers is not None:
-            self._readers.close()
         self._storage.close()
 
 

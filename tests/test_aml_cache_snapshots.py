@@ -1,24 +1,25 @@
-"""Searches on SQLite read on connections of their own (messages/readers.py): a search answers while a
-merge or an indexing batch holds the index's write transaction, from the snapshot last committed,
-with the ranking a fresh index gives; the byte cache stays right while a search reads one version of
-an owner and a writer commits the next (both orders of the interleaving); a rebuild swapping the
-tables under a search leaves it whole."""
+"""The byte cache (messages/view_cache.py) with searches beside a writer, each in its own snapshot (the
+PostgreSQL store's searches run so): a search reading one version of an owner while a writer commits
+the next, in both orders of the interleaving, ranks as its version did, and every later search as the
+next version read afresh; a search of an older index generation keeps nothing for the new one."""
 
 from __future__ import annotations
 
 import random
-import threading
-from collections.abc import Callable
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.db import immediate
+from mateclaw_mem.db import connect, immediate
 from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
-from mateclaw_mem.index.messages.index import Hit, MessageIndex
+from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.storage import _Merger
 from tests.support.disk_reference import disk_view, random_line, random_query
@@ -69,63 +70,15 @@ def _okey(index: MessageIndex) -> int:
         return int(index._storage._conn.execute("SELECT okey FROM powners WHERE owner = 'u1'").fetchone()[0])
 
 
-def _hits(hits: list[Hit]) -> list[tuple[int, float, str]]:
-    return [(h.id, h.score, h.content) for h in hits]
-
-
-def test_a_search_answers_while_a_merge_holds_the_write_transaction(tmp_path: Path) -> None:
-    rng, log, index = _grown(tmp_path, 5, adds=60)
-    _add(rng, log, 60)
-    index.sync(log)  # unmerged rows for the merge to fold in
-    queries = _queries(rng)
-    want = [_hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries]
-    assert any(want)
-    got: list[list[tuple[int, float, str]]] = []
-    with index.lock, immediate(index._storage._conn, index.lock) as conn:
-        assert postings.merge_owner(conn, _okey(index), index.cache) > 0  # folded, not committed
-        # Another thread searches meanwhile, as the daemon's pool does (catch-up first): with the
-        # search on the writer's connection it would wait for this lock, held until it returns.
-        def search() -> None:
-            for q, o in queries:
-                index.catch_up(log)
-                got.append(_hits(index.search("aml", "u1", q, limit=50, options=o)))
-
-        t = threading.Thread(target=search)
-        t.start()
-        t.join(60)  # (a deadlock check, not a timing: it either finished or waits for us for good)
-        assert not t.is_alive(), "the search waited for the merge's write transaction"
-    assert got == want  # the snapshot before the merge ranks as the index did
-    assert _pending(index) == 0  # the merge committed after
-    assert [_hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries] == want
-    for x in (index, log):
-        x.close()
-
-
-def _pending(index: MessageIndex) -> int:
-    with index.lock:
-        return int(index._storage._conn.execute("SELECT pending FROM powners WHERE owner = 'u1'").fetchone()[0])
-
-
-def test_a_search_answers_while_an_indexing_batch_holds_the_write_transaction(tmp_path: Path) -> None:
-    """A batch of messages being indexed (not yet committed) is not in the search's snapshot; the
-    search does not wait for it (without catch_up: what an Add acknowledged is caught up first)."""
-    rng, log, index = _grown(tmp_path, 6, adds=40)
-    queries = _queries(rng)
-    want = [_hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries]
-    mark = index.watermark()
-    for k in range(40, 44):
-        _add(rng, log, k)
-    got: list[list[tuple[int, float, str]]] = []
-    with index.lock, immediate(index._storage._conn, index.lock):
-        index._storage._add_batch(log.since(mark, limit=1000))
-        t = threading.Thread(target=lambda: got.extend(
-            _hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries))
-        t.start()
-        t.join(60)
-        assert not t.is_alive(), "the search waited for the indexing batch"
-    assert got == want
-    for x in (index, log):
-        x.close()
+@contextmanager
+def _second(index: MessageIndex) -> Iterator[sqlite3.Connection]:
+    """Another connection to the index's file, the log attached read-only as the index's own has it."""
+    conn = connect(index.path, uri=True)
+    try:
+        conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(index._storage.log_db.resolve()))}?mode=ro",))
+        yield conn
+    finally:
+        conn.close()
 
 
 @pytest.mark.parametrize("write", ["merge", "add"])
@@ -145,7 +98,6 @@ def test_the_cache_stays_right_while_a_search_reads_a_version_and_a_writer_commi
         index.search("aml", "u1", q, limit=10, options=o)
     old = _cold(index, queries)
     storage, okey = index._storage, _okey(index)
-    assert index._readers is not None
 
     def write_now() -> None:
         if write == "merge":
@@ -166,7 +118,7 @@ def test_the_cache_stays_right_while_a_search_reads_a_version_and_a_writer_commi
             out.append(rank(view, q, o, BASE, limit=100))
         return out
 
-    with index._readers.connection() as rc:
+    with _second(index) as rc:
         rc.execute("BEGIN")
         if order == "reader-first":
             view = open_view(rc, "aml", "u1", index.cache)  # the snapshot and the cache's check: v
@@ -182,51 +134,20 @@ def test_the_cache_stays_right_while_a_search_reads_a_version_and_a_writer_commi
     new = _cold(index, queries)
     if write == "add":
         assert new != old  # (the write changed answers: a stale cache would show)
-    for _ in range(2):  # what the cache kept, then what it keeps of these reads
-        assert read(lambda: _reader_view(index)) == new
+    with _second(index) as rc:
+        def fresh() -> DiskView | None:
+            rc.execute("BEGIN")
+            try:
+                return open_view(rc, "aml", "u1", index.cache)
+            finally:
+                rc.execute("COMMIT")
+
+        for _ in range(2):  # what the cache kept, then what it keeps of these reads
+            assert read(fresh) == new
     for x in (index, log):
         x.close()
 
 
-def _reader_view(index: MessageIndex) -> DiskView | None:
-    assert index._readers is not None
-    with index._readers.connection() as rc:
-        rc.execute("BEGIN")
-        try:
-            return open_view(rc, "aml", "u1", index.cache)
-        finally:
-            rc.execute("COMMIT")
-
-
-def test_a_rebuild_under_a_search_leaves_it_whole_and_later_searches_read_the_new_tables(tmp_path: Path) -> None:
-    rng, log, index = _grown(tmp_path, 21, adds=40)
-    queries = _queries(rng)
-    want = [_hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries]
-    assert index._readers is not None
-    with index._readers.connection() as rc:
-        rc.execute("BEGIN")
-        view = open_view(rc, "aml", "u1", index.cache)
-        assert view is not None
-        index.rebuild(log)  # the tables dropped and renamed, committed while the search reads
-        during = [rank(view, q, o, BASE, limit=50) for q, o in queries]
-        rc.execute("COMMIT")
-    assert [[(i, round(s, 6)) for s, i in r] for r in during] == [[(h[0], h[1]) for h in w] for w in want]
-    assert [_hits(index.search("aml", "u1", q, limit=50, options=o)) for q, o in queries] == want
-    for x in (index, log):
-        x.close()
-
-
-def test_close_closes_the_search_connections(tmp_path: Path) -> None:
-    _rng, log, index = _grown(tmp_path, 31, adds=5)
-    index.search("aml", "u1", "the", limit=5)
-    assert index._readers is not None
-    idle = [c for c, _ in index._readers._idle]
-    assert idle
-    index.close()
-    for conn in idle:
-        with pytest.raises(Exception, match="closed"):
-            conn.execute("SELECT 1")
-    log.close()
 
 
 def test_a_search_of_an_older_generation_keeps_nothing_for_the_new_one() -> None:
