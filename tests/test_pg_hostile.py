@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from mateclaw_mem.clock import ManualClock
-from mateclaw_mem.conversations.aml import AmlMessage
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService
 from mateclaw_mem.conversations.pg import open_pg_service
 from mateclaw_mem.errors import StoreUnavailableError
 from mateclaw_mem.settings import load_settings
@@ -100,13 +100,23 @@ def test_a_read_only_database_at_start_is_exit_6(tmp_path: Path, pg_database: st
     assert done["rc"] == 6 and "accepts no writes" in str(done["stderr"]), done
 
 
-def test_a_database_turned_read_only_under_a_daemon_is_store_unavailable(tmp_path: Path, pg_database: str) -> None:
+def _service(tmp_path: Path, dsn: str) -> AmlService:
+    """A running PostgreSQL store holding one Add (what a daemon serving it has)."""
     (tmp_path / "c.yaml").write_text("aml:\n  store: postgresql\n", encoding="utf-8")
     settings = load_settings(tmp_path / "c.yaml", tmp_path / "ws")
-    svc = open_pg_service(settings, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)), dsn=pg_database)
-    dbname = pg_database.split("dbname=")[1].split()[0]
+    svc = open_pg_service(settings, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)), dsn=dsn)
     try:
         svc.add("r1", "u1", "s1", [AmlMessage("user", "Ann: the lighthouse keeper", 1683554160000)])
+    except BaseException:
+        svc.stop()
+        raise
+    return svc
+
+
+def test_a_database_turned_read_only_under_a_daemon_is_store_unavailable(tmp_path: Path, pg_database: str) -> None:
+    svc = _service(tmp_path, pg_database)
+    dbname = pg_database.split("dbname=")[1].split()[0]
+    try:
         # A failover's demoted primary: new sessions read-only, the pooled ones dropped.
         _admin(pg_database, f"ALTER DATABASE {dbname} SET default_transaction_read_only = on",
                f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{dbname}'"
@@ -126,11 +136,8 @@ def test_a_newer_daemons_migration_under_a_running_one_is_a_503_not_a_500(tmp_pa
     from mateclaw_mem.conversations.pg import pg_health
     from mateclaw_mem.conversations.pg.schema import LATEST
 
-    (tmp_path / "c.yaml").write_text("aml:\n  store: postgresql\n", encoding="utf-8")
-    settings = load_settings(tmp_path / "c.yaml", tmp_path / "ws")
-    svc = open_pg_service(settings, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)), dsn=pg_database)
+    svc = _service(tmp_path, pg_database)
     try:
-        svc.add("r1", "u1", "s1", [AmlMessage("user", "Ann: the lighthouse keeper", 1683554160000)])
         # What a later version's migration could do while this daemon runs (a rolling upgrade).
         _admin(pg_database, "ALTER TABLE docs RENAME TO docs_v9",
                f"INSERT INTO schema_version (version, name, applied_ms) VALUES ({LATEST + 1}, 'later', 0)")
