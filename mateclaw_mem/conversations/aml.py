@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
@@ -51,9 +50,6 @@ MAX_ID_CHARS = 1024
 MAX_TOP_K = 1000
 MAX_TIMESTAMP_MS = 253_402_300_799_999  # the last millisecond of year 9999 (larger overflows SQLite)
 _WEEKDAY_ABBR = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-# Set while `add_json_now` runs an Add on the event loop, holding the log's lock: its indexing is left
-# to the index's thread whatever the lag (waiting for the index's lock there could deadlock with it).
-_on_loop = threading.local()
 
 
 class TooLargeError(InvalidInputError):
@@ -264,9 +260,13 @@ class AmlService:
         """
         return json.loads(self.add_json(request_id, user_id, session_id, messages))
 
-    def add_json(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]) -> str:
+    def add_json(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage], *,
+                 index_lag: bool = True) -> str:
         """`add`, answering with the response body as the JSON text stored with the request (so a
-        replay is byte for byte the first answer, and a face sends it without re-encoding)."""
+        replay is byte for byte the first answer, and a face sends it without re-encoding).
+        `index_lag` False (`add_json_now`, on the event loop holding the log's lock): the indexing is
+        left to the index's thread whatever the lag - waiting for the index's lock there could
+        deadlock with that thread."""
         _require_id("request_id", request_id)
         _require_id("user_id", user_id)
         _require_id("session_id", session_id)
@@ -317,7 +317,7 @@ class AmlService:
         # may have died between the log commit and indexing). "Searchable once acknowledged" holds
         # all the same: every search first indexes whatever that thread has not yet (`catch_up`).
         # On PostgreSQL the Add indexed its messages in its own transaction and this does nothing.
-        self.index.sync_later(self.log, max(result.ids, default=0), wait=not getattr(_on_loop, "now", False))
+        self.index.sync_later(self.log, max(result.ids, default=0), wait=index_lag)
         if self.facts is not None:
             # Queued, not awaited: the raw messages are the truth and already searchable; facts
             # are a second path that must never slow down or fail the Add. A replay re-queues
@@ -336,17 +336,15 @@ class AmlService:
             return None
         if not self.log.lock.acquire(blocking=False):
             return None
-        _on_loop.now = True
         try:
             with self.log.without_waiting():
                 try:
-                    return self.add_json(request_id, user_id, session_id, messages)
+                    return self.add_json(request_id, user_id, session_id, messages, index_lag=False)
                 except sqlite3.OperationalError as exc:
                     if is_busy(exc):
                         return None
                     raise
         finally:
-            _on_loop.now = False
             self.log.lock.release()
 
     def search(

@@ -26,10 +26,11 @@ class AmlOnFirstUse(AmlService):
         self._ensured = False
         self._lock = threading.Lock()
 
-    def add_json(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage]) -> str:
+    def add_json(self, request_id: str, user_id: str, session_id: str, messages: list[AmlMessage], *,
+                 index_lag: bool = True) -> str:
         if not self._ensured:
             with self._lock:
                 if not self._ensured:
                     self._ensure(self.agent)
                     self._ensured = True
-        return super().add_json(request_id, user_id, session_id, messages)
+        return super().add_json(request_id, user_id, session_id, messages, index_lag=index_lag)
