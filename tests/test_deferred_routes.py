@@ -5,10 +5,13 @@ route for route, and schema for schema, the app built whole; a failed build answ
 from __future__ import annotations
 
 import json
+import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -132,3 +135,75 @@ def test_a_failed_build_answers_the_waiting_requests_503_and_raises(services: Se
         assert "failed to build its HTTP routes" in json.dumps(call.answer[1])
         assert _get(f"{server.url}/health")[0] == 200
     assert failing.state == "failed"
+
+
+class HeldSearch:
+    """An AML search whose headers are sent and whose body is not yet: the lane holds it in flight."""
+
+    def __init__(self, url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self.body = json.dumps({"user_id": "held-user", "query": "where is the lake house", "top_k": 5}).encode()
+        self.sock = socket.create_connection((host, int(port)), timeout=30)
+        self.sock.sendall(f"POST /v1/aml/search HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+                          f"Content-Length: {len(self.body)}\r\n\r\n".encode())
+
+    def answer(self) -> tuple[int, Any]:
+        self.sock.sendall(self.body)
+        with self.sock.makefile("rb") as f:
+            status = int(f.readline().split()[1])
+            length = 0
+            while (line := f.readline().strip()):
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            return status, json.loads(f.read(length))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@contextmanager
+def _held_search(services: Services, step_wait: float) -> Iterator[tuple[Any, ApiServer, HeldSearch]]:
+    """A deferred app served, its build waiting `step_wait` s a step, and one AML search held in flight."""
+    from mateclaw_mem.api.app import create_app
+
+    app = create_app(services, mcp=False, defer_routes=True)
+    assert app.deferred is not None
+    app.deferred.step_wait = step_wait
+    with ApiServer(app) as server:
+        held = HeldSearch(server.url)
+        try:
+            for _ in range(1000):  # until the server has read its headers and the lane counts it
+                if not app.wait_quiet(0):
+                    break
+                time.sleep(0.01)
+            else:
+                raise AssertionError("the held search never reached the lane")
+            yield app, server, held
+        finally:
+            held.close()
+
+
+def test_the_build_waits_while_an_aml_request_is_in_flight_then_finishes(services: Services) -> None:
+    with _held_search(services, 60.0) as (app, server, held):
+        builder = threading.Thread(target=app.deferred.finish, daemon=True)
+        builder.start()
+        builder.join(0.5)
+        assert builder.is_alive() and app.deferred.state == "pending"  # the AML request goes first
+        status, body = held.answer()
+        assert status == 200 and body == {"data": []}
+        builder.join(30)
+        assert not builder.is_alive() and app.deferred.state == "installed"
+        assert _get(f"{server.url}{LATER}")[0] == 200
+
+
+def test_requests_in_flight_for_ever_still_let_the_build_finish(services: Services) -> None:
+    from mateclaw_mem.api.app import create_app
+
+    whole = create_app(services, mcp=False)
+    with _held_search(services, 0.01) as (app, _, held):
+        app.deferred.finish()  # each step waits 0.01 s at most, then builds all the same
+        assert not app.wait_quiet(0)  # the search is still held
+        assert app.deferred.state == "installed"
+        assert _shape(app.router.routes) == _shape(whole.router.routes)
+        assert held.answer()[0] == 200

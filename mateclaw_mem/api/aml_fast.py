@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -135,15 +136,34 @@ class LaneApp(FastAPI):
     guard: ASGIApp | None = None
     deferred: DeferredRoutes | None = None  # the routes the daemon builds once it listens (api/deferred.py)
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_flight = 0  # the lane's requests between their arrival and their answer
+        self._quiet = threading.Condition()  # notified when that falls to 0
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await (self.routed if self.guard is None else self.guard)(scope, receive, send)
 
     async def routed(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The lane for its two paths, the whole app for the rest."""
         if self.lane is not None and scope["type"] == "http" and scope["path"] in self.lane.routes:
-            await self.lane(scope, receive, send)
+            with self._quiet:
+                self._in_flight += 1
+            try:
+                await self.lane(scope, receive, send)
+            finally:
+                with self._quiet:
+                    self._in_flight -= 1
+                    if not self._in_flight:
+                        self._quiet.notify_all()
         else:
             await super().__call__(scope, receive, send)
+
+    def wait_quiet(self, timeout: float) -> bool:
+        """Block this thread (never the event loop's) until no lane request is in flight, or
+        `timeout` seconds; whether it is quiet. The daemon's later work waits on it between steps."""
+        with self._quiet:
+            return self._quiet.wait_for(lambda: not self._in_flight, timeout)
 
     async def without_lane(self, scope: Scope, receive: Receive, send: Send) -> None:
         """The whole app (where the lane sends what it declines)."""

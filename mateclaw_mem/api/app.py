@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -26,41 +26,41 @@ from mateclaw_mem.runtime.services import Services
 CHAT_IMPORT_PATH = r"/api/v1/memory/[^/]+/import-chats"
 
 
-def _later_routers() -> list[APIRouter]:
+def _later_routers() -> Iterator[list[APIRouter]]:
     """The routers after the AML contract's, in routing order (a path goes to the first route that
-    matches it). Imported here: importing a router module builds its routes."""
-    from mateclaw_mem.api import (
-        archive,
-        chat_import,
-        chat_proxy,
-        clawdiators,
-        contradictions,
-        facts,
-        forget,
-        learning,
-        memory,
-        morning_card,
-        snapshots,
-        structured,
-        workspace,
-    )
+    matches it), a module or two at a time: importing a router module builds its routes, and the
+    daemon lets the AML requests in flight run between two steps (api/deferred.py)."""
+    from mateclaw_mem.api import contradictions, memory
 
-    return [
-        contradictions.router,  # before any /facts/{id} route: "contradictions" is no fact id
-        memory.router,
-        chat_import.router,  # /api/v1/memory/{agentId}/import-chats: a literal word, beside memory's routes
-        snapshots.router,  # before workspace.router: its paths are literal words
-        workspace.router,
-        *clawdiators.routers,  # before learning: /api/v1/agents/me is not an agent 'me'
-        learning.router,
-        structured.router,
-        morning_card.router,
-        archive.router,
-        forget.router,
-        facts.router,  # after any literal /facts/<word> route: /facts/{factId} matches all
-        chat_proxy.router,  # /v1/chat/completions, /v1/models, /agents/<agent>/v1/…
-        # Other faces' routers go here, one line each.
-    ]
+    # contradictions before any /facts/{id} route: "contradictions" is no fact id
+    yield [contradictions.router, memory.router]
+    from mateclaw_mem.api import chat_import, snapshots
+
+    # /api/v1/memory/{agentId}/import-chats: a literal word, beside memory's routes; snapshots before
+    # workspace.router: its paths are literal words
+    yield [chat_import.router, snapshots.router]
+    from mateclaw_mem.api import workspace
+
+    yield [workspace.router]
+    from mateclaw_mem.api import clawdiators
+
+    yield list(clawdiators.routers)  # before learning: /api/v1/agents/me is not an agent 'me'
+    from mateclaw_mem.api import learning
+
+    yield [learning.router]
+    from mateclaw_mem.api import morning_card, structured
+
+    yield [structured.router, morning_card.router]
+    from mateclaw_mem.api import archive, forget
+
+    yield [archive.router, forget.router]
+    from mateclaw_mem.api import facts
+
+    yield [facts.router]  # after any literal /facts/<word> route: /facts/{factId} matches all
+    from mateclaw_mem.api import chat_proxy
+
+    yield [chat_proxy.router]  # /v1/chat/completions, /v1/models, /agents/<agent>/v1/…
+    # Other faces' routers go here, one step each.
 
 
 def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
@@ -95,18 +95,20 @@ def create_app(services: Services, *, mcp: bool = True, host: str | None = None,
     mount(app, aml.router)
     _ = services.lineage  # built now: it records harness versions from the first write on
 
-    def later_routes() -> list[BaseRoute]:
-        """Every route after the AML contract's, in routing order."""
-        later = routes_of(*_later_routers())
-        later += LazyUi(app).placeholders  # the Memory Browser at /ui/ (and / redirects there), loaded on first use
+    def later_routes() -> Iterator[list[BaseRoute]]:
+        """Every route after the AML contract's, in routing order, step by step."""
+        for routers in _later_routers():
+            yield routes_of(*routers)
+        tail: list[BaseRoute] = [*LazyUi(app).placeholders]  # the Memory Browser at /ui/ (and / redirects there)
         if mcp_app is not None:
-            later += mcp_app.routes
-        return later
+            tail += mcp_app.routes
+        yield tail
 
     if defer_routes:  # built by the daemon just after it listens (api/deferred.py says why)
-        app.deferred = DeferredRoutes.install(app, later_routes)
+        app.deferred = DeferredRoutes.install(app, later_routes, pause=app.wait_quiet)
     else:
-        app.router.routes.extend(later_routes())
+        for step in later_routes():
+            app.router.routes.extend(step)
     # The browser's snapshot upload is bounded by the snapshot import limit, not the general one.
     upload_limit = (services.transfer.limits.max_total_bytes + MULTIPART_OVERHEAD,
                     " (the snapshot import limit)")

@@ -242,6 +242,11 @@ def cmd_serve(ctx: CliContext) -> int:
                           "full daemon keeps Add/Search in the workspace's SQLite files); set aml.store: sqlite "
                           "for `serve`")
 
+    from mateclaw_mem.runtime.heal import begin_check
+
+    # Every page of every database read now, beside the imports that follow (runtime/heal.py says why).
+    checked = begin_check(ctx.settings)
+
     from mateclaw_mem.api.app import create_app
     from mateclaw_mem.runtime.daemon import Daemon
 
@@ -250,7 +255,7 @@ def cmd_serve(ctx: CliContext) -> int:
         logging.getLogger("apscheduler").setLevel(logging.WARNING)
     # Every route after the AML contract's is built just after the daemon listens (api/deferred.py).
     Daemon(ctx.services, host=ctx.args.host, port=ctx.args.port,
-           app_factory=lambda s, host: create_app(s, host=host, defer_routes=True)).run_forever()
+           app_factory=lambda s, host: create_app(s, host=host, defer_routes=True), checked=checked).run_forever()
     return 0
 
 

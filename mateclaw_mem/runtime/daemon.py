@@ -59,10 +59,13 @@ class Daemon:
         host: str | None = None,
         port: int | None = None,
         app_factory: AppFactory | None = None,
+        checked: Callable[[], dict[str, str]] | None = None,
     ) -> None:
         """`app_factory` builds the HTTP face (the CLI passes `api.app.create_app`): runtime sits
-        below the faces, so it is handed the app rather than importing it. None = no HTTP."""
+        below the faces, so it is handed the app rather than importing it. None = no HTTP.
+        `checked`: the databases' page check, begun before the imports (`heal.begin_check`)."""
         self.services = services
+        self._checked = checked
         self.app_factory = app_factory
         self.http = app_factory is not None
         self.host = host or services.settings.server.host
@@ -130,7 +133,7 @@ class Daemon:
     def _start_parts(self) -> None:
         settings = self.services.settings
         # Before anything opens a database: a damaged one is set aside (runtime/heal.py), never fatal.
-        heal.at_daemon_start(self.services)
+        heal.at_daemon_start(self.services, self._checked)
         removed = clean_temp_files(settings.workspace)
         if removed:
             log.info("removed %d temp file(s) left by an interrupted write", removed)
