@@ -11,7 +11,8 @@ import gc
 from pathlib import Path
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-from mateclaw_mem.index.messages.disk_view import DiskView, DocInfo
+from mateclaw_mem.index.messages.disk_docs import DocInfo
+from mateclaw_mem.index.messages.disk_view import DiskView
 from mateclaw_mem.index.messages.index import MessageIndex
 
 TS = 1_683_554_160_000

@@ -37,6 +37,7 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
     if by_ordinal:
         n = disk.n
         sat = disk.ord_sat
+        disk.read_terms([*qweights, *(t for g in groups for t in g)])
     else:
         # Every term read (and its turns given positions) before the arrays over positions are sized.
         view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])

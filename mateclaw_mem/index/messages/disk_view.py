@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import sqlite3
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
@@ -28,6 +27,7 @@ import numpy as np
 from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
 from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment
+from mateclaw_mem.index.messages.disk_docs import CHUNK, Docs, Frequencies
 from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.messages.view_cache import (
@@ -40,9 +40,8 @@ from mateclaw_mem.index.messages.view_cache import (
     RowStore,
     RowTables,
 )
-from mateclaw_mem.index.tokenizer import tokenize
+from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
 
-_CHUNK = 500  # ids per `IN (...)` read
 _EMPTY_I64 = np.zeros(0, dtype=np.int64)
 
 
@@ -66,36 +65,6 @@ def _distinct(ascending: Any) -> Any:
     return ascending[keep]
 
 
-class DocInfo:
-    """What the ranking reads of one document beyond its columns: its names (who/where answers), its
-    neighbours (padding) and its body terms (feedback, read only when asked)."""
-
-    __slots__ = ("_body", "_names", "_view", "id", "next", "prev")
-
-    def __init__(self, view: DiskView, rows: RowChunk, at: int, tables: RowTables) -> None:
-        self._view = view  # a weak proxy (`_Docs`): no cycle through the view
-        self._body: tuple[str, ...] | None = None
-        self.id: int = int(rows.ids[at])
-        self._names: str | frozenset[str] = tables.values[rows.names[at]]
-        prev, nxt = rows.links[at, :2].tolist()
-        self.prev: int | None = None if prev < 0 else prev
-        self.next: int | None = None if nxt < 0 else nxt
-
-    @property
-    def names(self) -> frozenset[str]:
-        if isinstance(self._names, str):
-            self._names = frozenset(self._names.split())
-        return self._names
-
-    @property
-    def body(self) -> tuple[str, ...]:
-        """The body's terms in first-seen order (`turns.Doc.body`)."""
-        if self._body is None:
-            text = self._view.body_of(self.id)
-            self._body = tuple(dict.fromkeys(text.split())) if text is not None else ()
-        return self._body
-
-
 # A document's row as `prepare` reads it: plain tuples (sqlite3.Row's lookups by name were a third of
 # reading a few hundred candidates).
 _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare, p.echo, p.flags, p.names,"
@@ -104,53 +73,6 @@ _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare
 # A hit's text is the log's (docfields.TEXT); one gone from the log (forgotten, deleted) is no hit.
 _HITS = ("SELECT * FROM (SELECT d.id, d.conversation_id, d.role, d.speaker, " + TEXT + " AS content, d.ts_ms"
          " FROM docs d WHERE d.id IN ({marks})) h WHERE content IS NOT NULL")
-
-
-class _Docs:
-    """`DiskView.by_id`: documents by id, read when first asked for."""
-
-    def __init__(self, view: DiskView) -> None:
-        # Weak: a view and its parts referring to each other strongly made each search's view (its
-        # columns and arrays, MBs at 100k messages) cyclic garbage, freed only by a full collection
-        # - RSS grew by ~100 MB over the byte cache's bound (issue 36.3). Gone with its search now.
-        self.view: DiskView = weakref.proxy(view)
-        self.got: dict[int, DocInfo] = {}
-
-    def __getitem__(self, doc_id: int) -> DocInfo:
-        doc_id = int(doc_id)
-        got = self.got.get(doc_id)
-        if got is None:
-            row = self.view.rows.get(doc_id)
-            if row is None:
-                self.view.fetch([doc_id])
-                row = self.view.rows[doc_id]
-            assert self.view.tables is not None  # (set by the `fetch` that read the row)
-            got = self.got[doc_id] = DocInfo(self.view, *row, self.view.tables)
-        return got
-
-
-class _Df:
-    """`DiskView.df`: body document frequencies, read per term when first asked for."""
-
-    def __init__(self, view: DiskView) -> None:
-        self.view: DiskView = weakref.proxy(view)  # weak: see `_Docs`
-        self.got: dict[str, int] = {}
-
-    def get(self, term: str, default: int | None = None) -> int | None:
-        got = self.got.get(term)
-        if got is None:
-            cached = self.view.cache.get(("t", self.view.okey, term), self.view.version)
-            if cached is not None:
-                got = cached[2]
-            else:
-                r = self.view.conn.execute("SELECT df FROM postings WHERE okey = ? AND term = ? ORDER BY first DESC"
-                                           " LIMIT 1", (self.view.okey, term)).fetchone()
-                got = r[0] if r is not None else 0
-            extra = self.view._delta.entries(term)
-            if extra is not None:
-                got += extra[2]
-            self.got[term] = got
-        return got if got else default
 
 
 class DiskView:
@@ -173,8 +95,8 @@ class DiskView:
         self.avg = stepped_averages([row["l0"], row["l1"], row["l2"], row["l3"]], self.n)
         self.speakers = self._speakers()
         self._delta = self._read_deltas()
-        self.df = _Df(self)
-        self.by_id = _Docs(self)
+        self.df = Frequencies(self)
+        self.by_id = Docs(self)
         self.rows: dict[int, tuple[RowChunk, int]] = {}  # `_FEATURES` rows read, by id: (rows, at)
         self.tables: RowTables | None = None  # the string codes of the rows read (`fetch`)
         self._idf: dict[str, float] = {}
@@ -228,8 +150,8 @@ class DiskView:
             return got
         have = dict(zip(got.ids, got.deltas, strict=True)) if got is not None else {}
         missing = [i for i in ids if i not in have]
-        for k in range(0, len(missing), _CHUNK):
-            part = missing[k : k + _CHUNK]
+        for k in range(0, len(missing), CHUNK):
+            part = missing[k : k + CHUNK]
             for r in self.conn.execute("SELECT id, first_new, terms, counts, ords, packed FROM pdelta"
                                        f" WHERE id IN ({','.join('?' * len(part))})", part):
                 have[r[0]] = decode(*tuple(r)[1:])
@@ -256,8 +178,8 @@ class DiskView:
             got = self._field_counts[term] = counts(packed)
         return got
 
-    def _combined(self, term: str) -> tuple[Any, Any, int]:
-        ords, packed, df = self._base(term)
+    def _combined(self, term: str, base: tuple[Any, Any, int] | None = None) -> tuple[Any, Any, int]:
+        ords, packed, df = base if base is not None else self._base(term)
         extra = self._delta.entries(term)
         if extra is not None:
             ords, packed = combine((ords, packed), [extra[:2]])
@@ -265,28 +187,47 @@ class DiskView:
         self.df.got[term] = df
         return ords, packed, df
 
+    def read_terms(self, terms: Iterable[str]) -> None:
+        """Read the postings of these terms that this search has not, those not cached in one
+        statement (a search asks for dozens - its words, their lexicon relatives, the feedback's -
+        and most are a few rows or none: a statement each was a third of a small owner's reads)."""
+        todo = [t for t in dict.fromkeys(terms) if t not in self._read and self.cache.get(
+            ("t", self.okey, t), self.version) is None and self.cache.get(("tp", self.okey, t), self.version) is None]
+        for k in range(0, len(todo), CHUNK):
+            part = todo[k : k + CHUNK]
+            rows: dict[str, list[Any]] = {t: [] for t in part}
+            for r in self.conn.execute("SELECT term, df, ords, packed FROM postings WHERE okey = ? AND term IN"
+                                       f" ({','.join('?' * len(part))}) ORDER BY term, first", (self.okey, *part)):
+                rows[r[0]].append(r[1:])
+            for t in part:
+                self._read[t] = self._combined(t, self._kept(t, rows[t], None))
+
     def _base(self, term: str) -> tuple[Any, Any, int]:
-        key = ("t", self.okey, term)
-        got = self.cache.get(key, self.version)
+        got = self.cache.get(("t", self.okey, term), self.version)
         if got is None:
             # What a merge left of the term (`ByteCache.wrote`): only the segments from its cut on read.
             kept = self.cache.get(("tp", self.okey, term), self.version)
             sql = "SELECT df, ords, packed FROM postings WHERE okey = ? AND term = ?"
             rows = self.conn.execute(sql + " AND first >= ? ORDER BY first", (self.okey, term, kept[2])).fetchall() \
                 if kept is not None else []
-            segs = [unpack_segment(r[1], r[2]) for r in rows]
-            if rows:
-                segs.insert(0, kept[:2])
-            else:
-                rows = self.conn.execute(sql + " ORDER BY first", (self.okey, term)).fetchall()
-                segs = [unpack_segment(r[1], r[2]) for r in rows]
             if not rows:
-                got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
-            elif len(segs) == 1:
-                got = (*segs[0], rows[0][0])
-            else:
-                got = (np.concatenate([o for o, _ in segs]), np.concatenate([p for _, p in segs]), rows[-1][0])
-            self.cache.put(key, got, got[0].nbytes + got[1].nbytes + len(term), self.version)
+                kept, rows = None, self.conn.execute(sql + " ORDER BY first", (self.okey, term)).fetchall()
+            got = self._kept(term, rows, kept)
+        return got
+
+    def _kept(self, term: str, rows: list[Any], kept: Any) -> tuple[Any, Any, int]:
+        """A term's postings from its (df, ords, packed) rows ascending, after `kept`'s (what a merge
+        left), put in the cache."""
+        segs = [unpack_segment(r[1], r[2]) for r in rows]
+        if kept is not None:
+            segs.insert(0, kept[:2])
+        if not rows:
+            got = (np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64), 0)
+        elif len(segs) == 1:
+            got = (*segs[0], rows[0][0])
+        else:
+            got = (np.concatenate([o for o, _ in segs]), np.concatenate([p for _, p in segs]), rows[-1][0])
+        self.cache.put(("t", self.okey, term), got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 
     def _resolve(self, ords: Any, *, ids_too: bool = True) -> tuple[Any, Any]:
@@ -318,8 +259,8 @@ class DiskView:
                 return got
         want = (segs + b * BLOCK_SEGS).tolist()
         rows: list[tuple[int, bytes, bytes]] = []
-        for k in range(0, len(want), _CHUNK):
-            part = want[k : k + _CHUNK]
+        for k in range(0, len(want), CHUNK):
+            part = want[k : k + CHUNK]
             rows += self.conn.execute(
                 f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({','.join('?' * len(part))})",
                 (self.okey, *part)).fetchall()
@@ -502,30 +443,66 @@ class DiskView:
     def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any]:
         """`sat_arrays(term, key)` for the documents at `pos` only, as (indices into `pos`, values):
         no position is given to the term's other documents."""
-        if (term, key) in self._sat or term in self._terms:
-            idx, vals = self.sat_arrays(term, key)
-            if not len(pos):
-                return _EMPTY_I64, np.zeros(0)
-            if self._pos_key is None or self._pos_key[0] is not pos:
-                order = np.argsort(np.asarray(pos, dtype=np.int64), kind="stable")
-                self._pos_key = (pos, np.asarray(pos, dtype=np.int64)[order], order)
-            slot = self._lookup(self._pos_key[1:], idx)
-            hit = slot >= 0
-            return slot[hit], vals[hit]
-        o, packed, _ = self._term(term)
+        return self.sat_among_all((term,), key, pos)[term]
+
+    def sat_among_all(self, terms: Iterable[str], key: SatKey, pos: list[int]) -> dict[str, tuple[Any, Any]]:
+        """`sat_among` of each of these terms. The terms' postings are read in one statement, and
+        the entries found at `pos` scored together: a few array operations for all of them rather
+        than a dozen per term (the feedback's twenty terms, up to six times a search)."""
+        terms = list(terms)
+        self.read_terms(terms)
         if self._pos_array is None or self._pos_array[0] is not pos:
             self._pos_array = (pos, np.asarray(pos, dtype=np.int64))  # (the same list for every term of a step)
         p = self._pos_array[1]
-        if not len(o) or not len(p):
+        out: dict[str, tuple[Any, Any]] = {}
+        found: list[tuple[str, Any, Any]] = []  # (term, indices into `pos`, their packed counts)
+        mine: Any = None
+        as_type: dict[Any, Any] = {}
+        for term in terms:
+            if (term, key) in self._sat or term in self._terms:
+                out[term] = self._among_loaded(term, key, pos)
+                continue
+            o, packed, _ = self._term(term)
+            if not len(o) or not len(p):
+                out[term] = (_EMPTY_I64, np.zeros(0))
+                continue
+            if mine is None:
+                mine = self._ords[p]
+                known = mine >= 0
+            # In the postings' own type (a neighbour's -1 becomes the largest: never found), so
+            # searchsorted does not copy the term's every ordinal to int64 first.
+            if o.dtype not in as_type:
+                as_type[o.dtype] = mine.astype(o.dtype)
+            j = np.searchsorted(o, as_type[o.dtype])
+            jj = np.minimum(j, len(o) - 1)
+            at = np.flatnonzero((j < len(o)) & (o[jj] == mine) & known)
+            found.append((term, at, packed[jj[at]]))
+        if found:
+            at = np.concatenate([f[1] for f in found]) if len(found) > 1 else found[0][1]
+            packed = np.concatenate([f[2] for f in found]) if len(found) > 1 else found[0][2]
+            keep, vals = saturate_rows(counts(packed), normalisation(key[2], self.lens[p[at]], self.avg), key)
+            # Each term's share of the rows, and of the values (those of the rows kept).
+            ends = np.cumsum([len(f[1]) for f in found]).tolist()
+            kept = np.concatenate(([0], np.cumsum(keep))) if len(found) > 1 else None
+            a = 0
+            for (term, t_at, _), e in zip(found, ends, strict=True):
+                if kept is None:
+                    out[term] = (t_at[keep], vals)
+                else:
+                    out[term] = (t_at[keep[a:e]], vals[kept[a] : kept[e]])
+                a = e
+        return out
+
+    def _among_loaded(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any]:
+        idx, vals = self.sat_arrays(term, key)
+        if not len(pos):
             return _EMPTY_I64, np.zeros(0)
-        mine = self._ords[p]
-        # In the postings' own type (a neighbour's -1 becomes the largest: never found), so
-        # searchsorted does not copy the term's every ordinal to int64 first.
-        j = np.searchsorted(o, mine.astype(o.dtype))
-        jj = np.minimum(j, len(o) - 1)
-        at = np.flatnonzero((j < len(o)) & (o[jj] == mine) & (mine >= 0))
-        keep, vals = saturate_rows(counts(packed[jj[at]]), normalisation(key[2], self.lens[p[at]], self.avg), key)
-        return at[keep], vals
+        if self._pos_key is None or self._pos_key[0] is not pos:
+            order = np.argsort(np.asarray(pos, dtype=np.int64), kind="stable")
+            self._pos_key = (pos, np.asarray(pos, dtype=np.int64)[order], order)
+        slot = self._lookup(self._pos_key[1:], idx)
+        hit = slot >= 0
+        return slot[hit], vals[hit]
 
     def prepare(self, pos: Any) -> None:
         """Read the columns of the documents at `pos` (the boosts' inputs and links) and give their
@@ -557,15 +534,27 @@ class DiskView:
             lone = ~self._feat[q]  # a neighbour's conversation is its turn's
             cols.conv[q[lone]] = rows.conv[src[0][lone]]
 
+    def want_bodies(self, ids: Iterable[int]) -> None:
+        """Read the bodies of these documents, and their terms' frequencies, in two statements (the
+        feedback reads the top turns' terms and the idf of each)."""
+        todo = [i for i in dict.fromkeys(map(int, ids)) if i not in self._bodies]
+        if todo and not self.batch_bodies:
+            self._bodies.update(dict.fromkeys(todo))
+            self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
+                f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(todo))})", todo).fetchall())
+        self.df.want(t for i in todo if (b := self.body_of(i)) for t in b.split() if t not in STOPWORDS)
+
     def body_of(self, doc_id: int) -> str | None:
         """A document's body tokens, space-joined (None: no such document)."""
+        if doc_id in self._bodies:
+            return self._bodies[doc_id]
         if not self.batch_bodies:
             r = self.conn.execute(f"SELECT {TEXT} FROM docs d WHERE d.id = ?", (doc_id,)).fetchone()
             return " ".join(body_tokens(doc_id, r[0])) if r is not None else None
         if doc_id not in self._bodies:
             want = [doc_id, *(i for i in self.rows if i not in self._bodies and i != doc_id)]
-            for k in range(0, len(want), _CHUNK):
-                part = want[k : k + _CHUNK]
+            for k in range(0, len(want), CHUNK):
+                part = want[k : k + CHUNK]
                 self._bodies.update(dict.fromkeys(part))
                 self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
                     f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(part))})", part).fetchall())
@@ -589,8 +578,8 @@ class DiskView:
             cur.row_factory = None
             read: list[tuple[Any, ...]] = []
             todo = missing.tolist()
-            for k in range(0, len(todo), _CHUNK):
-                part = todo[k : k + _CHUNK]
+            for k in range(0, len(todo), CHUNK):
+                part = todo[k : k + CHUNK]
                 read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
             if read:
                 fresh = RowChunk.build(read, self.tables)
@@ -608,8 +597,8 @@ class DiskView:
         out: dict[int, tuple[Any, ...]] = {}
         cur = self.conn.cursor()
         cur.row_factory = None
-        for k in range(0, len(ids), _CHUNK):
-            part = list(ids[k : k + _CHUNK])
+        for k in range(0, len(ids), CHUNK):
+            part = list(ids[k : k + CHUNK])
             out.update((r[0], r) for r in cur.execute(_HITS.format(marks=",".join("?" * len(part))), part))
         return out
 
