@@ -39,8 +39,11 @@ from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's fold
 from _figures import record  # scripts/bench/_figures.py
 from _load import load_average  # scripts/bench/_load.py
 
+from mateclaw_mem.settings import AmlSettings
+
 REPO = Path(__file__).resolve().parents[2]
 SERVERS: tuple[str, ...] = ("ours", "floor", "floor+idx")
+CACHE_BYTES = AmlSettings().cache_bytes  # aml.cache-bytes as ours runs (the default: its config sets none)
 BASE_SRC: Path | None = None  # --base: a "base" server run from this source tree beside "ours"
 
 
@@ -98,11 +101,13 @@ class Server:
         return [sys.executable, str(REPO / "scripts" / "bench" / "floor_server.py"), "--port", "0",
                 "--db", str(self.tmp / "floor.db"), *extra]
 
-    def start(self) -> float:
-        """Start it; seconds from the spawn to listening."""
+    def start(self, *, until_ready: bool = False) -> float:
+        """Start it; seconds from the spawn to listening (`until_ready`: to the end of its start-up,
+        the routes built after listening and the background work started; the floors have none)."""
         t0 = time.perf_counter()
         env = {**os.environ, "PYTHONPATH": str(BASE_SRC)} if self.name == "base" else None
-        proc, url = start_daemon(self.cmd(), self.tmp / f"{self.name}.log", env=env, timeout=120)
+        proc, url = start_daemon(self.cmd(), self.tmp / f"{self.name}.log", env=env, timeout=120,
+                                 until_ready=until_ready and self.name in ("ours", "base"))
         if url is None:
             proc.kill()
             sys.exit(f"{self.name} did not start:\n{(self.tmp / f'{self.name}.log').read_text(errors='replace')}")
@@ -228,6 +233,14 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
                 s.start()
                 after[s.name] = s.post("/v1/aml/search", search_body(user, questions[-1]))
                 restart[s.name] = (time.perf_counter() - t0) * 1000
+            # The idle daemon at this history: started again, its start-up done, nothing asked (the
+            # RSS goal is "never above aml.cache-bytes + the idle daemon").
+            idle: dict[str, float] = {}
+            for s in servers:
+                s.stop()
+                s.start(until_ready=True)
+                time.sleep(1.0)  # what its background parts do at once (the watcher's first reconcile)
+                idle[s.name] = s.rss_mb()
         finally:
             for s in servers:
                 s.stop()
@@ -249,6 +262,10 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     row("  same questions again p50 ms", {n: pct(v, 50) for n, v in again.items()}, "ms")
     row("  same questions again p95 ms", {n: pct(v, 95) for n, v in again.items()}, "ms")
     row("RSS MB", rss, "MB", "{:>10.0f}")
+    row("  idle daemon RSS MB (restarted)", idle, "MB", "{:>10.0f}")
+    over = {n: rss[n] - idle[n] for n in SERVERS}
+    print(f"| {'  RSS over the idle daemon MB':<34} | " + " | ".join(f"{over[n]:>10.1f}" for n in SERVERS)
+          + f" | ours' aml.cache-bytes: {CACHE_BYTES / 1e6:.1f} MB |")
     row("disk bytes per message (stopped)", {n: disk[n] / size for n in SERVERS}, "B", "{:>10.0f}")
     row("restart -> first answer ms", restart, "ms", "{:>10.0f}")
     row("  of which the search ms", after, "ms")
