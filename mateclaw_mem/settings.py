@@ -284,8 +284,9 @@ class AmlSettings(Section):
     # Each hit returned with up to this many turns before and after it in its session (0 = single messages).
     neighbours: int = Field(0, ge=0, le=10)
     neighbour_chars: int = Field(1000, ge=0)  # characters of neighbouring turns per search (0 = no limit)
-    # Bytes of postings and document rows searches keep in memory (index/messages/view_cache.py): a
-    # cache, never needed for an answer; searches read what is not in it from messages.db.
+    # How far the daemon's RSS may grow beyond its idle RSS: postings and document rows searches keep in
+    # memory (index/messages/view_cache.py: a cache, never needed for an answer; searches read what is
+    # not in it from messages.db) get what SQLite's page caches and the allocator leave (runtime/malloc.py).
     cache_bytes: int = Field(64 << 20, ge=0)
     # Image parts of Adds (conversations/aml_images.py): refs keeps links and data: images' hashes only
     # (the desktop's privacy); keep stores data: images' bytes, returns messages as ordered content parts

@@ -68,6 +68,7 @@ class AmlOnlyDaemon:
                      (time.perf_counter() - t0) * 1000)
             self._serve(sock)
             self.node.start()
+            malloc.bound_cache(self.node.aml.index.cache, self.settings.aml.cache_bytes)
             if self.settings.aml.store == "sqlite":  # `status` of the workspace finds this daemon
                 self._write_pidfile()
         except BaseException:

@@ -178,7 +178,13 @@ class Daemon:
             self.add_stopper("model probe", self.services.model_probe.stop)
         log.info("start-up took %.0f ms (the index catches up in the background; /health says when it has)",
                  (time.perf_counter() - t0) * 1000)
+        self._bound_memory()
         self._write_pidfile()
+
+    def _bound_memory(self) -> None:
+        """From now on the Add/Search cache keeps RSS within `aml.cache-bytes` of what the daemon
+        takes now, idle (runtime/malloc.RssBudget)."""
+        malloc.bound_cache(self.services.message_index.cache, self.services.settings.aml.cache_bytes)
 
     def _write_pidfile(self) -> None:
         from mateclaw_mem import __version__

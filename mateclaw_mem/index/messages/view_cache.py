@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,9 @@ class ByteCache:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
+        # (bytes held) -> the most it may hold now, below max_bytes: the daemon's RSS budget
+        # (runtime/malloc.RssBudget) gives it what the rest of the process leaves of the bound.
+        self.limit: Callable[[int], int] | None = None
         self.size = 0
         self._lock = threading.Lock()
         self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
@@ -110,7 +113,8 @@ class ByteCache:
             self._evict()
 
     def _evict(self) -> None:
-        while self.size > self.max_bytes and self._d:
+        cap = self.max_bytes if self.limit is None else min(self.max_bytes, self.limit(self.size))
+        while self.size > cap and self._d:
             k, (_, b) = self._d.popitem(last=False)
             self.size -= b
             self._owners.get(k[1], set()).discard(k)

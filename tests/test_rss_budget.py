@@ -1,0 +1,91 @@
+"""runtime/malloc.RssBudget: the Add/Search byte cache keeps only what the rest of the process leaves of
+`aml.cache-bytes` beyond the idle daemon's RSS (issue 36: RSS never above the bound + the idle
+daemon), takes it back when the rest shrinks, and does not wither away on its own evictions (the
+heap they free would read as the rest's until trimmed). In a fresh interpreter: the real cache,
+the real allocator, RSS read from /proc; and the daemon installs it once started."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mateclaw_mem.runtime.daemon import Daemon
+from mateclaw_mem.runtime.malloc import RssBudget
+from tests.support.server import daemon_services
+
+MIB = 1 << 20
+
+_PROBE = """
+import json, sys
+import numpy as np
+sys.path.insert(0, {root!r})
+from mateclaw_mem.index.messages.view_cache import ByteCache
+from mateclaw_mem.runtime import malloc
+malloc.tune()
+MIB = 1 << 20
+cache = ByteCache(64 * MIB)
+budget = malloc.RssBudget(48 * MIB, every=0)  # idle = now
+if sys.argv[1] == "on":
+    cache.limit = budget
+out = {{}}
+
+def fill(n, tag):
+    for i in range(n):  # 100 KiB a term: from glibc's heap (below the 1 MB mmap threshold)
+        cache.put(("t", 1, f"{{tag}}{{i}}"), np.full(100 * 1024 // 8, i, dtype=np.int64), 100 * 1024)
+
+ballast = np.ones(40 * MIB // 8)  # 40 MiB the rest of the process holds (mmapped: handed back when freed)
+fill(300, "a")  # 30 MiB of entries
+out["with_ballast"] = cache.size
+out["over_idle"] = malloc.rss_bytes() - budget.baseline
+fill(600, "b")  # its own evictions go on: the heap they free is resident until trimmed
+out["after_churn"] = cache.size
+del ballast
+fill(300, "c")
+out["ballast_gone"] = cache.size
+print(json.dumps(out))
+"""
+
+
+def _probe(mode: str) -> dict[str, int]:
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", _PROBE.format(root=root), mode], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/self/statm and glibc's allocator")
+def test_the_cache_keeps_what_the_rest_of_the_process_leaves_of_the_bound() -> None:
+    plain = _probe("off")
+    assert plain["with_ballast"] > 25 * MIB  # without the budget it keeps all 30 MiB: RSS 70 MiB over idle
+    assert plain["over_idle"] > 60 * MIB
+    got = _probe("on")
+    assert got["with_ballast"] < 12 * MIB  # 48 - 40 (and a little counted slack)
+    assert got["over_idle"] < 52 * MIB  # RSS within the bound of the idle process, give or take a page or two
+    assert 2 * MIB < got["after_churn"] < 12 * MIB  # neither withered to nothing nor over the bound
+    assert got["ballast_gone"] > 25 * MIB  # the rest gave back 40 MiB: the cache may hold 30 again
+
+
+def test_a_budget_is_the_bound_less_everything_beyond_idle_but_the_cache() -> None:
+    budget = RssBudget(100 * MIB, baseline=0, every=3600)
+    first = budget(0)  # RSS of this process beyond 0, all "everything else"
+    assert 0 <= first < 100 * MIB
+    assert budget(50 * MIB) == first  # read at most once an `every`: the same answer
+    roomy = RssBudget(1 << 40, baseline=0, every=0)
+    assert roomy(0) < 1 << 40 and roomy(0) > (1 << 40) - (4 << 30)
+
+
+def test_the_daemon_bounds_its_cache_once_started(tmp_path: Path) -> None:
+    services = daemon_services(tmp_path / "ws")
+    daemon = Daemon(services)  # no HTTP: the budget is the daemon's, not its face's
+    daemon.start()
+    try:
+        limit = services.message_index.cache.limit
+        assert isinstance(limit, RssBudget)
+        assert limit.bound == services.settings.aml.cache_bytes and limit.baseline > 0
+    finally:
+        daemon.stop()
