@@ -30,13 +30,13 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from mateclaw_mem.llm.failures import record_failure
 from mateclaw_mem.llm.jsonparse import JSONExtractError, extract_json_object
 from mateclaw_mem.llm.usage import UsageRecord
 
 if TYPE_CHECKING:
+    import httpx
+
     from mateclaw_mem.llm.usage import UsageLog
     from mateclaw_mem.settings import RerankSettings
 
@@ -68,6 +68,8 @@ class Reranker:
                  transport: httpx.BaseTransport | None = None) -> None:
         self.settings = settings
         self.usage = usage  # `record_failure` reads it off this object, as off the model client
+        import httpx  # here: only a configured reranker needs it (~25 ms of every daemon start before listening)
+
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx.Client(headers=headers, timeout=settings.deadline_seconds, transport=transport)
         # Calls run here so the deadline holds even against a server that trickles its answer.
@@ -149,6 +151,8 @@ class Reranker:
         return self._ask_rerank(query, candidates)
 
     def _post(self, url: str, body: dict[str, Any]) -> Any:
+        import httpx
+
         try:
             r = self._http.post(url, json=body)
         except httpx.TimeoutException as exc:
