@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any, Literal
 
+import orjson
 from fastapi import APIRouter, Depends, Request, Response
 from pydantic import AfterValidator, ConfigDict, Field
 
@@ -160,13 +160,17 @@ def search_answer(body: SearchRequest, aml: AmlService) -> bytes:
     """The Search's 200 body (this route's and the fast lane's)."""
     items = aml.search(_parts(body.query), body.user_id, body.top_k, body.options)
     # Rendered directly (the shape is `SearchResponse`, which documents it): validating up to
-    # top_k items through pydantic again on the way out cost more than the search itself.
-    data = [
-        {"id": i.id, "content": i.content, "score": i.score, "created_at": i.created_at,
-         **({"images": list(i.images)} if i.images else {}), **({"parts": list(i.parts)} if i.parts else {})}
-        for i in items
-    ]
-    return json.dumps({"data": data}, ensure_ascii=False).encode()
+    # top_k items through pydantic again on the way out cost more than the search itself; and by
+    # orjson, not json: 100 hits were ~0.4 ms of `json.dumps`, a tenth of a small user's search.
+    data = []
+    for i in items:
+        item = {"id": i.id, "content": i.content, "score": i.score, "created_at": i.created_at}
+        if i.images:
+            item["images"] = list(i.images)
+        if i.parts:
+            item["parts"] = list(i.parts)
+        data.append(item)
+    return orjson.dumps({"data": data})
 
 
 class DeleteUserResponse(Wire):

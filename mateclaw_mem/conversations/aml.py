@@ -388,7 +388,7 @@ class AmlService:
                 content=render_content(h),
                 score=h.score,
                 created_at=_iso(h.ts_ms),
-                images=_images(kept.get(h.id, ())),
+                images=_images(kept[h.id]) if h.id in kept else (),
             ) for h in hits),
         ][:fetch]
         if self.image_settings.keep and kept:

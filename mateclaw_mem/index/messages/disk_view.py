@@ -103,7 +103,8 @@ class DiskView:
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
         self._field_counts: dict[str, Any] = {}
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
-        self._pos_array: tuple[list[int], Any] | None = None  # `sat_among`'s last `pos` as an array
+        # `sat_among_all`'s last `pos`: as an array, and what it found there by (term, key)
+        self._pos_array: tuple[Any, Any, dict[tuple[str, SatKey], tuple[Any, Any]]] | None = None
         self.cols = Columns(links_set_when_read=True)  # (`prepare` sets them)
         self.size = 0
         self.lens: Any = np.zeros((0, 4))
@@ -445,20 +446,28 @@ class DiskView:
         no position is given to the term's other documents."""
         return self.sat_among_all((term,), key, pos)[term]
 
-    def sat_among_all(self, terms: Iterable[str], key: SatKey, pos: list[int]) -> dict[str, tuple[Any, Any]]:
+    def sat_among_all(self, terms: Iterable[str], key: SatKey, pos: Any) -> dict[str, tuple[Any, Any]]:
         """`sat_among` of each of these terms. The terms' postings are read in one statement, and
         the entries found at `pos` scored together: a few array operations for all of them rather
         than a dozen per term (the feedback's twenty terms, up to six times a search)."""
-        terms = list(terms)
-        self.read_terms(terms)
         if self._pos_array is None or self._pos_array[0] is not pos:
-            self._pos_array = (pos, np.asarray(pos, dtype=np.int64))  # (the same list for every term of a step)
-        p = self._pos_array[1]
+            # (The same `pos` for every term of a step, and for the two feedback passes of a ranking,
+            # whose terms are mostly the same: what one found, the other takes.)
+            self._pos_array = (pos, np.asarray(pos, dtype=np.int64), {})
+        p, done = self._pos_array[1], self._pos_array[2]
         out: dict[str, tuple[Any, Any]] = {}
+        todo = []
+        for t in terms:
+            got = done.get((t, key))
+            if got is None:
+                todo.append(t)
+            else:
+                out[t] = got
+        self.read_terms(todo)
         found: list[tuple[str, Any, Any]] = []  # (term, indices into `pos`, their packed counts)
         mine: Any = None
         as_type: dict[Any, Any] = {}
-        for term in terms:
+        for term in todo:
             if (term, key) in self._sat or term in self._terms:
                 out[term] = self._among_loaded(term, key, pos)
                 continue
@@ -491,9 +500,10 @@ class DiskView:
                 else:
                     out[term] = (t_at[keep[a:e]], vals[kept[a] : kept[e]])
                 a = e
+        done.update(((t, key), out[t]) for t in todo)
         return out
 
-    def _among_loaded(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any]:
+    def _among_loaded(self, term: str, key: SatKey, pos: Any) -> tuple[Any, Any]:
         idx, vals = self.sat_arrays(term, key)
         if not len(pos):
             return _EMPTY_I64, np.zeros(0)

@@ -64,7 +64,7 @@ def among(view: View, qweights: dict[str, float], key: SatKey, pos: Any) -> Any:
     slot = None
     listed = pos.tolist()
     # The on-disk view scores every term's entries at `pos` at once (the same floats, term by term).
-    every = view.sat_among_all(qweights, key, listed) if hasattr(view, "sat_among_all") else {}
+    every = view.sat_among_all(qweights, key, pos) if hasattr(view, "sat_among_all") else {}
     acc = np.zeros(len(pos))
     for t, qw in qweights.items():
         part = every[t] if t in every else view.sat_among(t, key, listed)
