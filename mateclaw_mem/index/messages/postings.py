@@ -31,9 +31,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
+
 from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.messages import docfields
-from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, decode, encode, pack_segment, unpack_segment
+from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, encode, gather, pack_segment, unpack_segment
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
@@ -312,44 +314,32 @@ class PostingWriter:
         rows = self.conn.execute(f"SELECT first_new, terms, counts, ords, packed FROM pdelta{self.s} WHERE okey = ?"
                                  " ORDER BY id", (o.okey,)).fetchall()
         mine = self.delta.pop(o.okey, {})
-        batches = [(r[0], decode(*r).items()) for r in rows]
-        batches.append((o.first_new if o.first_new is not None else o.n,
-                        [(t, k, v) for (t, k), v in sorted(mine.items())]))
-        new: dict[str, tuple[list[int], list[int]]] = {}
-        old: list[tuple[str, int, int]] = []
-        for first_new, items in batches:
-            for t, ordinal, packed in items:
-                if ordinal >= first_new:
-                    got = new.get(t)
-                    if got is None:
-                        got = new[t] = ([], [])
-                    got[0].append(ordinal)
-                    got[1].append(packed)
-                else:
-                    old.append((t, ordinal, packed))
-        self._load_lasts(o.okey, [*new, *(t for t, _, _ in old)])
-        for t, (ords, packs) in new.items():
+        new, old = gather([*(tuple(r) for r in rows),
+                           (o.first_new if o.first_new is not None else o.n, *encode(mine))])
+        self._load_lasts(o.okey, [*(t for t, _, _ in new), *(t for t, _, _ in old)])
+        for t, ords, packs in new:
             self._append_many(o, t, ords, packs)
         for t, ordinal, packed in old:
             self._upsert(o, t, ordinal, packed)
         self.conn.execute(f"DELETE FROM pdelta{self.s} WHERE okey = ?", (o.okey,))
         o.pending = 0
 
-    def _append_many(self, o: _Owner, t: str, ords: list[int], packs: list[int]) -> None:
-        """Entries of new turns (ordinals ascending, above every stored one) at the end of `t`'s
-        segments; their body counts move its document frequency (kept on the last segment)."""
+    def _append_many(self, o: _Owner, t: str, ords: Any, packs: Any) -> None:
+        """Entries of new turns (ordinals ascending, above every stored one: uint32 and uint64 numpy)
+        at the end of `t`'s segments; their body counts move its document frequency (kept on the
+        last segment)."""
         last = self._last(o.okey, t)
         i = 0
         while i < len(ords):
             if last is None or len(last.ords) >= SEG_POSTINGS:
                 last = self.last[(o.okey, t)] = self._new_seg(o, t, last.df if last is not None else 0)
             room = SEG_POSTINGS - len(last.ords)
-            last.ords.extend(ords[i : i + room])
-            last.packed.extend(packs[i : i + room])
+            last.ords.frombytes(ords[i : i + room].tobytes())
+            last.packed.frombytes(packs[i : i + room].tobytes())
             last.dirty = True
             i += room
         assert last is not None
-        last.df += sum(1 for p in packs if p & 0xFFFF)
+        last.df += int(np.count_nonzero(packs & np.uint64(0xFFFF)))
         o.terms.add(t)
 
     def _new_seg(self, o: _Owner, t: str, df: int) -> _Seg:
