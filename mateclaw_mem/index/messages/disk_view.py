@@ -102,6 +102,7 @@ class DiskView:
         self._idf: dict[str, float] = {}
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
         self._field_counts: dict[str, Any] = {}
+        self._term_norms: dict[tuple[str, tuple[float, ...], int], Any] = {}  # `_norms`'
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
         # `sat_among_all`'s last `pos`: as an array, and what it found there by (term, key)
         self._pos_array: tuple[Any, Any, dict[tuple[str, SatKey], tuple[Any, Any]]] | None = None
@@ -417,12 +418,21 @@ class DiskView:
                 k = 0
             if k:
                 assert kept is not None
-                tail = saturate_rows(counts(packed[k:]), normalisation(key[2], lens(k), self.avg), key)
+                tail = saturate_rows(counts(packed[k:]), self._norms(term, key[2], k, lens), key)
                 sat = (np.concatenate((kept[1], tail[0])), np.concatenate((kept[2], tail[1])))
             else:
-                sat = saturate_rows(self._counts(term, packed), normalisation(key[2], lens(0), self.avg), key)
+                sat = saturate_rows(self._counts(term, packed), self._norms(term, key[2], 0, lens), key)
             self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
         return sat
+
+    def _norms(self, term: str, b: tuple[float, ...], k: int, lens: Callable[[int], Any]) -> Any:
+        """The length normalisation of the documents of a term's postings from the k-th on: the same
+        for the head's and the tail's rankings, whose keys differ in weights only (a common word's
+        tens of thousands of lengths gathered and normalised once a search, not twice)."""
+        got = self._term_norms.get((term, b, k))
+        if got is None:
+            got = self._term_norms[(term, b, k)] = normalisation(b, lens(k), self.avg)
+        return got
 
     def ids_of(self, ords: Any) -> Any:
         """The ids of the documents at these ordinals (ascending)."""
