@@ -55,6 +55,13 @@ def _union(sorted_parts: list[Any]) -> Any:
     return _distinct(c)
 
 
+def _kept_of(values: Any, mask: Any) -> Any:
+    """`values[mask]`; `values` itself when the mask keeps all, as it nearly always does (a posting
+    scores 0 only where every field it is counted in weighs 0): a common word's tens of thousands of
+    ordinals were copied at every search."""
+    return values if mask.all() else values[mask]
+
+
 def _distinct(ascending: Any) -> Any:
     """An ascending array without its repeats."""
     if not ascending.size:
@@ -380,7 +387,7 @@ class DiskView:
                 got = (_EMPTY_I64, np.zeros(0))
             else:
                 sat = self._saturated(term, key, packed, lambda k: self.lens[idx[k:]])
-                got = (idx[sat[0]], sat[1])
+                got = (_kept_of(idx, sat[0]), sat[1])
             self._sat[(term, key)] = got
         return got
 
@@ -396,7 +403,7 @@ class DiskView:
                 got = (_EMPTY_I64, np.zeros(0))
             else:
                 sat = self._saturated(term, key, packed, lambda k: self._resolve(o[k:], ids_too=False)[1])
-                got = (o[sat[0]], sat[1])
+                got = (_kept_of(o, sat[0]), sat[1])
             self._osat[(term, key)] = got
         return got
 
