@@ -22,7 +22,7 @@ class AmlMessage:
     timestamp: int | str | None = None  # unix ms, or ISO-8601 (no offset: the workspace timezone)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # (not frozen: see index.Hit - a Search makes up to 200 of these)
 class AmlItem:
     id: str
     content: str
