@@ -12,6 +12,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -123,6 +124,7 @@ def test_a_failed_build_answers_the_waiting_requests_503_and_raises(services: Se
     app = create_app(services, mcp=False, defer_routes=True)
     failing = DeferredRoutes(app, build=lambda: [][0])  # an IndexError where the routes would come from
     app.router.routes[-1] = failing.placeholder
+    app.deferred = failing  # (the one LaneApp holds requests on)
     with ApiServer(app) as server:
         call = Call(f"{server.url}{LATER}")
         call.start()
@@ -207,3 +209,81 @@ def test_requests_in_flight_for_ever_still_let_the_build_finish(services: Servic
         assert app.deferred.state == "installed"
         assert _shape(app.router.routes) == _shape(whole.router.routes)
         assert held.answer()[0] == 200
+
+
+class Post(threading.Thread):
+    """One JSON POST on its own thread."""
+
+    def __init__(self, url: str, body: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body = url, body
+        self.answer: tuple[int, Any] | None = None
+
+    def run(self) -> None:
+        request = urllib.request.Request(self.url, json.dumps(self.body).encode(),
+                                         {"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as r:
+                self.answer = r.status, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            self.answer = e.code, json.loads(e.read())
+
+
+def test_before_the_rest_is_built_searches_and_health_answer_and_everything_else_waits(tmp_path: Path) -> None:
+    """The daemon's start (runtime/daemon.py): what AML searches read is built before it listens, the
+    rest just after; meanwhile an Add (it may write memory files whose listeners are not built yet)
+    and every other route wait, then get their answers."""
+    from mateclaw_mem.api.app import create_app
+    from mateclaw_mem.runtime.daemon import BEFORE_LISTENING
+
+    services = daemon_services(tmp_path / "ws")
+    try:
+        services.seed_agents()
+        services.build(BEFORE_LISTENING)
+        app = create_app(services, mcp=False, defer_routes=True)
+        assert app.deferred is not None
+        with ApiServer(app) as server:
+            search = {"user_id": "early", "query": "lake house", "top_k": 5}
+            found = Post(f"{server.url}/v1/aml/search", search)
+            found.run()
+            assert found.answer == (200, {"data": []})
+            assert _get(f"{server.url}/health")[0] == 200
+            add = Post(f"{server.url}/v1/aml/add", {"request_id": "r1", "user_id": "early", "session_id": "s1",
+                                                     "messages": [{"role": "user", "content": "Caroline: the lake house",
+                                                                   "timestamp": 1_700_000_000_000}]})
+            later = Call(f"{server.url}{LATER}")
+            add.start()
+            later.start()
+            for call in (add, later):
+                call.join(0.5)
+                assert call.is_alive() and call.answer is None  # held, not answered
+            assert not services.built("dreaming") and not services.built("file_index")
+            app.deferred.finish(first=lambda pause: services.build(pause=pause))
+            for call in (add, later):
+                call.join(30)
+            assert add.answer is not None and add.answer[0] == 200
+            assert later.answer is not None and later.answer[0] == 200
+            assert all(services.built(name) for name in ("dreaming", "file_index", "watcher"))
+            found.run()
+            assert found.answer is not None and [h["id"] for h in found.answer[1]["data"]] == ["m1"]
+            assert found.answer[1]["data"][0]["content"].endswith("Caroline: the lake house")
+    finally:
+        services.close()
+
+
+def test_another_thread_asking_for_a_part_between_the_two_builds_waits_for_the_whole(tmp_path: Path) -> None:
+    from mateclaw_mem.runtime.daemon import BEFORE_LISTENING
+
+    services = daemon_services(tmp_path / "ws")
+    try:
+        services.build(BEFORE_LISTENING)
+        got: list[Any] = []
+        asker = threading.Thread(target=lambda: got.append(services.dreaming), daemon=True)
+        asker.start()
+        asker.join(0.5)
+        assert asker.is_alive() and not services.built("dreaming")  # waiting, not building it itself
+        services.build()
+        asker.join(30)
+        assert got == [services.dreaming]  # the one the builder built
+    finally:
+        services.close()

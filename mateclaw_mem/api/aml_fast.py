@@ -25,7 +25,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import FastAPI
 from pydantic import BaseModel, ValidationError
@@ -34,18 +34,19 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from mateclaw_mem.api.aml import AddRequest, SearchRequest, add_answer, add_answer_now, search_answer
 from mateclaw_mem.api.auth import key_accepted
+from mateclaw_mem.api.deferred import FAILED_REASON, INSTALLED, PENDING, DeferredRoutes
 from mateclaw_mem.api.errors import error_response, response_for
 from mateclaw_mem.api.guards import BodyTimeout
 from mateclaw_mem.conversations.aml import AmlService
-
-if TYPE_CHECKING:
-    from mateclaw_mem.api.deferred import DeferredRoutes
 
 log = logging.getLogger(__name__)
 # Adds up to this size may run on the event loop (~0.3 ms for a LoCoMo chunk); larger ones take
 # longer to redact and tokenize and go to the pool like everything else.
 INLINE_ADD_BYTES = 16 * 1024
 _JSON_HEADERS = [(b"content-type", b"application/json")]
+# What a daemon answers while it builds the rest of its services after listening: a search reads only
+# the Add/Search parts, built before it listens; an Add may write memory files, whose listeners are not.
+_BEFORE_THE_REST = frozenset({"/v1/aml/search", "/health"})
 
 
 class AmlFastLane:
@@ -145,7 +146,14 @@ class LaneApp(FastAPI):
         await (self.routed if self.guard is None else self.guard)(scope, receive, send)
 
     async def routed(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """The lane for its two paths, the whole app for the rest."""
+        """The lane for its two paths, the whole app for the rest. Until the daemon has built the
+        rest of its services and routes (api/deferred.py), only AML searches and /health go on."""
+        if (self.deferred is not None and self.deferred.state == PENDING and scope["type"] != "lifespan"
+                and scope["path"] not in _BEFORE_THE_REST):
+            await self.deferred.finished()
+            if self.deferred.state != INSTALLED:  # the build failed: the daemon is stopping, its log says why
+                await error_response(503, FAILED_REASON)(scope, receive, send)
+                return
         if self.lane is not None and scope["type"] == "http" and scope["path"] in self.lane.routes:
             with self._quiet:
                 self._in_flight += 1

@@ -19,6 +19,10 @@ requests are in flight (the AML lane's, `LaneApp.wait_quiet`), at most `STEP_WAI
 a restart is timed to its first Add/Search answer, and a 100k-message search sent the moment the
 daemon listened took 159-169 ms sharing the interpreter with the whole build, 34 ms without it.
 The wait is bounded so that requests arriving back to back for ever still let the build finish.
+
+The daemon also builds the rest of its services in `finish` (`first`), before the routes: until
+then `LaneApp` lets only AML searches and `/health` through (they read only what was built before
+it listened) and holds every other request here, Adds included.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from starlette.types import Receive, Scope, Send
 from mateclaw_mem.api.errors import error_response
 
 PENDING, INSTALLED, FAILED = "pending", "installed", "failed"
+FAILED_REASON = "the daemon failed to build its HTTP routes; see its log"  # (503 to what waited)
 STEP_WAIT = 0.25  # seconds a step of the build waits for the requests in flight, at most
 # `build()`: the later routes, in routing order, as the steps that build them (each a list of routes).
 Build = Callable[[], Iterable[list[BaseRoute]]]
@@ -71,17 +76,20 @@ class DeferredRoutes:
         app.openapi = openapi  # type: ignore[method-assign]
         return deferred
 
-    def finish(self) -> None:
-        """Build the routes and put them where the catch-all stood (once; the daemon calls it)."""
+    def finish(self, first: Callable[[Callable[[], object]], object] | None = None) -> None:
+        """Build the routes and put them where the catch-all stood (once; the daemon calls it).
+        `first(pause)`: what must be done before any held request goes on (the daemon builds the
+        rest of its services), given the pause to call between its own steps."""
         if self.state != PENDING:
             return
         state = FAILED
         try:
+            if first is not None:
+                first(self.pause)
             later: list[BaseRoute] = []
             steps = iter(self._build())
             while True:
-                if self._pause is not None:
-                    self._pause(self.step_wait)
+                self.pause()
                 step = next(steps, None)
                 if step is None:
                     break
@@ -99,11 +107,17 @@ class DeferredRoutes:
             for loop, future in waiters:
                 loop.call_soon_threadsafe(_resolve, future)
 
+    def pause(self) -> None:
+        """Wait while requests that go first are in flight, at most `step_wait` seconds."""
+        if self._pause is not None:
+            self._pause(self.step_wait)
+
     def wait(self, timeout: float | None = None) -> bool:
         """Block this thread until `finish` has run (for callers off the event loop)."""
         return self._done.wait(timeout)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def finished(self) -> None:
+        """Until `finish` has run (on the event loop, holding no lock and building nothing)."""
         if self.state == PENDING:
             with self._lock:
                 future = None
@@ -114,8 +128,11 @@ class DeferredRoutes:
                     self.held += 1
             if future is not None:
                 await future
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await self.finished()
         if self.state != INSTALLED:  # the build failed: the daemon is stopping, its log says why
-            await error_response(503, "the daemon failed to build its HTTP routes; see its log")(scope, receive, send)
+            await error_response(503, FAILED_REASON)(scope, receive, send)
             return
         await self.app.router(scope, receive, send)  # routed again, now through the full list
 

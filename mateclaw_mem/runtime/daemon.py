@@ -1,10 +1,11 @@
 """The long-running process: one per workspace, started by `mateclaw-mem serve`.
 
 It binds its port (a busy port stops it before the workspace is touched), takes the daemon lock (a
-second daemon on the same workspace refuses to start), seeds the workspace, builds every service
-(`Services.build`), starts the HTTP API (uvicorn, with MCP mounted at `/mcp`; the routes after
-`/health`, the agents' and the AML contract's are built just after it listens, api/deferred.py) and
-then the extraction workers, the file watcher and the scheduler (`Services.start`), writes
+second daemon on the same workspace refuses to start), seeds the workspace, builds what AML
+searches and /health read (`BEFORE_LISTENING`), starts the HTTP API (uvicorn, with MCP mounted at
+`/mcp`), then builds every other service and the routes after `/health`, the agents' and the AML
+contract's (api/deferred.py: AML searches are answered meanwhile, every other request waits for it),
+then starts the extraction workers, the file watcher and the scheduler (`Services.start`), writes
 `.mateclaw/daemon.json` (pid and URL, for `status`), and stops them cleanly, in reverse order, on
 SIGTERM / Ctrl-C: running extractions finish, queued ones are kept.
 
@@ -49,6 +50,11 @@ HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing th
 # work persisted), so the next start picks it up.
 STOP_DEADLINE = 3.5
 _BUILD_SWITCH_INTERVAL = 0.0001  # seconds: how often the later routes' build lets a request run
+# The services built before the daemon listens: what an AML search and /health read, and what the app
+# reads as it is composed (api/app.py). The rest (the memory services, ~80% of the build, mostly their
+# imports) is built just after it listens, while searches are answered (Services.build says how).
+BEFORE_LISTENING = frozenset({"api_key", "store", "log", "model", "embeddings", "model_probe", "message_index",
+                              "aml", "lineage", "transfer"})
 
 
 class Daemon:
@@ -153,19 +159,23 @@ class Daemon:
         # the background work: workers (they resume persisted work), then the sources of new work
         # (watcher, scheduler). Services.BUILD_ORDER and START_ORDER say which, in which order.
         t0 = time.perf_counter()
-        self.services.build()
+        # With HTTP, only what answers AML searches and /health before it listens; the rest right after.
+        self.services.build(BEFORE_LISTENING if sock is not None else None)
         heal.after_build(self.services)
         recovery.at_start(self.services)  # operations a crash interrupted, finished before any worker runs
-        log.info("services built in %.0f ms", (time.perf_counter() - t0) * 1000)
-        # Then the HTTP face, before the background work: every service a request can reach exists
-        # (build() sealed them), and the watcher's catch-up with the disk (CPU-bound) and the
-        # scheduler's first heartbeat would otherwise share the GIL with uvicorn's start. A request
+        log.info("services built in %.0f ms%s", (time.perf_counter() - t0) * 1000,
+                 " (the rest once it listens)" if sock is not None else "")
+        # Then the HTTP face, before the background work: what a request can reach before the rest is
+        # built exists (LaneApp holds the others until then), and the watcher's catch-up with the disk
+        # (CPU-bound) and the scheduler's first heartbeat would otherwise share the GIL with uvicorn's start. A request
         # that comes before a worker runs is not lost: pending work is in state.db and start()
         # resumes it; /health says "catching up" until the watcher's first reconcile is done.
         # Stopped after the HTTP API (stoppers run newest first): no request meets a stopping worker.
         self.add_stopper("background work", self.services.stop)
         if sock is not None:
             server = self._prepare_http()
+            if getattr(server.config.app, "deferred", None) is None:
+                self.services.build()  # an app that holds no request for the rest gets it before it listens
             self._start_http(server, sock)
             self._finish_app(server.config.app)
         t1 = time.perf_counter()
@@ -228,8 +238,8 @@ class Daemon:
                  self.url, "on" if self.services.api_key else "off", self.url, self.url)
 
     def _finish_app(self, app: Any) -> None:
-        """The routes an app left to build once it listens (`app.deferred`, api/deferred.py): built
-        now, before the background work competes for the interpreter; requests for them wait."""
+        """The services and routes left to build once it listens (`app.deferred`, api/deferred.py):
+        built now, before the background work competes for the interpreter; requests for them wait."""
         deferred = getattr(app, "deferred", None)
         if deferred is None:
             return
@@ -239,10 +249,10 @@ class Daemon:
         sys.setswitchinterval(min(switch, _BUILD_SWITCH_INTERVAL))
         t0 = time.perf_counter()
         try:
-            deferred.finish()
+            deferred.finish(first=lambda pause: self.services.build(pause=pause))
         finally:
             sys.setswitchinterval(switch)
-        log.info("HTTP routes after the AML contract's built in %.0f ms (%d request(s) waited for them)",
+        log.info("the other services and HTTP routes built in %.0f ms (%d request(s) waited for them)",
                  (time.perf_counter() - t0) * 1000, deferred.held)
 
     def _stop_http(self) -> None:

@@ -2,11 +2,12 @@
 
 Two ways in, one rule: no service is built while another thread may be asking for it.
 
-- The daemon calls `build()`: it creates every service in `BUILD_ORDER` on the calling thread,
-  while no thread of ours exists; then it opens the HTTP API and calls `start()`: the background
-  parts start in `START_ORDER`, each only after everything it writes through exists. After
-  `build()` nothing is built lazily any more: asking for a service missing from `BUILD_ORDER` is
-  an error, never a race.
+- The daemon calls `build(names)` for what AML searches read, opens the HTTP API, and calls
+  `build()` for the rest, all on its main thread (runtime/daemon.py); a request's thread asking
+  for a part between the two waits until everything is built, never builds it. Then `start()`: the
+  background parts start in `START_ORDER`, each only after everything it writes through exists.
+  After `build()` nothing is built lazily any more: asking for a service missing from
+  `BUILD_ORDER` is an error, never a race.
 - A CLI command touches only what it needs, built on first use (`mateclaw-mem cat` never opens
   SQLite). Building never starts a thread: workers, timers, the watcher and the scheduler start in
   `start()` only, so a CLI command leaves pending extraction work to the daemon.
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from mateclaw_mem.clock import Clock, SystemClock, resolve_timezone
@@ -96,6 +97,10 @@ class Services:
         self._reporters: list[tuple[str, Any]] = []
         self._built: dict[str, Any] = {}  # in the order the parts were first built
         self._sealed = False  # set by build(): from then on nothing is built lazily
+        # The daemon builds in two goes (build(names), then build() once it listens): meanwhile another
+        # thread asking for a part not built yet waits for the whole build (`_build_one`), never builds it.
+        self._builder: int | None = None
+        self._whole = threading.Event()
         # Only before build() (CLI commands, tests): the one thread that can then race a first use
         # is a provider prefetch worker asking for `search`, and it holds no lock of ours when it
         # asks, so waiting here cannot invert an order. The daemon never takes it after build().
@@ -224,7 +229,11 @@ class Services:
         return name in self._built
 
     def _build_one(self, name: str, build: Callable[[Services], T]) -> T:
+        if self._builder is not None and self._builder != threading.get_ident() and not self._sealed:
+            self._whole.wait()
         if self._sealed:
+            if name in self._built:  # (built while this thread waited)
+                return self._built[name]
             raise RuntimeError(f"services.{name} was not built by build(): add it to BUILD_ORDER")
         with self._build_lock:
             if not self.heal_checked and name not in _NO_DATABASE:  # a damaged file set aside before any opens it
@@ -235,12 +244,25 @@ class Services:
                 events.wire(self, name, built)  # who hears this part's writes (runtime/events.py)
             return self._built[name]
 
-    def build(self) -> None:
+    def build(self, names: Collection[str] | None = None, *, pause: Callable[[], object] | None = None) -> None:
         """Build every service, in BUILD_ORDER, on this thread; starts no thread. (`_built` then
-        holds them in the order each was first reached: a part after everything its builder read.)"""
+        holds them in the order each was first reached: a part after everything its builder read.)
+
+        `names`: only these (and what their builders read), now; the rest at the next call, on this
+        same thread - the daemon answers AML searches in between (runtime/daemon.py), and another
+        thread that asks for a part meanwhile waits until everything is built. `pause()` is called
+        before each part (the daemon lets the requests in flight go first)."""
+        if self._sealed:
+            return
+        self._builder = threading.get_ident()
         for name in BUILD_ORDER:
-            getattr(self, name)
-        self._sealed = True
+            if names is None or name in names:
+                if pause is not None and name not in self._built:
+                    pause()
+                getattr(self, name)
+        if names is None:
+            self._sealed = True
+            self._whole.set()
 
     def seed_agents(self) -> dict[str, list[str]]:
         """Create the agent the daemon itself serves: the default agent (the MCP `/mcp` endpoint, the

@@ -102,8 +102,8 @@ def phases(log: Path, wall0: float) -> dict[str, float]:
         except ValueError:
             continue
         out.setdefault("first log line", (at - wall0) * 1000)
-        if m := re.search(r"(services built|HTTP API composed|HTTP routes after the AML contract's built) in (\d+) ms",
-                          line):
+        if m := re.search(r"(services built|HTTP API composed|HTTP routes after the AML contract's built"
+                          r"|the other services and HTTP routes built) in (\d+) ms", line):
             out[m.group(1)] = float(m.group(2))
         if "listening on" in line:
             out["first log line to listening"] = (at - wall0) * 1000 - out["first log line"]
