@@ -78,8 +78,10 @@ _FEATURES = ("SELECT d.id, d.speaker, d.conversation_id, d.is_question, p.qshare
              " p.prev, p.next, p.tprev, p.tnext FROM docs d JOIN pfeat p ON p.id = d.id WHERE d.id IN ({marks})"
              " ORDER BY d.id")
 # A hit's text is the log's (docfields.TEXT); one gone from the log (forgotten, deleted) is no hit.
-_HITS = ("SELECT * FROM (SELECT d.id, d.conversation_id, d.role, d.speaker, " + TEXT + " AS content, d.ts_ms"
-         " FROM docs d WHERE d.id IN ({marks})) h WHERE content IS NOT NULL")
+# (Those without text are left out after the read, not by a WHERE on it: SQLite flattens such a
+# subquery and looked each hit up in the log twice, once for the filter and once for the value.)
+_HITS = ("SELECT d.id, d.conversation_id, d.role, d.speaker, " + TEXT + " AS content, d.ts_ms FROM docs d"
+         " WHERE d.id IN ({marks})")
 
 
 class DiskView:
@@ -626,13 +628,14 @@ class DiskView:
         cur.row_factory = None
         for k in range(0, len(ids), CHUNK):
             part = list(ids[k : k + CHUNK])
-            out.update((r[0], r) for r in cur.execute(_HITS.format(marks=",".join("?" * len(part))), part))
+            out.update((r[0], r) for r in cur.execute(_HITS.format(marks=",".join("?" * len(part))), part)
+                       if r[4] is not None)
         return out
 
     def contents(self) -> dict[int, str]:
         """Every document's text (the dense side reads them all: only with embeddings configured)."""
-        return dict(self.conn.execute(f"SELECT * FROM (SELECT d.id, {TEXT} AS t FROM docs d WHERE d.agent = ?"
-                                      " AND d.owner = ?) c WHERE t IS NOT NULL", (self.agent, self.owner)).fetchall())
+        return {i: t for i, t in self.conn.execute(f"SELECT d.id, {TEXT} FROM docs d WHERE d.agent = ? AND d.owner = ?",
+                                                   (self.agent, self.owner)) if t is not None}  # (see `_HITS`)
 
 
 def open_view(conn: sqlite3.Connection, agent: str, owner: str, cache: ByteCache, *,
