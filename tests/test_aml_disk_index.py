@@ -43,6 +43,9 @@ RANKINGS = {
     "last-question": replace(BASE, question_mode="last"),
     "few-candidates": replace(BASE, max_candidates=7),
     "all-candidates": replace(BASE, max_candidates=0),
+    # A field weighing 0: a turn holding a word only there scores 0 for it (the saturated values keep a
+    # mask of the postings that score, not all of them).
+    "unweighted-fields": replace(BASE, weights={"body": 1.0, "ctx": 0.0, "nb": 0.0, "dt": 0.0}),
 }
 
 
