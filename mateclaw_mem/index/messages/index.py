@@ -33,7 +33,7 @@ from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import MessageStorage, delete_owner
-from mateclaw_mem.index.messages.worker import Worker, handing_off
+from mateclaw_mem.index.messages.worker import Worker
 from mateclaw_mem.index.sources import FactSource, MessageSource
 
 log = logging.getLogger(__name__)
@@ -248,7 +248,6 @@ class _Indexer(Worker):
                     return
                 source, self._log = self._log, None
             try:
-                with handing_off():
-                    self.index.sync(source, batch=self.BATCH)
+                self.index.sync(source, batch=self.BATCH)
             except Exception:  # derived data: the next Add, search or start catches up
                 log.exception("indexing the conversation log's tail failed")

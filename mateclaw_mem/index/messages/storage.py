@@ -36,7 +36,7 @@ from mateclaw_mem.index.messages import docfields, postings
 from mateclaw_mem.index.messages.delta import pack_segment, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
 from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
-from mateclaw_mem.index.messages.worker import Worker, handing_off
+from mateclaw_mem.index.messages.worker import Worker
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -154,7 +154,7 @@ class _Merger(Worker):
         while (okey := self._next()) is not None:
             st = self.storage
             try:
-                with handing_off(), st.lock:
+                with st.lock:
                     if self._stop:
                         return
                     st.merge_one(okey)
