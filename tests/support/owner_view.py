@@ -221,6 +221,17 @@ class OwnerView:
             got = per_key[key]
         return got
 
+    def sat_among_all(self, terms: Iterable[str], key: SatKey, pos: Any) -> dict[str, tuple[Any, Any] | None]:
+        """`sat_among` term by term (everything is in memory: nothing to read together)."""
+        listed = pos.tolist()
+        return {t: self.sat_among(t, key, listed) for t in terms}
+
+    def want_turns(self, ids: Iterable[int]) -> None:
+        """(Every turn is in memory already: see disk_view.DiskView.want_turns.)"""
+
+    def want_bodies(self, ids: Iterable[int]) -> None:
+        """(Every body is in memory already: see disk_view.DiskView.want_bodies.)"""
+
     def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any] | None:
         """`sat_arrays(term, key)` read for the docs at `pos` only, as (indices into `pos`, values),
         when the term's arrays are not cached and it holds many more docs than asked for (feedback

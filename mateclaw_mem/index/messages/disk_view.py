@@ -563,6 +563,10 @@ class DiskView:
             lone = ~self._feat[q]  # a neighbour's conversation is its turn's
             cols.conv[q[lone]] = rows.conv[src[0][lone]]
 
+    def want_turns(self, ids: Iterable[int]) -> None:
+        """These documents' rows read together (`Docs.want`): the padding's hits, then their neighbours."""
+        self.by_id.want(ids)
+
     def want_bodies(self, ids: Iterable[int]) -> None:
         """Read the bodies of these documents, and their terms' frequencies, in two statements (the
         feedback reads the top turns' terms and the idf of each)."""

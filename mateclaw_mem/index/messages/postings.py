@@ -308,9 +308,8 @@ class PostingWriter:
             self._post(o, t, ordinal, packed, new)
 
     def _post(self, o: _Owner, t: str, ordinal: int, packed: int, new: bool) -> None:
-        if not self.direct:
-            self.delta.setdefault(o.okey, {})[(t, ordinal)] = packed
-        elif new:  # the owner's highest ordinal: the end of the term's last segment
+        """One entry written to the segments directly (a writer that keeps no delta)."""
+        if new:  # the owner's highest ordinal: the end of the term's last segment
             self._append(o, t, ordinal, packed, bool(packed & 0xFFFF))
         else:
             self._upsert(o, t, ordinal, packed)

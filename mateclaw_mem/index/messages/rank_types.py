@@ -7,7 +7,7 @@ ranking.py calls those steps: with the types in ranking.py the two sides importe
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -32,6 +32,12 @@ class View(Protocol):
     def prepare(self, pos: Any) -> None: ...
     def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]: ...
     def sat_among(self, term: str, key: SatKey, pos: list[int]) -> tuple[Any, Any] | None: ...
+    # `sat_among` of each term (the on-disk view reads and scores them together); a term left out
+    # or None: read its `sat_arrays`.
+    def sat_among_all(self, terms: Iterable[str], key: SatKey, pos: Any) -> Mapping[str, tuple[Any, Any] | None]: ...
+    # These turns' rows, or their bodies and their terms' frequencies, are read next: read them at once.
+    def want_turns(self, ids: Iterable[int]) -> None: ...
+    def want_bodies(self, ids: Iterable[int]) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -187,11 +187,9 @@ def _padding(view: View, ranked: list[tuple[float, int]], room: int, r: Ranking)
     have = {i for _, i in ranked}
     floor = ranked[-1][0] if ranked else 1.0
     out: list[tuple[float, int]] = []
-    want = getattr(view.by_id, "want", None)
-    if want is not None:  # the on-disk view: the best hits (some only inherited a score), then their neighbours
-        best = [i for _, i in ranked[: r.pad_neighbours]]
-        want(best)
-        want(j for i in best for j in (view.by_id[i].prev, view.by_id[i].next) if j is not None)
+    best = [i for _, i in ranked[: r.pad_neighbours]]
+    view.want_turns(best)  # the best hits (some only inherited a score), then their neighbours
+    view.want_turns(j for i in best for j in (view.by_id[i].prev, view.by_id[i].next) if j is not None)
     for _, i in ranked[: r.pad_neighbours]:
         for step in ("prev", "next"):
             j: int | None = i
@@ -209,20 +207,12 @@ def _padding(view: View, ranked: list[tuple[float, int]], room: int, r: Ranking)
     return [(floor * 0.5 * (1.0 - k / (len(out) + 1)), j) for k, (_, j) in enumerate(out)]
 
 
-def _read_bodies(view: View, top: list[tuple[float, int]]) -> None:
-    """On the on-disk view: the top turns' bodies and their terms' frequencies read in two
-    statements, not one per turn and per term."""
-    want = getattr(view, "want_bodies", None)
-    if want is not None:
-        want(i for _, i in top)
-
-
 def _feedback(
     view: View, top: list[tuple[float, int]], qweights: dict[str, float], r: Ranking
 ) -> dict[str, float]:
     """The strongest body terms of the top turns, (score, id) best first (RM3-like, idf-weighted)
     -> their weight."""
-    _read_bodies(view, top)
+    view.want_bodies(i for _, i in top)  # (the on-disk view: two statements, not one per turn and term)
     gain: Counter[str] = Counter()
     for _, i in top:
         for t in view.by_id[i].body:
@@ -239,7 +229,7 @@ def _weighted_feedback(
     total = sum(sc for sc, _ in top)
     if total <= 0:
         return {}
-    _read_bodies(view, top)
+    view.want_bodies(i for _, i in top)  # (the on-disk view: two statements, not one per turn and term)
     gain: Counter[str] = Counter()
     for sc, i in top:
         share = sc / total

@@ -62,12 +62,11 @@ def among(view: View, qweights: dict[str, float], key: SatKey, pos: Any) -> Any:
     """The sums over `qweights`' terms of weight x idf x saturated tf for the turns at `pos` (0.0
     where a turn holds none of them), added term by term in the terms' order."""
     slot = None
-    listed = pos.tolist()
     # The on-disk view scores every term's entries at `pos` at once (the same floats, term by term).
-    every = view.sat_among_all(qweights, key, pos) if hasattr(view, "sat_among_all") else {}
+    every = view.sat_among_all(qweights, key, pos)
     acc = np.zeros(len(pos))
     for t, qw in qweights.items():
-        part = every[t] if t in every else view.sat_among(t, key, listed)
+        part = every.get(t)
         if part is not None:
             at, vals = part
         else:
