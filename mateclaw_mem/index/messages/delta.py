@@ -13,6 +13,7 @@ on are turns new in that Add: their body counts are what moves a term's document
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -124,6 +125,136 @@ def unpack_segment(ords: bytes, packed: bytes) -> tuple[Any, Any]:
     return out, c
 
 
+def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...]:
+    """Per stored segment (first, df, blob as `pack_segment` wrote it; None: none): whether there is
+    one, its entries, gap and count width codes and last ordinal (int64 numpy). The last is the
+    first plus the sum of the gaps, summed per gap width over all segments at once."""
+    size = len(tails)
+    gw, cw, ns, firsts = [0] * size, [0] * size, [0] * size, [0] * size
+    parts: tuple[list[bytes], ...] = ([], [], [])
+    at: tuple[list[int], ...] = ([], [], [])
+    counts: tuple[list[int], ...] = ([], [], [])
+    for i, tail in enumerate(tails):
+        if tail is None:
+            continue
+        f, _, b = tail
+        g, c = b[0] & 3, b[0] >> 2 & 3
+        gsz = 1 << g
+        k = (len(b) - _HEAD + gsz) // (gsz + (1 << c))
+        ns[i], gw[i], cw[i], firsts[i] = k, g, c, f
+        if k > 1:
+            parts[g].append(b[_HEAD : _HEAD + (k - 1) * gsz])
+            at[g].append(i)
+            counts[g].append(k - 1)
+    has = np.array([tail is not None for tail in tails], dtype=bool)
+    last = np.array(firsts, dtype=np.int64)
+    for g in range(3):
+        if at[g]:
+            sums = np.concatenate(([0], np.cumsum(np.frombuffer(b"".join(parts[g]), dtype=_GAPS[g]), dtype=np.int64)))
+            ends = np.cumsum(counts[g])
+            last[at[g]] += sums[ends] - sums[ends - np.array(counts[g])]
+    return has, np.array(ns, dtype=np.int64), np.array(gw, dtype=np.int64), np.array(cw, dtype=np.int64), last
+
+
+def _counts_as(packed: Any, cw: int) -> bytes:
+    """Packed counts at count width code `cw` (`pack_segment`'s narrowing; counts too wide for it
+    come out wrong and must not be used)."""
+    if cw == 3:
+        return bytes(packed.tobytes())
+    m, s1, m1, s2, m2, s3, m3 = _NARROWING[cw]
+    p = packed
+    return bytes(((p & m) | ((p >> s1) & m1) | ((p >> s2) & m2) | ((p >> s3) & m3)).astype(_COUNTS[cw]).tobytes())
+
+
+def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, Any], old: tuple[Any, Any, Any],
+           limit: int, slow: Any) -> tuple[list[tuple[int, bool, int, int, bytes]], Any]:
+    """A merge's entries (`gather_flat`'s new and other ones, by term index) put at the end of each
+    term's last stored segment (`tails`: (first, df, blob as `pack_segment` wrote it), or None) as
+    the segment-by-segment writer (postings.PostingWriter) would, without decoding the segments.
+
+    The stored widths are the least the stored entries need, so while the new gaps and counts fit
+    them, `pack_segment` of the whole segment is its head, old gaps, new gaps, old counts, new
+    counts: spliced as bytes. Else the segment is decoded and packed whole (a wider width).
+
+    Returns (term index, stored: the row at its `first` is updated, first, df, blob) per term done,
+    and per term whether it is left to the writer (`slow` on entry: an older row's format, or loaded
+    already; and the terms whose new entries overflow `limit`, which that writer splits into
+    segments, and those with an entry to put at or below the last stored ordinal)."""
+    nt, no, npk = new
+    ot, oo, opk = old
+    size = len(tails)
+    slow = slow.copy()
+    has, n, gw, cw, last = _tail_ends(tails)
+    k_new = np.bincount(nt, minlength=size)
+    slow |= has & (k_new > 0) & (n + k_new > limit)
+    slow |= ~has & (k_new > limit)
+    if len(ot):
+        below = has[ot] & (oo.astype(np.int64) <= last[ot])
+        slow[ot[below]] = True
+    inc = np.bincount(nt, weights=(npk & np.uint64(0xFFFF)) != 0, minlength=size).astype(np.int64)
+    keep = ~slow[nt]
+    tid, ords, packed = nt[keep], no[keep].astype(np.int64), npk[keep]
+    keep_old = ~slow[ot]
+    if keep_old.any():
+        # The others are written after every new entry (a turn grows once the next one arrives):
+        # the latest of each (term, ordinal) replaces a new entry's counts, or goes in among them.
+        key = tid << 32 | ords
+        ko, po = ot[keep_old] << 32 | oo[keep_old].astype(np.int64), opk[keep_old]
+        order = np.argsort(ko, kind="stable")
+        ko, po = ko[order], po[order]
+        latest = np.append(ko[1:] != ko[:-1], True)
+        ko, po = ko[latest], po[latest]
+        j = np.searchsorted(key, ko)
+        same = (j < len(key)) & (key[np.minimum(j, max(len(key) - 1, 0))] == ko) if len(key) else j < 0
+        packed = packed.copy()
+        packed[j[same]] = po[same]
+        key = np.insert(key, j[~same], ko[~same])
+        packed = np.insert(packed, j[~same], po[~same])
+        tid, ords = key >> 32, key & 0xFFFF_FFFF
+    if not len(tid):
+        return [], slow
+    cut = np.flatnonzero(tid[1:] != tid[:-1]) + 1
+    starts = np.concatenate(([0], cut))
+    ends = np.concatenate((cut, [len(tid)]))
+    gt = tid[starts]
+    prev = np.empty_like(ords)
+    prev[1:] = ords[:-1]
+    prev[starts] = np.where(has[gt], last[gt], ords[starts])  # (a new segment's first entry has no gap)
+    gaps = ords - prev
+    gmax = np.maximum.reduceat(gaps, starts)
+    cmax = np.maximum.reduceat(packed.view(np.uint16).reshape(-1, 4).max(axis=1), starts).astype(np.int64)
+    need_g = (gmax >= 1 << 8).astype(np.int64) + (gmax >= 1 << 16)
+    need_c = (cmax >= 4).astype(np.int64) + (cmax >= 16) + (cmax >= 256)
+    stored = has[gt]
+    fits = ~stored | ((need_g <= gw[gt]) & (need_c <= cw[gt]))
+    use_g = np.where(stored, gw[gt], need_g)
+    use_c = np.where(stored, cw[gt], need_c)
+    gap_bytes = {g: bytes(gaps.astype(_GAPS[g]).tobytes()) for g in set(use_g[fits].tolist())}
+    count_bytes = {c: _counts_as(packed, c) for c in set(use_c[fits].tolist())}
+    out: list[tuple[int, bool, int, int, bytes]] = []
+    for t, a, b, fit, g, c in zip(gt.tolist(), starts.tolist(), ends.tolist(), fits.tolist(), use_g.tolist(),
+                                  use_c.tolist(), strict=True):
+        gsz, csz = 1 << g, 1 << c
+        tail = tails[t]
+        if tail is None:
+            f = int(ords[a])
+            blob = (bytes((g | c << 2,)) + f.to_bytes(4, sys.byteorder) + gap_bytes[g][(a + 1) * gsz : b * gsz]
+                    + count_bytes[c][a * csz : b * csz])
+            out.append((t, False, f, int(inc[t]), blob))
+            continue
+        f, df, old_blob = tail
+        if fit:
+            h = _HEAD + (int(n[t]) - 1) * gsz
+            blob = (old_blob[:h] + gap_bytes[g][a * gsz : b * gsz] + old_blob[h:]
+                    + count_bytes[c][a * csz : b * csz])
+        else:
+            so, sp = unpack_segment(old_blob, b"")
+            blob = pack_segment(np.concatenate((so, ords[a:b].astype(np.uint32))),
+                                np.concatenate((sp.astype(np.uint64), packed[a:b])))
+        out.append((t, True, f, df + int(inc[t]), blob))
+    return out, slow
+
+
 def encode(entries: dict[tuple[str, int], int]) -> tuple[str, bytes, bytes, bytes]:
     """(terms space-joined, per term its entry count as uint32, ordinals uint32, packed uint64),
     sorted by term and ordinal."""
@@ -188,13 +319,14 @@ def decode(first_new: int, terms: str, counts: bytes, ords: bytes, packed: bytes
     return Delta(first_new, {t: i for i, t in enumerate(names)}, starts, o, p, per_term)
 
 
-def gather(rows: Sequence[tuple[int, str, bytes, bytes, bytes]]) -> tuple[list[tuple[str, Any, Any]],
-                                                                        list[tuple[str, int, int]]]:
+def gather_flat(rows: Sequence[tuple[int, str, bytes, bytes, bytes]]) -> tuple[list[str], tuple[Any, Any, Any],
+                                                                             tuple[Any, Any, Any]]:
     """An owner's unmerged rows, oldest first ((first_new, terms, counts, ords, packed) as stored:
-    `encode`'s), as a merge folds them in: per term, the entries of turns new in their row (ordinals
-    ascending and packed counts, numpy), terms in the order they first appear; and the others (turns
-    whose neighbour field grew) as (term, ordinal, packed) in the order written. Grouped in numpy, not
-    entry by entry: a merge folds ~12,000 entries, and a tuple for each was a fifth of its CPU."""
+    `encode`'s), as a merge folds them in: the terms, in the order they first appear; the entries of
+    turns new in their row as (term index int64, ordinals uint32, packed uint64) grouped by term,
+    each term's in the order written (ordinals ascending); and the others (turns whose neighbour
+    field grew) in the order written. Grouped in numpy, not entry by entry: a merge folds ~12,000
+    entries, and a tuple for each was a fifth of its CPU."""
     ids: dict[str, int] = {}
     names: list[str] = []
     tids, ords, packs, new = [], [], [], []
@@ -211,18 +343,24 @@ def gather(rows: Sequence[tuple[int, str, bytes, bytes, bytes]]) -> tuple[list[t
         packs.append(np.frombuffer(p, dtype=np.uint64))
         new.append(at >= first_new)
     if not names:
-        return [], []
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64))
+        return [], empty, empty
     tid, o_all, p_all, is_new = (np.concatenate(x) for x in (tids, ords, packs, new))
     at_new = np.flatnonzero(is_new)
     order = at_new[np.argsort(tid[at_new], kind="stable")]  # by term, each term's in the order written
-    t_sorted = tid[order]
-    cuts = (np.flatnonzero(t_sorted[1:] != t_sorted[:-1]) + 1).tolist()
-    o_new, p_new = o_all[order], p_all[order]
-    grouped = [(names[int(t_sorted[a])], o_new[a:b], p_new[a:b])
-               for a, b in zip([0, *cuts], [*cuts, len(order)], strict=True) if b > a]
     at_old = np.flatnonzero(np.logical_not(is_new))
-    others = [(names[t], k, v) for t, k, v in zip(tid[at_old].tolist(), o_all[at_old].tolist(),
-                                                  p_all[at_old].tolist(), strict=True)]
+    return names, (tid[order], o_all[order], p_all[order]), (tid[at_old], o_all[at_old], p_all[at_old])
+
+
+def gather(rows: Sequence[tuple[int, str, bytes, bytes, bytes]]) -> tuple[list[tuple[str, Any, Any]],
+                                                                        list[tuple[str, int, int]]]:
+    """`gather_flat` as per term groups of new entries (term, ordinals, packed) and (term, ordinal,
+    packed) of the others."""
+    names, (tid, o_new, p_new), (tid_old, o_old, p_old) = gather_flat(rows)
+    cuts = (np.flatnonzero(tid[1:] != tid[:-1]) + 1).tolist()
+    grouped = [(names[int(tid[a])], o_new[a:b], p_new[a:b])
+               for a, b in zip([0, *cuts], [*cuts, len(tid)], strict=True) if b > a]
+    others = [(names[t], k, v) for t, k, v in zip(tid_old.tolist(), o_old.tolist(), p_old.tolist(), strict=True)]
     return grouped, others
 
 

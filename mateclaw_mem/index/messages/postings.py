@@ -35,7 +35,15 @@ import numpy as np
 
 from mateclaw_mem.db import owner_column
 from mateclaw_mem.index.messages import docfields
-from mateclaw_mem.index.messages.delta import DELTA_HARD, DELTA_MAX, encode, gather, pack_segment, unpack_segment
+from mateclaw_mem.index.messages.delta import (
+    DELTA_HARD,
+    DELTA_MAX,
+    encode,
+    extend,
+    gather_flat,
+    pack_segment,
+    unpack_segment,
+)
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
@@ -109,6 +117,8 @@ class _Owner:
 class PostingWriter:
     """Folds parsed documents into the tables inside the caller's write transaction, then `flush`."""
 
+    splice = True  # a merge appends to stored segments as bytes (`delta.extend`); False: decoded, as a reference
+
     def __init__(self, conn: sqlite3.Connection, s: str = "", cache: Invalidate | None = None, *,
                  direct: bool = False, background: bool = False) -> None:
         self.conn, self.s, self.cache = conn, s, cache
@@ -129,6 +139,7 @@ class PostingWriter:
         self.absent: set[int] = set()  # ids known to have no `pfeat` row yet (`prefetch`)
         self.tails: dict[tuple[str, str, str], int] = {}  # the last turn put per conversation
         self.speaker: dict[int, str | None] = {}
+        self.cuts: dict[int, dict[str, int]] = {}  # okey -> term -> first ordinal of a segment `_merge` wrote
 
     # -- reading what is stored --------------------------------------------------------------------
 
@@ -162,14 +173,18 @@ class PostingWriter:
     def _seg_of(self, r: sqlite3.Row | None) -> _Seg | None:
         if r is None:
             return None
-        okey, term, first = r["okey"], r["term"], r["first"]
+        return self._seg_of_tail(r["okey"], r["term"], (r["first"], r["df"], r["ords"]), r["packed"])
+
+    def _seg_of_tail(self, okey: int, term: str, tail: tuple[int, int, bytes], packed: bytes = b"") -> _Seg:
+        """A stored segment (first, df, ords blob; `packed` as stored) decoded, once per writer."""
+        first = tail[0]
         got = self.segs.get((okey, term, first))
         if got is None:
-            ords, packed = array("I"), array("Q")
-            o, p = unpack_segment(r["ords"], r["packed"])
+            o, p = unpack_segment(tail[2], packed)
+            ords, counts = array("I"), array("Q")
             ords.frombytes(o.tobytes())
-            packed.frombytes(p.tobytes())
-            got = self.segs[(okey, term, first)] = _Seg(first, r["df"], ords, packed)
+            counts.frombytes(p.tobytes())
+            got = self.segs[(okey, term, first)] = _Seg(first, tail[1], ords, counts)
             self.term_segs.setdefault((okey, term), []).append(got)
         return got
 
@@ -180,19 +195,30 @@ class PostingWriter:
                 (okey, term)).fetchone())
         return self.last[(okey, term)]
 
-    def _load_lasts(self, okey: int, terms: Sequence[str]) -> None:
-        """`_last` of these terms at once (a merge touches hundreds: one query per chunk, not per term)."""
-        todo = [t for t in dict.fromkeys(terms) if (okey, t) not in self.last]
-        for k in range(0, len(todo), _CHUNK):
-            part = todo[k : k + _CHUNK]
-            found: dict[str, _Seg | None] = dict.fromkeys(part)
+    def _tails(self, okey: int, terms: Sequence[str]) -> tuple[list[tuple[int, int, bytes] | None], Any]:
+        """Each term's stored segment of the greatest first, as stored: (first, df, blob) or None (a
+        merge touches hundreds: one query per chunk, not per term); and which of them the merge leaves
+        to the segment-by-segment path (`delta.extend`): a row in an older format (decoded and
+        registered here), or a term this writer holds segments of already."""
+        tails: list[tuple[int, int, bytes] | None] = [None] * len(terms)
+        slow = np.zeros(len(terms), dtype=bool)
+        at = {t: i for i, t in enumerate(terms)}
+        for k in range(0, len(terms), _CHUNK):
+            part = terms[k : k + _CHUNK]
             for r in self.conn.execute(
                     f"SELECT p.* FROM postings{self.s} p JOIN (SELECT term, MAX(first) AS first FROM postings{self.s}"
                     f" WHERE okey = ? AND term IN ({','.join('?' * len(part))}) GROUP BY term) m"
                     " ON p.term = m.term AND p.first = m.first WHERE p.okey = ?", (okey, *part, okey)):
-                found[r["term"]] = self._seg_of(r)
-            for t, seg in found.items():
-                self.last[(okey, t)] = self.top[(okey, t)] = seg
+                t = r["term"]
+                if (okey, t) in self.last:
+                    continue
+                if len(r["packed"]):
+                    self.last[(okey, t)] = self.top[(okey, t)] = self._seg_of(r)
+                else:
+                    tails[at[t]] = (r["first"], r["df"], bytes(r["ords"]))
+        for i, t in enumerate(terms):
+            slow[i] = (okey, t) in self.last
+        return tails, slow
 
     def _doc(self, doc_id: int) -> Doc:
         """A stored document parsed (the previous turn of a new one, when not in this batch)."""
@@ -318,17 +344,42 @@ class PostingWriter:
         """Fold the owner's `pdelta` rows, then this writer's entries, into the segments, in the
         caller's transaction (a half merge is never seen, and a killed one never happened): per term,
         the entries of turns new in their Add appended in bulk (most of them), then the others
-        (turns whose neighbour field grew) put in place, in the order they were written."""
+        (turns whose neighbour field grew) put in place, in the order they were written. Most terms'
+        last segments take them as bytes (`delta.extend`); the rest go segment by segment."""
         rows = self.conn.execute(f"SELECT first_new, terms, counts, ords, packed FROM pdelta{self.s} WHERE okey = ?"
                                  " ORDER BY id", (o.okey,)).fetchall()
         mine = self.delta.pop(o.okey, {})
-        new, old = gather([*(tuple(r) for r in rows),
-                           (o.first_new if o.first_new is not None else o.n, *encode(mine))])
-        self._load_lasts(o.okey, [*(t for t, _, _ in new), *(t for t, _, _ in old)])
-        for t, ords, packs in new:
-            self._append_many(o, t, ords, packs)
-        for t, ordinal, packed in old:
-            self._upsert(o, t, ordinal, packed)
+        names, new, old = gather_flat([*(tuple(r) for r in rows),
+                                       (o.first_new if o.first_new is not None else o.n, *encode(mine))])
+        tails, slow = self._tails(o.okey, names)
+        done: list[tuple[int, bool, int, int, bytes]] = []
+        if self.splice:
+            done, slow = extend(tails, new, old, SEG_POSTINGS, slow)
+        else:
+            slow[:] = True
+        s, cuts = self.s, self.cuts.setdefault(o.okey, {})
+        self.conn.executemany(f"UPDATE postings{s} SET df = ?, ords = ?, packed = ? WHERE okey = ? AND term = ?"
+                              " AND first = ?", [(df, blob, b"", o.okey, names[t], f) for t, kept, f, df, blob in done
+                                                 if kept])
+        self.conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
+                              " VALUES (?, ?, ?, ?, ?, ?)",
+                              [(o.okey, names[t], f, df, blob, b"") for t, kept, f, df, blob in done if not kept])
+        for t, _, f, _, _ in done:
+            cuts[names[t]] = f
+            o.terms.add(names[t])
+        nt, no, npk = new
+        bounds = np.searchsorted(nt, np.arange(len(names) + 1)).tolist()
+        for i in np.flatnonzero(slow).tolist():
+            term, tail = names[i], tails[i]
+            if (o.okey, term) not in self.last:
+                self.last[(o.okey, term)] = self.top[(o.okey, term)] = (
+                    None if tail is None else self._seg_of_tail(o.okey, term, tail))
+            if bounds[i + 1] > bounds[i]:
+                self._append_many(o, term, no[bounds[i] : bounds[i + 1]], npk[bounds[i] : bounds[i + 1]])
+        ot, oo, opk = old
+        for i, ordinal, packed in zip(ot.tolist(), oo.tolist(), opk.tolist(), strict=True):
+            if slow[i]:
+                self._upsert(o, names[i], ordinal, packed)
         self.conn.execute(f"DELETE FROM pdelta{self.s} WHERE okey = ?", (o.okey,))
         o.pending = 0
 
@@ -440,7 +491,7 @@ class PostingWriter:
         # Per term, the lowest ordinal a rewritten segment held or holds: its postings below it are
         # as they were, so a search's cache keeps them (`ByteCache.wrote`) - a merge appends new
         # turns to a term's last segment and leaves the rest alone.
-        cuts: dict[int, dict[str, int]] = {}
+        cuts = self.cuts
         for okey, term, seg in dirty:
             low = seg.ords[0] if seg.key is None else min(seg.key, seg.ords[0])
             mine = cuts.setdefault(okey, {})

@@ -1,0 +1,201 @@
+"""A merge appends to each term's last stored segment as bytes (`delta.extend`) instead of decoding
+it and packing it whole: the blob it writes must be exactly `pack_segment` of the whole segment -
+on random segments and appends, with gaps and counts that fit the stored widths and ones that need
+wider, entries of grown turns (replacing a new entry's counts or going in among them), and
+appends that reach the `SEG_POSTINGS` limit (left to the segment-by-segment path). Then, through
+the index itself, a long history with merges along the way leaves the very same tables whether
+the merges splice or decode (`PostingWriter.splice`)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mateclaw_mem.conversations.log import ConversationLog, NewMessage
+from mateclaw_mem.index.messages import delta, postings
+from mateclaw_mem.index.messages.delta import extend, pack_segment, unpack_segment
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.storage import _Merger
+
+LIMIT = 512
+# Largest gap / count of a draw: within the narrowest width, or one of the wider ones.
+GAPS = (3, 255, 256, 65_535, 65_536, 1 << 20)
+COUNTS = (1, 3, 4, 15, 16, 255, 256, 0xFFFF)
+
+
+def _entries(rng: random.Random, start: int, k: int, gap: int, count: int) -> tuple[list[int], list[int]]:
+    """`k` ascending ordinals from `start` on (gaps up to `gap`) and packed counts (fields up to `count`)."""
+    ords, at = [], start
+    for _ in range(k):
+        ords.append(at)
+        at += rng.randint(1, gap)
+    packs = []
+    for _ in range(k):
+        fields = [rng.choice((0, 0, 1, rng.randint(0, count))) for _ in range(4)]
+        if not any(fields):
+            fields[rng.randrange(4)] = 1
+        packs.append(fields[0] | fields[1] << 16 | fields[2] << 32 | fields[3] << 48)
+    return ords, packs
+
+
+def _whole(stored: tuple[list[int], list[int]] | None, new: tuple[list[int], list[int]],
+           old: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """The segment as the segment-by-segment writer leaves it: the new entries appended, then each
+    other entry (in the order written) replacing the counts at its ordinal or put in order."""
+    got = dict(zip(*stored, strict=True)) if stored else {}
+    got.update(zip(*new, strict=True))
+    for o, p in old:
+        got[o] = p
+    keys = sorted(got)
+    return keys, [got[k] for k in keys]
+
+
+def _arrays(tids: list[int], ords: list[int], packs: list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.array(tids, dtype=np.int64), np.array(ords, dtype=np.uint32), np.array(packs, dtype=np.uint64)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_spliced_segment_is_the_whole_segment_packed(seed: int) -> None:
+    rng = random.Random(seed)
+    terms = rng.randint(1, 40)
+    tails: list[tuple[int, int, bytes] | None] = []
+    stored: list[tuple[list[int], list[int]] | None] = []
+    new_t: list[int] = []
+    new_o: list[int] = []
+    new_p: list[int] = []
+    olds: list[tuple[int, int, int]] = []
+    want_new: list[tuple[list[int], list[int]]] = []
+    want_old: list[list[tuple[int, int]]] = []
+    for t in range(terms):
+        if rng.random() < 0.8:
+            n = rng.choice((1, 2, rng.randint(1, LIMIT), LIMIT - 1, LIMIT))
+            seg = _entries(rng, rng.randint(0, 1000), n, rng.choice(GAPS), rng.choice(COUNTS))
+            stored.append(seg)
+            tails.append((seg[0][0], rng.randint(0, 300), pack_segment(np.array(seg[0], dtype=np.uint32),
+                                                                        np.array(seg[1], dtype=np.uint64))))
+            end = seg[0][-1]
+        else:
+            stored.append(None)
+            tails.append(None)
+            end = rng.randint(0, 1000)
+        k = rng.choice((0, 1, rng.randint(1, 30), rng.randint(1, 600)))
+        add = _entries(rng, end + rng.randint(1, rng.choice(GAPS)), k, rng.choice(GAPS[:3] if rng.random() < 0.7
+                                                                                    else GAPS),
+                       rng.choice(COUNTS[:3] if rng.random() < 0.7 else COUNTS))
+        new_t += [t] * k
+        new_o += add[0]
+        new_p += add[1]
+        want_new.append(add)
+        # Grown turns: some at new entries' ordinals, some between them, a few at or below the end.
+        mine: list[tuple[int, int]] = []
+        for _ in range(rng.choice((0, 0, 1, 3))):
+            near = end + rng.randint(-3 if stored[-1] else 1, 40)
+            o = rng.choice(add[0]) if add[0] and rng.random() < 0.6 else near
+            mine.append((max(o, 0), rng.randint(1, 1 << 20)))
+        want_old.append(mine)
+        olds += [(t, o, p) for o, p in mine]
+    rng.shuffle(olds)  # (written in any order across terms; per term the order is kept below)
+    per_term = {t: [(o, p) for tt, o, p in olds if tt == t] for t in range(terms)}
+    got, slow = extend(tails, _arrays(new_t, new_o, new_p), _arrays(*map(list, zip(*olds, strict=True)))
+                       if olds else _arrays([], [], []), LIMIT, np.zeros(terms, dtype=bool))
+    done = {t: (kept, first, df, blob) for t, kept, first, df, blob in got}
+    for t in range(terms):
+        n = len(stored[t][0]) if stored[t] else 0
+        k = len(want_new[t][0])
+        below = stored[t] is not None and any(o <= stored[t][0][-1] for o, _ in per_term[t])  # type: ignore[index]
+        overflow = (stored[t] is not None and k > 0 and n + k > LIMIT) or (stored[t] is None and k > LIMIT)
+        assert bool(slow[t]) == (below or overflow), (t, n, k, below)
+        if slow[t] or (not k and not per_term[t]):
+            assert t not in done
+            continue
+        ords, packs = _whole(stored[t], want_new[t], per_term[t])
+        kept, first, df, blob = done[t]
+        assert blob == pack_segment(np.array(ords, dtype=np.uint32), np.array(packs, dtype=np.uint64))
+        assert first == ords[0] and kept == (stored[t] is not None)
+        in_body = sum(1 for p in want_new[t][1] if p & 0xFFFF)
+        assert df == (tails[t][1] if tails[t] else 0) + in_body  # type: ignore[index]
+        o, p = unpack_segment(blob, b"")
+        assert o.tolist() == ords and p.tolist() == packs
+
+
+def test_the_splice_keeps_the_stored_widths_only_while_they_hold() -> None:
+    base = pack_segment(np.array([10, 11, 12], dtype=np.uint32), np.array([1, 2, 3], dtype=np.uint64))
+    assert base[0] == 0  # one-byte gaps, two-bit counts
+    for ords, packs, code in (([13, 14], [3, 1], 0), ([300], [1], 1), ([14], [4], 1 << 2),
+                              ([70_000], [1 << 48 | 300], 2 | 3 << 2)):
+        got, slow = extend([(10, 0, base)], _arrays([0] * len(ords), ords, packs), _arrays([], [], []), LIMIT,
+                           np.zeros(1, dtype=bool))
+        assert not slow[0]
+        want = pack_segment(np.array([10, 11, 12, *ords], dtype=np.uint32),
+                            np.array([1, 2, 3, *packs], dtype=np.uint64))
+        assert got == [(0, True, 10, sum(1 for p in packs if p & 0xFFFF), want)]
+        assert want[0] == code
+
+
+def _lines(rng: random.Random, turn: int) -> str:
+    """A turn of a long history: common words, rare ones (gaps past a byte), now and then a word said
+    many times (counts past 2, 4 and 8 bits)."""
+    words = [f"c{rng.randint(0, 30)}" for _ in range(rng.randint(1, 8))]
+    if rng.random() < 0.2:
+        words.append(f"r{rng.randint(0, 40)}")
+    if turn % 97 == 0:
+        words.append(f"once{turn}")
+    if rng.random() < 0.05:
+        words += [f"c{rng.randint(0, 30)}"] * rng.choice((4, 17, 300))
+    return " ".join(words)
+
+
+def _history(tmp_path: Path, seed: int, splice: bool, monkeypatch: pytest.MonkeyPatch) -> dict[str, list[tuple]]:
+    monkeypatch.setattr(postings.PostingWriter, "splice", splice)
+    rng = random.Random(seed)
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    st = index._storage
+    turn = 0
+    for _ in range(140):
+        owner = rng.choice(("u1", "u2"))
+        conv = f"{owner}-c{rng.randint(0, 2)}"
+        k = rng.randint(1, 9)
+        log.append("aml", conv, [NewMessage("user", _lines(rng, turn + i), 1683554160000 + turn + i)
+                                 for i in range(k)], owner=owner, now_ms=1683554160000)
+        turn += k
+        index.sync(log)
+        if rng.random() < 0.3:  # the merger's step, now and then (an Add merges past DELTA_HARD itself)
+            st.merger.run_now()
+    st.merger.run_now()
+    with index.lock:
+        tables = {t: [tuple(r) for r in st._conn.execute(f"SELECT * FROM {t} ORDER BY 1, 2, 3")]
+                  for t in ("postings", "pdocs", "powners", "pdelta", "pfeat")}
+    index.close()
+    log.close()
+    return tables
+
+
+@pytest.mark.parametrize(("seed", "seg"), [(1, 4), (2, 16), (3, 64), (4, 512)])
+def test_merges_that_splice_leave_the_tables_the_decoding_merges_leave(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seed: int, seg: int) -> None:
+    monkeypatch.setattr(postings, "SEG_POSTINGS", seg)
+    monkeypatch.setattr(postings, "DELTA_MAX", 60)
+    monkeypatch.setattr(postings, "DELTA_HARD", 3)
+    monkeypatch.setattr(_Merger, "QUIET", 3600.0)  # merges only where the test (or an Add) runs them
+    monkeypatch.setattr(_Merger, "PATIENCE", 3600.0)
+    spliced: list[int] = []
+    real = delta.extend
+
+    def counting(*a: object) -> object:
+        got = real(*a)  # type: ignore[arg-type]
+        spliced.append(len(got[0]))
+        return got
+
+    monkeypatch.setattr(postings, "extend", counting)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    want = _history(tmp_path / "a", seed, False, monkeypatch)
+    assert not spliced
+    got = _history(tmp_path / "b", seed, True, monkeypatch)
+    assert sum(spliced) > 100  # most terms of most merges took the byte path
+    assert got == want
+    assert len(want["postings"]) > 50
