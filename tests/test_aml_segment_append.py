@@ -199,3 +199,25 @@ def test_merges_that_splice_leave_the_tables_the_decoding_merges_leave(
     assert sum(spliced) > 100  # most terms of most merges took the byte path
     assert got == want
     assert len(want["postings"]) > 50
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_an_adds_row_is_sorted_by_term_then_ordinal_however_its_documents_came(seed: int) -> None:
+    """`encode_docs` (an Add's documents, each ordinal's postings a dict) writes the row `encode` of the
+    (term, ordinal) entries writes, which is those entries sorted: terms in str order (with non-ASCII
+    ones), ordinals ascending within a term, a later document at the same ordinal replacing the
+    counts of the terms it repeats."""
+    rng = random.Random(seed)
+    words = ["a", "b", "ab", "b\u00e9", "\u00e9", "z", "\u4e2d", "a1", "10", "9"]
+    docs = [(rng.randint(0, 12), {rng.choice(words): rng.randint(0, (1 << 64) - 1) for _ in range(rng.randint(0, 6))})
+            for _ in range(rng.randint(0, 12))]
+    entries: dict[tuple[str, int], int] = {}
+    for o, c in docs:
+        for t, p in c.items():
+            entries[(t, o)] = p
+    order = sorted(entries)
+    names = sorted({t for t, _ in order})
+    want = (" ".join(names), np.array([sum(1 for t, _ in order if t == n) for n in names], dtype=np.uint32).tobytes(),
+            np.array([o for _, o in order], dtype=np.uint32).tobytes(),
+            np.array([entries[k] for k in order], dtype=np.uint64).tobytes())
+    assert delta.encode_docs(docs) == delta.encode(entries) == want

@@ -38,7 +38,7 @@ from mateclaw_mem.index.messages import docfields
 from mateclaw_mem.index.messages.delta import (
     DELTA_HARD,
     DELTA_MAX,
-    encode,
+    encode_docs,
     extend,
     gather_flat,
     pack_segment,
@@ -127,7 +127,8 @@ class PostingWriter:
         # owner so far past `DELTA_MAX` that the merger has fallen behind; `due` says whose to merge.
         self.background = background
         self.due: set[int] = set()
-        self.delta: dict[int, dict[tuple[str, int], int]] = {}  # okey -> (term, ordinal) -> packed
+        self.delta: dict[int, list[tuple[int, dict[str, int]]]] = {}  # okey -> (ordinal, postings) per doc
+        self.entries: dict[int, int] = {}  # okey -> postings in its `delta`
         self.owners: dict[tuple[str, str], _Owner] = {}
         self.docsegs: dict[tuple[int, int], tuple[array, array]] = {}
         self.segs: dict[tuple[int, str, int], _Seg] = {}  # by (okey, term, key or -1 - id(new))
@@ -201,23 +202,26 @@ class PostingWriter:
         to the segment-by-segment path (`delta.extend`): a row in an older format (decoded and
         registered here), or a term this writer holds segments of already."""
         tails: list[tuple[int, int, bytes] | None] = [None] * len(terms)
-        slow = np.zeros(len(terms), dtype=bool)
         at = {t: i for i, t in enumerate(terms)}
+        loaded = {t for k, t in self.last if k == okey} if self.last else set()
+        cur = self.conn.cursor()
+        cur.row_factory = None  # (tuples: a merge reads hundreds of rows)
         for k in range(0, len(terms), _CHUNK):
             part = terms[k : k + _CHUNK]
-            for r in self.conn.execute(
-                    f"SELECT p.* FROM postings{self.s} p JOIN (SELECT term, MAX(first) AS first FROM postings{self.s}"
-                    f" WHERE okey = ? AND term IN ({','.join('?' * len(part))}) GROUP BY term) m"
-                    " ON p.term = m.term AND p.first = m.first WHERE p.okey = ?", (okey, *part, okey)):
-                t = r["term"]
-                if (okey, t) in self.last:
+            for t, first, df, ords, packed in cur.execute(
+                    f"SELECT p.term, p.first, p.df, p.ords, p.packed FROM postings{self.s} p JOIN (SELECT term,"
+                    f" MAX(first) AS first FROM postings{self.s} WHERE okey = ? AND term IN"
+                    f" ({','.join('?' * len(part))}) GROUP BY term) m ON p.term = m.term AND p.first = m.first"
+                    " WHERE p.okey = ?", (okey, *part, okey)).fetchall():
+                if t in loaded:
                     continue
-                if len(r["packed"]):
-                    self.last[(okey, t)] = self.top[(okey, t)] = self._seg_of(r)
+                if len(packed):
+                    self.last[(okey, t)] = self.top[(okey, t)] = self._seg_of_tail(okey, t, (first, df, ords),
+                                                                                   bytes(packed))
+                    loaded.add(t)
                 else:
-                    tails[at[t]] = (r["first"], r["df"], bytes(r["ords"]))
-        for i, t in enumerate(terms):
-            slow[i] = (okey, t) in self.last
+                    tails[at[t]] = (first, df, bytes(ords))
+        slow = np.array([t in loaded for t in terms], dtype=bool) if loaded else np.zeros(len(terms), dtype=bool)
         return tails, slow
 
     def _doc(self, doc_id: int) -> Doc:
@@ -326,9 +330,9 @@ class PostingWriter:
         """Every term of `d` at `ordinal`: into the writer's delta at once (an Add's ~1,000 entries:
         one call each was a tenth of indexing it), or `_post` by `_post` when building directly."""
         if not self.direct:
-            mine = self.delta.setdefault(o.okey, {})
-            for t, packed in (d.counts or {}).items():
-                mine[(t, ordinal)] = packed
+            if d.counts:
+                self.delta.setdefault(o.okey, []).append((ordinal, d.counts))
+                self.entries[o.okey] = self.entries.get(o.okey, 0) + len(d.counts)
             return
         for t, packed in (d.counts or {}).items():
             self._post(o, t, ordinal, packed, new)
@@ -348,9 +352,10 @@ class PostingWriter:
         last segments take them as bytes (`delta.extend`); the rest go segment by segment."""
         rows = self.conn.execute(f"SELECT first_new, terms, counts, ords, packed FROM pdelta{self.s} WHERE okey = ?"
                                  " ORDER BY id", (o.okey,)).fetchall()
-        mine = self.delta.pop(o.okey, {})
+        mine = self.delta.pop(o.okey, [])
+        self.entries.pop(o.okey, None)
         names, new, old = gather_flat([*(tuple(r) for r in rows),
-                                       (o.first_new if o.first_new is not None else o.n, *encode(mine))])
+                                       (o.first_new if o.first_new is not None else o.n, *encode_docs(mine))])
         tails, slow = self._tails(o.okey, names)
         done: list[tuple[int, bool, int, int, bytes]] = []
         if self.splice:
@@ -453,16 +458,16 @@ class PostingWriter:
     def flush(self) -> None:
         s, conn = self.s, self.conn
         for o in self.owners.values():
-            entries = self.delta.get(o.okey)
+            entries = self.entries.get(o.okey, 0)
             if not entries:
                 continue
-            if o.pending + len(entries) > (DELTA_HARD * DELTA_MAX if self.background else DELTA_MAX):
+            if o.pending + entries > (DELTA_HARD * DELTA_MAX if self.background else DELTA_MAX):
                 self._merge(o)
             else:
                 conn.execute(f"INSERT INTO pdelta{s} (okey, first_new, terms, counts, ords, packed)"
-                             " VALUES (?, ?, ?, ?, ?, ?)",
-                             (o.okey, o.first_new if o.first_new is not None else o.n, *encode(entries)))
-                o.pending += len(entries)
+                             " VALUES (?, ?, ?, ?, ?, ?)", (o.okey, o.first_new if o.first_new is not None else o.n,
+                                                           *encode_docs(self.delta[o.okey])))
+                o.pending += entries
                 if o.pending > DELTA_MAX:
                     self.due.add(o.okey)
         # Segments whose first ordinal moved lose their old row, then every dirty one is written: two
