@@ -29,11 +29,19 @@ _TEMPORAL = frozenset(
 ) - STOPWORDS
 # The lookahead (every number word's first letter) only skips the places no word can start: the
 # same matches, in half the time of trying the whole alternation at every character.
-_NUMBER_RE = re.compile(
-    r"\d|\b(?=[cdefhmnost])(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
+_NUMBER_WORD_RE = re.compile(
+    r"\b(?=[cdefhmnost])(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty"
     r"|thirty|forty|fifty|hundred|thousand|million|dozen|couple|several|once|twice)\b",
     re.IGNORECASE,
 )
+# A digit anywhere or a number word: two searches, not one alternation of both (tried at every
+# character, the digit made it take 1.7x as long: an Add parses each turn it indexes).
+_DIGIT_RE = re.compile(r"\d")
+
+
+def _has_number(text: str) -> bool:
+    return _DIGIT_RE.search(text) is not None or _NUMBER_WORD_RE.search(text) is not None
+
 _CAPITAL_RE = re.compile(r"\b[A-Z][a-z]+(?:'s)?\b")
 _IMAGE_RE = re.compile(r"\[shares image:[^\]]*\]")
 _SENTENCE_RE = re.compile(r"[^.!?]+[.!?]*")
@@ -128,25 +136,27 @@ def parse_doc(r: sqlite3.Row | Mapping[str, Any]) -> Doc:
     """A stored document with its fields (`docfields.read`) parsed for ranking.
 
     A long history's first search parses every turn (30,000: most of its seconds), so the counts
-    are packed as they are counted - the body's by `Counter` (C), each other field's occurrence
-    added into its 16 bits - instead of being made as tuples and packed again."""
+    are packed as they are counted - each occurrence added into its field's 16 bits - instead of
+    being made as tuples and packed again."""
     fields = [r[f].split() for f in FIELDS]
     lens = (len(fields[0]), len(fields[1]), len(fields[2]), len(fields[3]))
-    in_body = Counter(fields[0])
+    counts: dict[str, int] = {}
+    get = counts.get
+    for t in fields[0]:  # (a `Counter`'s own checks took longer than counting a turn's words)
+        counts[t] = get(t, 0) + 1
+    body = tuple(counts)
     if max(lens) > COUNT_CAP:  # only then can a count exceed it (and carry into the next field)
         counts = _capped(fields)
     else:
-        counts = dict(in_body)
-        get = counts.get
         for f in (1, 2, 3):
             one = _ONE_IN[f]
             for t in fields[f]:
                 counts[t] = get(t, 0) + one
     text = split_speaker(r["content"])[1]
-    spoken = _IMAGE_RE.sub("", text)
-    return Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(in_body),
-               _question_share(spoken), bool(_NUMBER_RE.search(text)), _proper_names(spoken),
-               counts, tuple(in_body), lens, r["conversation_id"], r["role"], r["content"], r["ts_ms"])
+    spoken = _IMAGE_RE.sub("", text) if "[" in text else text
+    return Doc(r["id"], r["speaker"], bool(r["is_question"]), not _TEMPORAL.isdisjoint(body),
+               _question_share(spoken), _has_number(text), _proper_names(spoken), counts, body, lens,
+               r["conversation_id"], r["role"], r["content"], r["ts_ms"])
 
 
 def _capped(fields: list[list[str]]) -> dict[str, int]:
