@@ -95,6 +95,16 @@ def with_fields(conn: sqlite3.Connection, rows: Sequence[Any], s: str = "",
     return out
 
 
+def row(doc_id: int, agent: str, owner: str, speaker: str | None, is_question: bool, conversation_id: str,
+        role: str, content: str, ts_ms: int, fields: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """A document's row as `read` gives it, from what its writer has in hand (`owner` as stored,
+    `content` its text)."""
+    return {"id": doc_id, "agent": agent, "owner": owner, "speaker": speaker, "is_question": int(is_question),
+            "conversation_id": conversation_id, "role": role, "content": content, "ts_ms": ts_ms,
+            "body": " ".join(fields[0]), "ctx": " ".join(fields[1]), "nb": " ".join(fields[2]),
+            "dt": " ".join(fields[3])}
+
+
 def read(conn: sqlite3.Connection, where: str, params: Sequence[object], s: str = "", tail: str = "",
          known: dict[int, tuple[list[str], ...]] | None = None,
          texts: Mapping[int, str] | None = None) -> list[dict[str, Any]]:

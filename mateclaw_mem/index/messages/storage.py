@@ -502,11 +502,11 @@ class MessageStorage:
         self._index(s, [FACT_BASE + f.id for f in found], self._add_fact_docs(found, s))
 
     def _index(self, s: str, ids: list[int], known: dict[int, tuple[list[str], ...]],
-               texts: dict[int, str] | None = None) -> None:
+               texts: dict[int, str] | None = None, in_hand: dict[int, dict[str, Any]] | None = None) -> None:
         """The postings of these stored documents, in the same transaction (`postings.index_docs`)."""
         if self._postings or s:
             self._due |= postings.index_docs(self._conn, ids, s, self.cache, background=not s, known=known,
-                                             texts=texts)
+                                             texts=texts, in_hand=in_hand)
 
     def _add_fact_docs(self, found: Sequence[StoredFact], s: str) -> dict[int, tuple[list[str], ...]]:
         known: dict[int, tuple[list[str], ...]] = {}
@@ -569,9 +569,14 @@ class MessageStorage:
                 for p in pending
             ],
         )
-        self._index(s, [*grown, *(p.msg.id for p in pending)],
-                    {p.msg.id: (p.body, p.ctx, p.nb, date_tokens(p.msg.ts_ms)) for p in pending},
-                    {p.msg.id: p.msg.content for p in pending})
+        # The new turns' rows as `docfields.read` would give them back (not read again); the grown
+        # ones are read, their neighbours' words with them (a new turn's text from `texts`: the
+        # log's snapshot read here may not show it yet).
+        self._index(s, [*grown, *(p.msg.id for p in pending)], {}, {p.msg.id: p.msg.content for p in pending}, {
+            p.msg.id: docfields.row(p.msg.id, p.msg.agent, owner_column(p.msg.owner), p.speaker, p.is_question,
+                                    p.msg.conversation_id, p.msg.role, p.msg.content, p.msg.ts_ms,
+                                    (p.body, p.ctx, p.nb, date_tokens(p.msg.ts_ms)))
+            for p in pending})
 
     # ------------------------------------------------------------------ reading (for the views)
 
