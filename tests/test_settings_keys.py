@@ -155,6 +155,7 @@ PROVEN_BY: dict[str, str] = {
     "aml.neighbours": "test_aml_windows.py::test_windows_in_order_marked_and_deduplicated",
     "aml.neighbour-chars": "test_aml_windows.py::test_the_character_budget_leaves_later_hits_bare",
     "aml.cache-bytes": "test_aml_disk_index.py::test_the_cache_stays_within_its_bytes",
+    "aml.index-process": "test_aml_index_process.py::test_index_process_false_keeps_the_indexing_in_the_daemon",
     "aml.images": "test_aml_images.py::test_images_are_kept_and_returned_in_the_message_order",
     "aml.image-max-bytes": "test_aml_images.py::test_an_image_over_the_limit_is_refused_naming_it",
     "aml.rerank.url": "test_aml_rerank.py::test_a_good_answer_reorders_only_the_top_n",

@@ -57,7 +57,8 @@ def open_parts(settings: Settings) -> StoreParts:
         log = ConversationLog(settings.log_db)
         closers.append(log)
         index = MessageIndex(settings.messages_db, dense_weight=settings.search.dense_weight,
-                             cache_bytes=settings.aml.cache_bytes, log_db=settings.log_db)
+                             cache_bytes=settings.aml.cache_bytes, log_db=settings.log_db,
+                             index_process=settings.aml.index_process)
         closers.append(index)
         facts = FactStore(settings.log_db)
         closers.append(facts)

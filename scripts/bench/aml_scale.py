@@ -176,12 +176,30 @@ class Server:
         if resp.status != 200:
             sys.exit(f"{self.name} file search: {resp.status} {payload[:300]!r}")
 
-    def rss_mb(self) -> float:
+    def rss_mb(self, pid: int | None = None, field: str = "VmRSS") -> float:
         assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+        try:
+            lines = Path(f"/proc/{self.proc.pid if pid is None else pid}/status").read_text().splitlines()
+        except FileNotFoundError:  # (a child that ended meanwhile)
+            return 0.0
+        for line in lines:
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def children(self) -> list[int]:
+        """The server's child processes (ours: its index process while one runs, aml.index-process)."""
+        assert self.proc is not None
+        out: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):  # (each thread lists what it started)
+            try:
+                out += [int(p) for p in (task / "children").read_text().split()]
+            except FileNotFoundError:
+                continue
+        return out
+
+    def child_rss_mb(self, field: str = "VmRSS") -> float:
+        return sum(self.rss_mb(pid, field) for pid in self.children())
 
     def disk_bytes(self) -> int:
         return sum(self.disk_files().values())
@@ -218,6 +236,9 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
         user = "scale-user"
         try:
             adds = interleaved(servers, "/v1/aml/add", add_bodies(base, user, size, f"s{size}"))
+            # What indexed them beside the daemon: its index process, while one runs (its own RSS and peak).
+            child = {s.name: s.child_rss_mb() for s in servers}
+            child_peak = {s.name: s.child_rss_mb("VmHWM") for s in servers}
             first = interleaved(servers, "/v1/aml/search", [search_body(user, questions[0])])
             warm = interleaved(servers, "/v1/aml/search", [search_body(user, q) for q in questions[1 : 1 + searches]])
             # The same questions again: the first pass after the Adds read most terms from disk (an Add
@@ -225,6 +246,7 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
             # this one finds them in the byte cache.
             again = interleaved(servers, "/v1/aml/search", [search_body(user, q) for q in questions[1 : 1 + searches]])
             rss = {s.name: s.rss_mb() for s in servers}
+            tree = {s.name: rss[s.name] + s.child_rss_mb() for s in servers}
             disk: dict[str, float] = {}
             files: dict[str, int] = {}
             restart: dict[str, float] = {}
@@ -267,7 +289,11 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     row("warm search p95 ms", {n: pct(v, 95) for n, v in warm.items()}, "ms")
     row("  same questions again p50 ms", {n: pct(v, 50) for n, v in again.items()}, "ms")
     row("  same questions again p95 ms", {n: pct(v, 95) for n, v in again.items()}, "ms")
+    print(f"| {'index process RSS MB after the Adds':<34} | "
+          + " | ".join(f"{child[n]:>10.0f}" for n in SERVERS) + " | peak: " + ", ".join(
+              f"{n} {child_peak[n]:.0f}" for n in SERVERS if n in ("ours", "base")) + " |")
     row("RSS MB", rss, "MB", "{:>10.0f}")
+    print(f"| {'  with its index process MB':<34} | " + " | ".join(f"{tree[n]:>10.0f}" for n in SERVERS) + " |")
     row("  idle daemon RSS MB (restarted)", idle, "MB", "{:>10.0f}")
     over = {n: rss[n] - idle[n] for n in SERVERS}
     print(f"| {'  RSS over the idle daemon MB':<34} | " + " | ".join(f"{over[n]:>10.1f}" for n in SERVERS)
@@ -299,7 +325,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
                 s.start()
             got = interleaved(servers, "/v1/aml/search", [search_body(f"user-{rng.randrange(users)}",
                                                                       rng.choice(questions)) for _ in range(searches)])
-            rss = {s.name: s.rss_mb() for s in servers}
+            rss = {s.name: s.rss_mb() + s.child_rss_mb() for s in servers}
         finally:
             for s in servers:
                 s.stop()
@@ -311,7 +337,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
     rows = [("Add p50 ms (20 turns)", {n: pct(v, 50) for n, v in adds.items()}, "{:>10.2f}"),
             ("search p50 ms", {n: pct(v, 50) for n, v in got.items()}, "{:>10.2f}"),
             ("search p95 ms", {n: pct(v, 95) for n, v in got.items()}, "{:>10.2f}"),
-            ("RSS MB after the searches", rss, "{:>10.0f}"),
+            ("RSS MB (+ index process)", rss, "{:>10.0f}"),
             ("disk bytes per message (stopped)", {n: disk[n] / total for n in SERVERS}, "{:>10.0f}")]
     for label, vals, fmt in rows:
         o, f, fi = (vals[n] for n in ("ours", "floor", "floor+idx"))

@@ -19,17 +19,20 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mateclaw_mem.db import WalCheckpoints, immediate, no_busy_wait, owner_column
 from mateclaw_mem.index.dense import Embedder
 from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.dense import MessageVectors
 from mateclaw_mem.index.messages.disk_view import ByteCache, open_view
+from mateclaw_mem.index.messages.index_process import IndexProcess, apply_wrote
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.rewrite import rewrite_docs
 from mateclaw_mem.index.messages.storage import MessageStorage, delete_owner
@@ -62,9 +65,11 @@ class MessageIndex:
     batch_bodies = False  # DiskView's: a query costs microseconds here
 
     def __init__(self, db_path: Path, ranking: Ranking | None = None, *, embedder: Embedder | None = None,
-                 dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES, log_db: Path | None = None) -> None:
+                 dense_weight: float = 0.0, cache_bytes: int = DEFAULT_CACHE_BYTES, log_db: Path | None = None,
+                 index_process: bool = False) -> None:
         """`log_db`: the conversation log this file indexes, whose messages' text the hits carry
-        (storage.MessageStorage; None: `log.db` beside `db_path`)."""
+        (storage.MessageStorage; None: `log.db` beside `db_path`). `index_process`: Adds are indexed
+        by a child process (`aml.index-process`, messages/index_process.py), not a thread of this one."""
         self.path = db_path
         self.ranking = ranking or Ranking()
         self._storage = MessageStorage(db_path, log_db)
@@ -75,7 +80,7 @@ class MessageIndex:
         # Embeddings configured: turn vectors fused into the ranking (messages/dense.py); else None
         # and the model-free ranking runs exactly as without this code.
         self.dense = MessageVectors(self._storage, embedder, dense_weight) if embedder and dense_weight > 0 else None
-        self._indexer = _Indexer(self)
+        self._indexer = _Indexer(self, process=index_process)
 
     @property
     def lock(self) -> threading.RLock:
@@ -113,14 +118,19 @@ class MessageIndex:
     # answering, as every Add did before; ~200 messages is ~10 Adds, ~35 ms for that first search.
     MAX_LAG = 200
 
+    # How long an Add past `MAX_LAG` waits for the index process to catch up before indexing itself.
+    LAG_WAIT = 5.0
+
     def sync_later(self, log: MessageSource, logged_to: int = 0, *, wait: bool = True) -> None:
-        """`sync` on this index's own thread, soon (an Add, once its messages - up to id `logged_to` -
-        are in the log); first, here (unless not `wait`), whatever puts the index more than
-        `MAX_LAG` behind."""
+        """`sync` off this call's path, soon (an Add, once its messages - up to id `logged_to` - are
+        in the log); first, here (unless not `wait`), whatever puts the index more than `MAX_LAG`
+        behind: the index process's to do while this waits, else done here."""
         self._indexer.logged(logged_to)
-        if wait and logged_to - self._storage.indexed_to > self.MAX_LAG:
-            self._storage.sync(log, batch=_Indexer.BATCH, upto=logged_to - self.MAX_LAG)
         self._indexer.want(log)
+        if wait and logged_to - self._storage.indexed_to > self.MAX_LAG:
+            upto = logged_to - self.MAX_LAG
+            if not self._indexer.wait_indexed(upto, self.LAG_WAIT):
+                self._storage.sync(log, batch=_Indexer.BATCH, upto=upto)
 
     def lagging(self, messages: int) -> bool:
         """Whether an Add of `messages` would index before answering (`sync_later`): one on the event
@@ -216,38 +226,152 @@ class MessageIndex:
 
 
 class _Indexer(Worker):
-    """`MessageIndex.sync` on a thread of its own, started by the first `want`: indexing an Add's 20
+    """`MessageIndex.sync` off the Add's path, started by the first `want`: indexing an Add's 20
     turns is ~3 ms of Python, ten times what storing them in the log costs, and the Add need not
-    wait for it (`catch_up` makes every read index what this thread has not yet). A kill loses
-    nothing: the log holds the messages, and the next start (or read) indexes them."""
+    wait for it (`catch_up` makes every read index what this has not yet). A kill loses nothing:
+    the log holds the messages, and the next start (or read) indexes them.
+
+    With `process` (`aml.index-process`), a stream of Adds is indexed by a child process
+    (messages/index_process.py), started once this thread has spent `BUSY` of the last `WINDOW`
+    seconds indexing: from then on this thread only wakes it, and indexes itself again after it
+    died. A few Adds a minute (a desktop assistant) never start one: indexing them here costs a few
+    milliseconds, a child a third of a second of start-up. The child ends after `IDLE` s without
+    an Add."""
 
     BATCH = 200  # log messages per write transaction
+    WINDOW, BUSY = 1.0, 0.2  # s: a child process once indexing here took BUSY s of the last WINDOW
+    IDLE = 30.0  # s without an Add before the child process ends
+    RETRY = 60.0  # s after a child process died unasked before another is started
     name = "aml-index"
 
-    def __init__(self, index: MessageIndex) -> None:
+    def __init__(self, index: MessageIndex, *, process: bool = False) -> None:
         super().__init__()
         self.index = index
         self._log: MessageSource | None = None
         self.logged_to = 0  # the last log id an Add of this process handed over
+        self.process = process
+        self._child: IndexProcess | None = None
+        self._source: MessageSource | None = None  # the log last handed over (the child's wake-ups)
+        self._last_want = 0.0
+        self._died_at = -self.RETRY
+        self._window_at, self._busy = 0.0, 0.0  # the current window's start, and the s indexed here in it
+        self._progress = threading.Condition()  # notified at each watermark the child reports
 
     def logged(self, last_id: int) -> None:
         with self._cv:  # (Adds on several threads: no smaller id written over a larger one)
             self.logged_to = max(self.logged_to, last_id)
 
     def want(self, source: MessageSource) -> None:
+        self._last_want = time.monotonic()
+        child = self._child
+        if child is not None and child.ready and source is self._source and child.poke():
+            return  # (no wake-up of this thread: the child reads the log itself)
         with self._cv:
-            self._log = source
+            self._log = self._source = source
+            self._last_want = time.monotonic()
             self._wake()
 
     def _run(self) -> None:
         while True:
             with self._cv:
                 while self._log is None and not self._stop:
-                    self._cv.wait()
-                if self._stop or self._log is None:
+                    if self._child is not None and time.monotonic() - self._last_want >= self.IDLE:
+                        break
+                    self._cv.wait(self.IDLE if self._child is not None else None)
+                if self._stop:
                     return
                 source, self._log = self._log, None
+            if source is None:  # idle: the child ends (`_exited` is told, as expected)
+                self._end_child()
+                continue
+            child = self._child_for(source)
+            if child is not None and child.ready and child.poke():
+                continue
+            t0 = time.monotonic()
             try:
                 self.index.sync(source, batch=self.BATCH)
             except Exception:  # derived data: the next Add, search or start catches up
                 log.exception("indexing the conversation log's tail failed")
+            now = time.monotonic()
+            if now - self._window_at > self.WINDOW:
+                self._window_at, self._busy = t0, 0.0
+            self._busy += now - t0
+
+    # -- the child process ---------------------------------------------------------------------------
+
+    def _child_for(self, source: MessageSource) -> IndexProcess | None:
+        """The child indexing `source` (started here if need be), or None: not configured, another
+        log than the index's own (a test's), or one died less than `RETRY` s ago."""
+        if not self.process:
+            return None
+        if self._child is not None:
+            return self._child
+        path = getattr(source, "path", None)
+        storage = self.index._storage
+        if not isinstance(path, Path) or path.resolve() != storage.log_db.resolve():
+            return None
+        if self._busy < self.BUSY or time.monotonic() - self._died_at < self.RETRY:
+            return None
+        child = IndexProcess(self.index.path, storage.log_db, self._heard, self._exited)
+        try:
+            child.start()
+        except OSError as exc:
+            log.warning("the index process could not start (%s); indexing on the daemon's own thread", exc)
+            self._died_at = time.monotonic()
+            return None
+        with self._cv:
+            self._child = child
+        return child
+
+    def _heard(self, msg: dict[str, Any]) -> None:
+        """A message of the child (its reader thread)."""
+        if "wrote" in msg:
+            apply_wrote(self.index.cache, msg["wrote"])
+        if "to" in msg:
+            storage = self.index._storage
+            storage.indexed_to = max(storage.indexed_to, int(msg["to"]))
+            with self._progress:
+                self._progress.notify_all()
+        if msg.get("ready"):
+            with self._cv:  # what was handed over while it started is its first sync
+                if self._source is not None and not self._stop:
+                    self._log = self._source
+                    self._wake()
+
+    def _exited(self, child: IndexProcess, code: int | None, expected: bool) -> None:
+        with self._cv:
+            if self._child is not child:
+                return  # (an idle one ended after its successor started)
+            self._child = None
+            if not expected:
+                log.warning("the index process ended (exit %s); indexing on the daemon's own thread, another"
+                            " process in %g s", code, self.RETRY)
+                self._died_at = time.monotonic()
+                if self._source is not None and not self._stop:
+                    self._log = self._source  # what it had not done, done here
+                    self._wake()
+        with self._progress:
+            self._progress.notify_all()
+
+    def _end_child(self) -> None:
+        with self._cv:
+            child, self._child = self._child, None
+        if child is not None:
+            child.stop()
+
+    def wait_indexed(self, upto: int, timeout: float) -> bool:
+        """Wait (up to `timeout` s) for the child to report the index at `upto`; False at once when
+        no child runs (the caller indexes), or when it did not get there in time."""
+        storage = self.index._storage
+        deadline = time.monotonic() + timeout
+        with self._progress:
+            while storage.indexed_to < upto:
+                left = deadline - time.monotonic()
+                if self._child is None or not self._child.ready or left <= 0:
+                    return False
+                self._progress.wait(left)
+        return True
+
+    def stop(self) -> None:
+        super().stop()
+        self._end_child()

@@ -38,7 +38,8 @@ def message_index(settings: Settings, *, embedder: Any, log: Callable[[], Conver
     from mateclaw_mem.index.messages.index import MessageIndex
 
     index = MessageIndex(settings.messages_db, embedder=embedder, dense_weight=settings.search.dense_weight,
-                         cache_bytes=settings.aml.cache_bytes, log_db=settings.log_db)
+                         cache_bytes=settings.aml.cache_bytes, log_db=settings.log_db,
+                         index_process=settings.aml.index_process)
     on_close(index)
 
     def rebuild() -> None:

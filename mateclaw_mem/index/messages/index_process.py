@@ -1,0 +1,260 @@
+"""The message index's indexing in a process of its own (`aml.index-process`), so no Add waits for it.
+
+Indexing an Add's 20 turns and folding its postings into the segments is ~3.5 ms of pure Python,
+ten times what logging them costs. On a thread of the daemon's own it held the interpreter lock
+while the next requests waited: with Adds every ~2 ms (a leaderboard client, three servers in turn)
+the thread never idled and an Add's p50 went from 0.95 ms (nothing indexed) to 1.7. A process has
+its own interpreter: the daemon's requests run on one core while this indexes on the other.
+
+What it does is what `MessageIndex.sync` does on the daemon's thread - the same code on the same file
+(SQLite serialises the two processes' writers; the watermark is read inside each write transaction)
+- and nothing is lost with it: the log holds every acknowledged message, and whatever reads the index
+for an answer catches up first (`MessageIndex.catch_up`). A kill of either process at any moment
+leaves the log and a consistent index (one write transaction per batch).
+
+The protocol, one line each way (the daemon is the parent):
+- parent -> child: a line per wake-up ("sync"); pokes that arrive during a sync make one more.
+  End of input (the parent closed it, or died): the child finishes its step and exits.
+- child -> parent: JSON lines: `{"ready": 1}` once open; `{"to": N}` after each sync (its watermark:
+  the parent's lag bound reads it); `{"wrote": [...]}` per committed write, what `ByteCache.wrote` is
+  told (postings.Invalidate), so the parent's search cache keeps what the write left alone instead of
+  dropping the owner at the version change it would see.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
+
+import orjson
+
+if TYPE_CHECKING:
+    from mateclaw_mem.index.messages.storage import _Turn
+
+log = logging.getLogger(__name__)
+
+_MODULE = "mateclaw_mem.index.messages.index_process"
+
+
+class LogTail:
+    """The conversation log read by the child, read-only (it never writes the log, and opening
+    `conversations.log.ConversationLog` would run its migrations: the daemon's to run)."""
+
+    def __init__(self, path: Path) -> None:
+        from urllib.parse import quote
+
+        from mateclaw_mem.db import connect
+
+        self.path = path
+        self._conn = connect(Path(f"file:{quote(str(path.resolve()))}?mode=ro"), uri=True)
+
+    def since(self, after_id: int, *, limit: int = 1000) -> list[_Turn]:
+        from mateclaw_mem.index.messages.storage import _Turn
+
+        # (The owner as stored: "" for none, which the index stores as it is: db.owner_column.)
+        rows = self._conn.execute("SELECT id, agent, owner, conversation_id, role, content, ts_ms, memoryless"
+                                  " FROM messages WHERE id > ? ORDER BY id LIMIT ?", (after_id, limit)).fetchall()
+        return [_Turn(r[0], r[1], r[2], r[3], r[4], r[5], r[6], bool(r[7])) for r in rows]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+# ---------------------------------------------------------------------------------------- the parent
+
+
+class IndexProcess:
+    """The parent's handle on one child: started by `start`, woken by `poke`, ended by `stop` (or
+    by its own death). `on_line` gets each of the child's messages (on the
+    reader thread), `on_exit` the child's exit (this handle, its code, whether `stop` asked for it)."""
+
+    # How long `stop` waits for the child's step under way (a merge of a long history: a second or two).
+    STOP_WAIT = 30.0
+
+    def __init__(self, db_path: Path, log_db: Path, on_line: Callable[[dict[str, Any]], None],
+                 on_exit: Callable[[IndexProcess, int | None, bool], None]) -> None:
+        self.db_path, self.log_db = db_path, log_db
+        self.on_line, self.on_exit = on_line, on_exit
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._stdin: IO[bytes] | None = None
+        self._fd: int | None = None
+        self._fd_lock = threading.Lock()
+        self._reader: threading.Thread | None = None
+        self._closing = False
+        self.ready = False
+
+    def start(self) -> None:
+        """Spawn the child (`python -m` this module, on the same import path as this process)."""
+        import mateclaw_mem
+
+        root = str(Path(mateclaw_mem.__file__).resolve().parents[1])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([root, *filter(None, [env.get("PYTHONPATH")])])
+        self._closing = False
+        self.ready = False
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", _MODULE, str(self.db_path), str(self.log_db)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._stdin = self._proc.stdin
+        # `poke` never waits for a child that stopped reading (Windows' Python 3.11 cannot say so for
+        # a pipe: there the child's reader thread keeps it drained).
+        with contextlib.suppress(AttributeError, OSError):
+            os.set_blocking(self._stdin.fileno(), False)
+        self._fd = self._stdin.fileno()
+        self._reader = threading.Thread(target=self._read, args=(self._proc, self._proc.stdout),
+                                        name="aml-index-reader", daemon=True)
+        self._reader.start()
+
+    def poke(self) -> bool:
+        """Wake the child for a sync (a few microseconds: an Add calls this on the event loop);
+        False when it is gone (the caller indexes itself)."""
+        # Under the lock that closes it: a write to a descriptor closed meanwhile could land in
+        # whatever file reused its number.
+        with self._fd_lock:
+            if self._fd is None:
+                return False
+            try:
+                os.write(self._fd, b"sync\n")
+            except BlockingIOError:  # (64 KB of pokes it has not read yet: one more adds nothing)
+                pass
+            except OSError:  # (its end closed: it died; `_read` reports it)
+                return False
+            return True
+
+    def stop(self, *, wait: float | None = None) -> None:
+        """End the child: its input closed, its step under way finished (killed past `wait` s)."""
+        proc, stdin = self._proc, self._stdin
+        if proc is None:
+            return
+        self._closing = True
+        with self._fd_lock:
+            self._stdin = self._fd = None
+            if stdin is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.close()
+        try:
+            proc.wait(self.STOP_WAIT if wait is None else wait)
+        except subprocess.TimeoutExpired:
+            log.warning("the index process did not end within %g s: killed (the log holds everything it had"
+                        " not indexed; the next sync does it)", self.STOP_WAIT if wait is None else wait)
+            proc.kill()
+            proc.wait()
+        if self._reader is not None and self._reader is not threading.current_thread():
+            self._reader.join(5)
+
+    def _read(self, proc: subprocess.Popen[bytes], out: IO[bytes]) -> None:
+        try:
+            for line in out:
+                try:
+                    msg = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue  # (never written by the child; stray output of a library, say)
+                if isinstance(msg, dict):
+                    if msg.get("ready"):
+                        self.ready = True
+                    try:
+                        self.on_line(msg)
+                    except Exception:
+                        log.exception("the index process's message could not be applied")
+        except (OSError, ValueError):
+            pass
+        code = proc.wait()
+        expected = self._closing
+        with self._fd_lock:
+            stdin, self._stdin, self._fd = self._stdin, None, None
+            if stdin is not None:
+                with contextlib.suppress(OSError, ValueError):
+                    stdin.close()
+        if self._proc is proc:
+            self._proc = None
+        self.on_exit(self, code, expected)
+
+
+def apply_wrote(cache: Any, wrote: Sequence[Any]) -> None:
+    """A child's `wrote` message told to this process's cache (`ByteCache.wrote`)."""
+    okey, old, new, terms, segs, speakers, docs, cuts = wrote
+    cache.wrote(int(okey), int(old), int(new), terms, segs, bool(speakers), docs, cuts)
+
+
+# ----------------------------------------------------------------------------------------- the child
+
+
+class _Relay:
+    """The child's `postings.Invalidate`: what each write rewrote, sent to the parent."""
+
+    def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
+        self.send = send
+
+    def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
+              speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None:
+        self.send({"wrote": [okey, old_version, new_version, list(terms), list(segs), speakers, list(docs),
+                             dict(cuts) if cuts else None]})
+
+
+def child_main(argv: Sequence[str]) -> int:
+    """Index the log's tail into `argv[0]` (messages.db) from `argv[1]` (log.db) at every line read,
+    until the input ends."""
+    db_path, log_db = Path(argv[0]), Path(argv[1])
+    # Ctrl-C in the daemon's terminal reaches the whole process group: the daemon decides when this
+    # ends (its input closed), so that a sync is never cut short by the same key that stops it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s aml-index process: %(message)s")
+    from mateclaw_mem.index.messages.storage import MessageStorage
+
+    out = sys.stdout.buffer
+    out_lock = threading.Lock()
+
+    def send(msg: dict[str, Any]) -> None:
+        line = orjson.dumps(msg) + b"\n"
+        with out_lock:
+            out.write(line)
+            out.flush()
+
+    storage = MessageStorage(db_path, log_db)
+    storage.cache = _Relay(send)  # (no search runs here: the parent's cache is the one to tell)
+    source = LogTail(log_db)
+    wake = threading.Event()
+    ended = threading.Event()
+
+    def listen() -> None:  # stdin on a thread: a poke during a sync makes one more, never a backlog
+        for _ in sys.stdin.buffer:
+            wake.set()
+        ended.set()
+        wake.set()
+
+    threading.Thread(target=listen, name="aml-index-input", daemon=True).start()
+    send({"ready": 1})
+    try:
+        while True:
+            wake.wait()
+            wake.clear()
+            if ended.is_set():
+                return 0
+            try:
+                storage.sync(source, batch=_BATCH)
+            except Exception:  # derived data: the next poke, or the parent's own catch-up, does it
+                log.exception("indexing the conversation log's tail failed")
+                time.sleep(0.5)
+            send({"to": storage.indexed_to})
+    except BrokenPipeError:  # the parent is gone
+        return 0
+    finally:
+        storage.close()
+        source.close()
+
+
+_BATCH = 200  # log messages per write transaction (as the daemon's own thread)
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

@@ -1,0 +1,282 @@
+"""The message index's indexing in a child process (`aml.index-process`, messages/index_process.py).
+
+Real processes, real files: the child is `python -m mateclaw_mem.index.messages.index_process`
+writing the same messages.db, and the parent is a real `MessageIndex` (the last test: a real daemon).
+What must hold: a stream of Adds is indexed by the child, not by the daemon's interpreter; an Add past
+the lag bound waits for the child rather than indexing itself; the daemon's search cache is told
+what the child rewrote (not dropped at every Add); a child that dies hands the indexing back; the
+child ends when idle, when the index closes and when its parent is killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mateclaw_mem.clock import ManualClock
+from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages.index import MessageIndex
+
+TS = 1683554160000
+WAIT = 60.0
+linux_only = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc for the child")
+
+
+def wait_until(check: Callable[[], Any], what: str) -> Any:
+    deadline = time.monotonic() + WAIT
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {WAIT} s: {what}")
+        time.sleep(0.01)
+    return value
+
+
+def gone(pid: int) -> bool:
+    """Exited (a zombie nobody reaped yet counts: it runs nothing)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return True
+    return "\nState:\tZ" in status
+
+
+class Setup:
+    def __init__(self, tmp: Path) -> None:
+        self.log = ConversationLog(tmp / "log.db")
+        self.index = MessageIndex(tmp / "messages.db", index_process=True)
+        self.index._indexer.BUSY = 0.0  # a child at the first Add (the daemon waits for a stream of them)
+        self.svc = AmlService(self.log, self.index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+        self.n = 0
+
+    def add(self, text: str = "Caroline: we went camping by the lake", *, user: str = "u1", turns: int = 1) -> None:
+        msgs = [AmlMessage("user", f"{text} {self.n}-{k}", TS + 100 * self.n + k) for k in range(turns)]
+        self.svc.add_json(f"r{self.n}", user, f"{user}:s1", msgs)
+        self.n += 1
+
+    def last_id(self) -> int:
+        return int(self.log._conn.execute("SELECT MAX(id) FROM messages").fetchone()[0])
+
+    def child(self) -> Any:
+        return wait_until(lambda: (c := self.index._indexer._child) is not None and c.ready and c, "a child ready")
+
+    def indexed(self) -> None:
+        """Until the index holds every logged message (written by whichever process)."""
+        wait_until(lambda: self.index.watermark() >= self.last_id(), "the index caught up with the log")
+
+    def close(self) -> None:
+        self.index.close()
+        self.log.close()
+
+
+@pytest.fixture
+def setup(tmp_path: Path) -> Iterator[Setup]:
+    s = Setup(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_a_stream_of_adds_is_indexed_by_the_child_not_the_daemon(setup: Setup) -> None:
+    setup.add()
+    child = setup.child()
+    setup.indexed()
+    mine = setup.index._storage.writes  # commits through the parent's own connection
+    for _ in range(40):
+        setup.add(turns=5)
+    setup.add("Melanie: the zebra painted a violet kite")
+    setup.indexed()
+    assert setup.index._storage.writes == mine, "the parent indexed what the child should have"
+    assert setup.index._storage.indexed_to >= setup.last_id()  # (its lag bound reads the child's reports)
+    assert child._proc is not None and not gone(child._proc.pid)
+    hits = setup.index.search("aml", "u1", "violet zebra kite", limit=3)
+    assert hits and "violet kite" in hits[0].content
+
+
+def test_an_add_past_the_lag_bound_waits_for_the_child(setup: Setup) -> None:
+    setup.add()
+    setup.child()
+    setup.indexed()
+    setup.index.MAX_LAG = 10
+    mine = setup.index._storage.writes
+    for _ in range(30):
+        setup.add(turns=20)  # 20 turns: every Add is past the bound as it is logged
+        assert setup.index._indexer.logged_to - setup.index._storage.indexed_to <= 10
+    assert setup.index._storage.writes == mine, "an Add indexed in the parent instead of waiting for the child"
+
+
+def _okey(index: MessageIndex, owner: str) -> tuple[int, int]:
+    with sqlite3.connect(index.path) as db:
+        okey, version = db.execute("SELECT okey, version FROM powners WHERE owner = ?", (owner,)).fetchone()
+    return okey, version
+
+
+def test_the_daemons_search_cache_is_told_what_the_child_rewrote(setup: Setup) -> None:
+    for k in range(30):
+        setup.add(f"Caroline: the lake house painting number {k}", turns=3)
+    setup.child()
+    setup.indexed()
+    setup.index.search("aml", "u1", "lake house painting", limit=5)
+    okey, _ = _okey(setup.index, "u1")
+    kept = {k for k in setup.index.cache._d if k[0] == "t" and k[1] == okey}
+    assert kept, "the search cached no postings"
+    setup.add("Melanie: a xylophone and a quartz")  # words the cached terms do not include
+    setup.indexed()
+    _, version = _okey(setup.index, "u1")
+    wait_until(lambda: setup.index.cache._known.get(okey, (None, -1))[1] == version,
+               "the child's write told to the parent's cache")
+    hits = setup.index.search("aml", "u1", "xylophone", limit=3)
+    assert hits and "xylophone" in hits[0].content
+    # Without the child's message, the search would have found the owner at a version its cache did
+    # not know, and dropped every entry of it.
+    assert kept <= set(setup.index.cache._d), "the parent's cache dropped postings the child's Add left alone"
+
+
+@linux_only
+def test_a_killed_child_hands_the_indexing_back(setup: Setup, caplog: pytest.LogCaptureFixture) -> None:
+    setup.add()
+    child = setup.child()
+    setup.indexed()
+    os.kill(child._proc.pid, signal.SIGKILL)
+    wait_until(lambda: setup.index._indexer._child is None, "the parent to see its child die")
+    mine = setup.index._storage.writes
+    setup.add("Melanie: after the kill, a marmalade sandwich")
+    setup.indexed()
+    assert setup.index._storage.writes > mine, "nobody indexed after the child died"
+    assert setup.index._indexer._child is None  # (another only after RETRY s)
+    assert any("index process ended" in r.getMessage() for r in caplog.records)
+    assert "marmalade" in setup.index.search("aml", "u1", "marmalade", limit=1)[0].content
+
+
+def test_the_child_ends_when_idle_and_when_the_index_closes(setup: Setup) -> None:
+    ix = setup.index._indexer
+    setup.add()
+    first = setup.child()._proc
+    ix.IDLE = 0.3  # (only now: a child that ended before the test saw it ready would never be seen)
+    with ix._cv:
+        ix._cv.notify_all()  # (the thread waits out the IDLE it read)
+    wait_until(lambda: first.poll() is not None, "the idle child to end")
+    assert first.returncode == 0
+    wait_until(lambda: ix._child is None, "the parent to forget the idle child")
+    ix.IDLE = 30.0
+    setup.add()
+    second = setup.child()._proc
+    assert second.pid != first.pid
+    setup.index.close()
+    assert second.poll() == 0, "close() left the child running"
+
+
+_PARENT = textwrap.dedent("""
+    import sys, time
+    from datetime import UTC, datetime
+    from pathlib import Path
+    from mateclaw_mem.clock import ManualClock
+    from mateclaw_mem.conversations.aml import AmlMessage, AmlService
+    from mateclaw_mem.conversations.log import ConversationLog
+    from mateclaw_mem.index.messages.index import MessageIndex
+    tmp = Path(sys.argv[1])
+    index = MessageIndex(tmp / "messages.db", index_process=True)
+    index._indexer.BUSY = 0.0
+    svc = AmlService(ConversationLog(tmp / "log.db"), index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
+    n = 0
+    while (c := index._indexer._child) is None or not c.ready:
+        svc.add(f"r{n}", "u1", "s1", [AmlMessage("user", f"Caroline: turn {n}", 1683554160000 + n)])
+        n += 1
+        time.sleep(0.01)
+    print(c._proc.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+@linux_only
+def test_the_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
+    parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path)], stdout=subprocess.PIPE)
+    try:
+        assert parent.stdout is not None
+        pid = int(parent.stdout.readline())
+        assert not gone(pid)
+        parent.kill()
+        parent.wait()
+        wait_until(lambda: gone(pid), "the orphaned child to end")
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        if int(fields[1]) == pid and "index_process" in Path(stat.parent / "cmdline").read_text(errors="replace"):
+            out.append(int(stat.parent.name))
+    return out
+
+
+@linux_only
+def test_the_daemon_indexes_a_stream_of_adds_in_a_child_and_ends_it_on_stop(tmp_path: Path) -> None:
+    from tests.test_daemon_e2e import Daemon
+
+    daemon = Daemon(tmp_path).start()
+    assert daemon.proc is not None
+    children: list[int] = []
+    try:
+        with daemon.client() as client:
+            n = 0
+            while not children:  # Adds back to back until the daemon hands their indexing to a child
+                assert n < 20_000, "no child process after 20,000 Adds"
+                r = client.post("/v1/aml/add", json={
+                    "request_id": f"r{n}", "user_id": "u1", "session_id": "u1:s1",
+                    "messages": [{"role": "user", "timestamp": TS + n, "content": f"Caroline: turn {n} by the lake"}]})
+                assert r.status_code == 200, r.text
+                n += 1
+                if n % 50 == 0:
+                    children = _children(daemon.proc.pid)
+            r = client.post("/v1/aml/add", json={"request_id": "last", "user_id": "u1", "session_id": "u1:s1",
+                                                 "messages": [{"role": "user", "content": "Melanie: a kumquat"}]})
+            assert r.status_code == 200, r.text
+            found = client.post("/v1/aml/search", json={"query": "kumquat", "user_id": "u1", "top_k": 1}).json()
+            assert "kumquat" in found["data"][0]["content"]  # acknowledged, so searchable (read your writes)
+    finally:
+        assert daemon.stop() == 0
+    assert all(gone(pid) for pid in children), "the daemon's stop left its index process running"
+
+
+@linux_only
+def test_index_process_false_keeps_the_indexing_in_the_daemon(tmp_path: Path) -> None:
+    """`aml.index-process: false`: the same stream of Adds starts no child (the daemon's thread indexes)."""
+    from tests.test_daemon_e2e import Daemon
+
+    (tmp_path / "mateclaw.yaml").write_text("timezone: UTC\naml:\n  index-process: false\n", encoding="utf-8")
+    daemon = Daemon(tmp_path).start()
+    assert daemon.proc is not None
+    seen: list[int] = []
+    try:
+        with daemon.client() as client:
+            for n in range(1500):
+                r = client.post("/v1/aml/add", json={
+                    "request_id": f"r{n}", "user_id": "u1", "session_id": "u1:s1",
+                    "messages": [{"role": "user", "timestamp": TS + n, "content": f"Caroline: turn {n} by the lake"}]})
+                assert r.status_code == 200, r.text
+                if n % 50 == 0:
+                    seen += _children(daemon.proc.pid)
+            found = client.post("/v1/aml/search", json={"query": "turn 1499", "user_id": "u1", "top_k": 1}).json()
+            assert "turn 1499" in found["data"][0]["content"]
+    finally:
+        assert daemon.stop() == 0
+    assert seen == []
