@@ -129,17 +129,17 @@ def unpack_segment(ords: bytes, packed: bytes) -> tuple[Any, Any]:
 
 def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...]:
     """Per stored segment (first, df, blob as `pack_segment` wrote it; None: none): whether there is
-    one, its entries, gap and count width codes and last ordinal (int64 numpy). The last is the
+    one, its entries, gap and count width codes, last ordinal and df (int64 numpy). The last is the
     first plus the sum of the gaps, summed per gap width over all segments at once."""
     size = len(tails)
-    gw, cw, ns, firsts = [0] * size, [0] * size, [0] * size, [0] * size
+    gw, cw, ns, firsts, dfs = [0] * size, [0] * size, [0] * size, [0] * size, [0] * size
     parts: tuple[list[bytes], ...] = ([], [], [])
     at: tuple[list[int], ...] = ([], [], [])
     counts: tuple[list[int], ...] = ([], [], [])
     for i, tail in enumerate(tails):
         if tail is None:
             continue
-        firsts[i], _, b = tail
+        firsts[i], dfs[i], b = tail
         gw[i] = g = b[0] & 3
         cw[i] = b[0] >> 2 & 3
         gsz = _SIZE[g]
@@ -156,7 +156,8 @@ def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...
             runs = np.array(counts[g], dtype=np.int64)
             starts = np.cumsum(runs) - runs  # (every segment here has a gap: no empty run)
             last[at[g]] += np.add.reduceat(gaps, starts, dtype=np.int64)  # (a cumsum to int64: 7x slower)
-    return has, np.array(ns, dtype=np.int64), np.array(gw, dtype=np.int64), np.array(cw, dtype=np.int64), last
+    return (has, np.array(ns, dtype=np.int64), np.array(gw, dtype=np.int64), np.array(cw, dtype=np.int64), last,
+            np.array(dfs, dtype=np.int64))
 
 
 def _counts_as(packed: Any, cw: int) -> bytes:
@@ -177,20 +178,23 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
 
     The stored widths are the least the stored entries need, so while the new gaps and counts fit
     them, `pack_segment` of the whole segment is its head, old gaps, new gaps, old counts, new
-    counts: spliced as bytes. Else the segment is decoded and packed whole (a wider width).
+    counts: spliced as bytes. Else the segment is decoded and packed whole (a wider width). New
+    entries past `limit` start new segments of `limit` each, as that writer's `_append_many` does.
 
-    Returns (term index, stored: the row at its `first` is updated, first, df, blob) per term done,
-    and per term whether it is left to the writer (`slow` on entry: an older row's format, or loaded
-    already; and the terms whose new entries overflow `limit`, which that writer splits into
-    segments, and those with an entry to put at or below the last stored ordinal)."""
+    Returns (term index, stored: the row at its `first` is updated, first, df, blob) per segment
+    written, and per term whether it is left to the writer (`slow` on entry: an older row's format,
+    or loaded already; and the terms with an entry to put at or below the last stored ordinal, and
+    those with other entries whose new ones overflow a segment: that writer puts them in after
+    splitting the new ones)."""
     nt, no, npk = new
     ot, oo, opk = old
     size = len(tails)
     slow = slow.copy()
-    has, n, gw, cw, last = _tail_ends(tails)
+    has, n, gw, cw, last, df_stored = _tail_ends(tails)
     k_new = np.bincount(nt, minlength=size)
-    slow |= has & (k_new > 0) & (n + k_new > limit)
-    slow |= ~has & (k_new > limit)
+    with_old = np.zeros(size, dtype=bool)
+    with_old[ot] = True
+    slow |= with_old & ((has & (k_new > 0) & (n + k_new > limit)) | (~has & (k_new > limit)))
     if len(ot):
         below = has[ot] & (oo.astype(np.int64) <= last[ot])
         slow[ot[below]] = True
@@ -216,39 +220,46 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
         tid, ords = key >> 32, key & 0xFFFF_FFFF
     if not len(tid):
         return [], slow
-    cut = np.flatnonzero(tid[1:] != tid[:-1]) + 1
+    # The segment each entry goes to: 0 the stored one, 1, 2, ... new ones. A term with other
+    # entries (not overflowing: the rest are slow) puts them all in one.
+    first_of_term = np.searchsorted(tid, tid)
+    at = np.arange(len(tid)) - first_of_term
+    room = np.where(has, np.maximum(limit - n, 0), 0)[tid]
+    seg = np.where(at < room, 0, 1 + (at - room) // limit)
+    seg = np.where(with_old[tid], np.where(has[tid], 0, 1), seg)
+    cut = np.flatnonzero((tid[1:] != tid[:-1]) | (seg[1:] != seg[:-1])) + 1
     starts = np.concatenate(([0], cut))
     ends = np.concatenate((cut, [len(tid)]))
-    gt = tid[starts]
+    gt, gs = tid[starts], seg[starts]
+    stored = gs == 0
+    last_of_term = np.append(gt[1:] != gt[:-1], True)
+    dfs = np.where(has[gt], df_stored[gt], 0) + np.where(last_of_term, inc[gt], 0)
     prev = np.empty_like(ords)
     prev[1:] = ords[:-1]
-    prev[starts] = np.where(has[gt], last[gt], ords[starts])  # (a new segment's first entry has no gap)
+    prev[starts] = np.where(stored, last[gt], ords[starts])  # (a new segment's first entry has no gap)
     gaps = ords - prev
     gmax = np.maximum.reduceat(gaps, starts)
     cmax = np.maximum.reduceat(packed.view(np.uint16).reshape(-1, 4).max(axis=1), starts).astype(np.int64)
     need_g = (gmax >= 1 << 8).astype(np.int64) + (gmax >= 1 << 16)
     need_c = (cmax >= 4).astype(np.int64) + (cmax >= 16) + (cmax >= 256)
-    stored = has[gt]
     fits = ~stored | ((need_g <= gw[gt]) & (need_c <= cw[gt]))
     use_g = np.where(stored, gw[gt], need_g)
     use_c = np.where(stored, cw[gt], need_c)
-    gap_bytes = {g: bytes(gaps.astype(_GAPS[g]).tobytes()) for g in set(use_g[fits].tolist())}
-    count_bytes = {c: _counts_as(packed, c) for c in set(use_c[fits].tolist())}
+    gap_views = {g: memoryview(gaps.astype(_GAPS[g]).tobytes()) for g in set(use_g[fits].tolist())}
+    count_views = {c: memoryview(_counts_as(packed, c)) for c in set(use_c[fits].tolist())}
     out: list[tuple[int, bool, int, int, bytes]] = []
-    gap_views = {g: memoryview(v) for g, v in gap_bytes.items()}
-    count_views = {c: memoryview(v) for c, v in count_bytes.items()}
     join = b"".join
     firsts, stored_n = ords[starts].tolist(), n.tolist()
-    for t, a, b, fit, g, c, f, more in zip(gt.tolist(), starts.tolist(), ends.tolist(), fits.tolist(),
-                                           use_g.tolist(), use_c.tolist(), firsts, inc[gt].tolist(), strict=True):
+    for t, a, b, kept, fit, g, c, f, df in zip(gt.tolist(), starts.tolist(), ends.tolist(), stored.tolist(),
+                                               fits.tolist(), use_g.tolist(), use_c.tolist(), firsts, dfs.tolist(),
+                                               strict=True):
         gsz, csz = _SIZE[g], _SIZE[c]
-        tail = tails[t]
-        if tail is None:
-            out.append((t, False, f, more, join((bytes((g | c << 2,)), f.to_bytes(4, sys.byteorder),
-                                                 gap_views[g][(a + 1) * gsz : b * gsz],
-                                                 count_views[c][a * csz : b * csz]))))
+        if not kept:
+            out.append((t, False, f, df, join((bytes((g | c << 2,)), f.to_bytes(4, sys.byteorder),
+                                               gap_views[g][(a + 1) * gsz : b * gsz],
+                                               count_views[c][a * csz : b * csz]))))
             continue
-        f, df, old_blob = tail
+        f, _, old_blob = tails[t]
         if fit:
             h = len(old_blob) - stored_n[t] * csz  # (where the stored counts start)
             blob = join((old_blob[:h], gap_views[g][a * gsz : b * gsz], old_blob[h:],
@@ -257,7 +268,7 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
             so, sp = unpack_segment(old_blob, b"")
             blob = pack_segment(np.concatenate((so, ords[a:b].astype(np.uint32))),
                                 np.concatenate((sp.astype(np.uint64), packed[a:b])))
-        out.append((t, True, f, df + more, blob))
+        out.append((t, True, f, df, blob))
     return out, slow
 
 
@@ -351,20 +362,18 @@ def gather_flat(rows: Sequence[tuple[int, str, bytes, bytes, bytes]]) -> tuple[l
     field grew) in the order written. Grouped in numpy, not entry by entry: a merge folds ~12,000
     entries, and a tuple for each was a fifth of its CPU."""
     ids: dict[str, int] = {}
-    names: list[str] = []
     tids, ords, packs, new = [], [], [], []
     for first_new, terms, counts, o, p in rows:
         local = terms.split(" ") if terms else []
-        for t in local:
-            if t not in ids:
-                ids[t] = len(names)
-                names.append(t)
         at = np.frombuffer(o, dtype=np.uint32)
         per_term = np.frombuffer(counts, dtype=np.uint32)
-        tids.append(np.repeat(np.array([ids[t] for t in local], dtype=np.int64), per_term))
+        # (a term new here gets the next index: `len(ids)` is read before `setdefault` adds it)
+        tids.append(np.repeat(np.fromiter([ids.setdefault(t, len(ids)) for t in local], dtype=np.int64,
+                                          count=len(local)), per_term))
         ords.append(at)
         packs.append(np.frombuffer(p, dtype=np.uint64))
         new.append(at >= first_new)
+    names = list(ids)
     if not names:
         empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32), np.zeros(0, dtype=np.uint64))
         return [], empty, empty

@@ -371,8 +371,8 @@ class PostingWriter:
         self.conn.executemany(f"INSERT OR REPLACE INTO postings{s} (okey, term, first, df, ords, packed)"
                               " VALUES (?, ?, ?, ?, ?, ?)",
                               [(o.okey, names[t], f, df, blob, b"") for t, kept, f, df, blob in done if not kept])
-        for t, _, f, _, _ in done:
-            cuts[names[t]] = f
+        for t, _, f, _, _ in done:  # (a term's segments in order: its cut is the first's)
+            cuts.setdefault(names[t], f)
             o.terms.add(names[t])
         nt, no, npk = new
         bounds = np.searchsorted(nt, np.arange(len(names) + 1)).tolist()
