@@ -54,6 +54,23 @@ def rss_bytes() -> int | None:
         return None
 
 
+def rss_and_peak() -> tuple[int, int] | None:
+    """This process's resident set and its high-water mark (/proc/self/status: VmRSS, VmHWM; ~10 us
+    a read); None off Linux."""
+    rss = peak = None
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"VmHWM:"):
+                    peak = int(line.split()[1]) * 1024
+                elif line.startswith(b"VmRSS:"):
+                    rss = int(line.split()[1]) * 1024
+                    break  # (after VmHWM)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None if rss is None or peak is None else (rss, peak)
+
+
 def trim() -> None:
     """Hand the heap's free pages back to the system (glibc's malloc_trim; ~1-5 ms with a fragmented
     heap); nothing off glibc."""
@@ -73,18 +90,38 @@ class RssBudget:
     search or an Add grows RSS too: SQLite's page caches, the allocator's slack, the interpreter's
     arenas after many Adds (measured at 100k messages of one user: 24 MB beside a 47 MB cache). The
     cache is the one part that can give memory back, so it gets what is left of the bound after
-    everything else: `bound - (RSS - baseline - cached)`, never less than 0. What an eviction frees
-    stays in glibc's heap until trimmed, and would read as "everything else" (the cache would then
-    shrink again at each look): so when RSS is over the bound the heap is trimmed before it is read.
+    everything else, `margin` and `slack`: `bound - margin - slack - (RSS - baseline - cached)`, never
+    less than 0.
 
-    Called by the cache on each store (view_cache.ByteCache.limit) with the bytes it holds; RSS is
-    read at most every `every` seconds (~50 us a read), the heap trimmed at most as often."""
+    RSS is read only now and then, and between two reads everything else rises unseen: a search's
+    temporaries, the heap they fragment (handed back by a trim at one read, faulted in again by the
+    next search). `margin` is the most it rose between two reads lately (a read after the one before
+    it, halving every `half_life` seconds; where RSS set a new high-water mark between the two, the
+    kernel's mark says how high it went, not only where it was at the read; at 100k messages of one
+    user 6-14 MB), and `slack` (a sixteenth of the bound) is room for a rise no read has seen yet.
+    Without them the cache filled what a read left, and at 100k messages RSS read after a search was up
+    to 5 MB over the bound, its high-water mark 12 MB (with them: 4.7 MB under, and 2.4 MB over once,
+    at a search whose temporaries outgrew any before). A read after a quiet spell
+    (more than `quiet` seconds after the one before) teaches the margin nothing: what grew then grew
+    slowly, and is counted in full as everything else from this read on. What an eviction frees stays
+    in glibc's heap until trimmed, and would read as everything else (the cache would then shrink again
+    at each look): so when RSS is over what the cache's limit aims at, the heap is trimmed before RSS is
+    read. What a trim cannot hand back (Python's own small-object arenas, SQLite's page caches) stays
+    counted as everything else.
 
-    def __init__(self, bound: int, baseline: int | None = None, *, every: float = 0.25) -> None:
+    Called by the cache on each store and each write (view_cache.ByteCache.limit) with the bytes it
+    holds; RSS is read at most every `every` seconds (~10 us a read), the heap trimmed at most as often."""
+
+    def __init__(self, bound: int, baseline: int | None = None, *, every: float = 0.25, half_life: float = 300.0,
+                 quiet: float = 2.0, slack: int | None = None) -> None:
         self.bound = bound
         self.baseline = baseline if baseline is not None else (rss_bytes() or 0)
-        self.every = every
+        self.every, self.half_life, self.quiet = every, half_life, quiet
+        self.slack = bound // 16 if slack is None else slack
         self.trims = 0  # how often it had to (`status`, the bench)
+        self.margin = 0
+        self._other: int | None = None  # everything else at the last read (after its trim)
+        self._peak = 0  # the process's RSS high-water mark at the last read
         self._at = -float("inf")
         self._cap = bound
         self._lock = threading.Lock()
@@ -94,16 +131,26 @@ class RssBudget:
         if now - self._at < self.every:
             return self._cap
         with self._lock:
-            self._at = now
-            rss = rss_bytes()
-            if rss is None:
+            since, self._at = now - self._at, now
+            got = rss_and_peak()
+            if got is None:
                 return self._cap
-            if rss - self.baseline > self.bound:
+            rss, peak = got
+            if self._other is not None:
+                self.margin = int(self.margin * 0.5 ** (since / self.half_life))
+                if since <= self.quiet:
+                    # A new high-water mark since the last read: the most it reached between the two.
+                    seen = peak if peak > self._peak else rss
+                    self.margin = max(self.margin, seen - self.baseline - cached - self._other)
+            self._peak = peak
+            room = self.bound - self.margin - self.slack
+            if rss - self.baseline > room:
                 trim()
                 self.trims += 1
                 rss = rss_bytes() or rss
-            other = rss - self.baseline - cached  # everything beyond the idle daemon but the cache
-            self._cap = max(0, self.bound - max(0, other))
+            other = max(0, rss - self.baseline - cached)  # everything beyond the idle daemon but the cache
+            self._other = other
+            self._cap = max(0, room - other)
             return self._cap
 
 

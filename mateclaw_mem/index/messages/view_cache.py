@@ -56,6 +56,7 @@ class ByteCache:
         self.max_bytes = max_bytes
         # (bytes held) -> the most it may hold now, below max_bytes: the daemon's RSS budget
         # (runtime/malloc.RssBudget) gives it what the rest of the process leaves of the bound.
+        # Asked at each store and each write.
         self.limit: Callable[[int], int] | None = None
         self.size = 0
         self._lock = threading.Lock()
@@ -121,12 +122,15 @@ class ByteCache:
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
               speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None:
-        """A writer of this process rewrote these rows of the owner (postings.Invalidate); `cuts`:
-        per term, the ordinal below which its postings are as they were (`_keep_prefixes`)."""
+        """A writer rewrote these rows of the owner (postings.Invalidate); `cuts`: per term, the
+        ordinal below which its postings are as they were (`_keep_prefixes`). Then the cache is held
+        to its limit: Adds grow the rest of the process too (the heap, SQLite's caches), and the RSS
+        budget looks while they come, not first at the next search's store."""
         with self._lock:
             if self._known.get(okey) != (self._generation, old_version):
                 self._purge(okey)
                 self._known.pop(okey, None)
+                self._evict()
                 return
             terms = list(terms)
             if cuts:
@@ -158,6 +162,7 @@ class ByteCache:
             if rows is not None:
                 rows[0] = rows[0].without(docs)  # (a copy: searches may hold this one)
             self._known[okey] = (self._generation, new_version)
+            self._evict()
 
     def _keep_prefixes(self, okey: int, terms: list[str], cuts: Mapping[str, int]) -> None:
         """What a merge leaves of a term, before its entries go: its segments' postings below the
