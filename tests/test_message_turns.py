@@ -105,3 +105,25 @@ def test_a_field_over_the_cap_is_capped_without_carrying_into_the_next() -> None
     assert {t: unpack(c) for t, c in doc.counts.items()} == {"spam": (COUNT_CAP, 1, 3, 0), "ham": (1, 0, 0, 1)}
     assert _plain_counts(row) == {"spam": (COUNT_CAP, 1, 3, 0), "ham": (1, 0, 0, 1)}
     assert doc.has_number and doc.names == frozenset(tokenize("Matt May")) and doc.question_share > 0
+
+
+def test_a_turns_date_tokens_are_its_utc_dates_at_every_moment_of_the_day() -> None:
+    """`docfields.date_tokens` keeps each UTC day's tokens: the same as made from the date each time,
+    at a day's first and last millisecond, before 1970 and far ahead."""
+    from datetime import UTC, datetime
+
+    from mateclaw_mem.index.messages.docfields import date_tokens
+    from mateclaw_mem.index.messages.fields import MONTHS, WEEKDAYS
+
+    def plain(ts_ms: int) -> list[str]:
+        d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+        return tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}")
+
+    rng = random.Random(5)
+    for _ in range(3000):
+        day = rng.randint(-20_000, 40_000) * 86_400_000
+        ts = day + rng.choice((0, 1, 999, 86_399_999, 86_400_000, -1, rng.randint(0, 86_399_999)))
+        got = date_tokens(ts)
+        assert got == plain(ts), ts
+        got.append("x")  # (a caller's list of its own: the kept tokens stay as they were)
+        assert date_tokens(ts) == plain(ts)

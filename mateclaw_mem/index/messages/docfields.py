@@ -32,9 +32,19 @@ DOC = ("SELECT d.id, d.agent, d.owner, d.speaker, d.is_question, d.conversation_
        + " AS content, d.ts_ms FROM docs{s} d WHERE {where}")
 
 
+_DAY_MS = 86_400_000
+_DAYS: dict[int, tuple[str, ...]] = {}  # UTC day -> its tokens (an Add's turns share a day or two)
+
+
 def date_tokens(ts_ms: int) -> list[str]:
-    d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
-    return tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}")
+    day = ts_ms // _DAY_MS  # (UTC days are whole multiples of a day's milliseconds: the same date)
+    got = _DAYS.get(day)
+    if got is None:
+        d = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+        if len(_DAYS) >= 4096:
+            _DAYS.clear()
+        got = _DAYS[day] = tuple(tokenize(f"{d.day} {MONTHS[d.month - 1]} {d.year} {WEEKDAYS[d.weekday()]}"))
+    return list(got)
 
 
 def body_tokens(doc_id: int, content: str | None) -> list[str]:
