@@ -135,7 +135,7 @@ def test_a_spliced_segment_is_the_whole_segment_packed(seed: int) -> None:
     for t in range(terms):
         n = len(stored[t][0]) if stored[t] else 0
         k = len(want_new[t][0])
-        below = stored[t] is not None and any(o <= stored[t][0][-1] for o, _ in per_term[t])  # type: ignore[index]
+        below = stored[t] is not None and any(o < stored[t][0][0] for o, _ in per_term[t])  # type: ignore[index]
         overflow = (stored[t] is not None and k > 0 and n + k > LIMIT) or (stored[t] is None and k > LIMIT)
         assert bool(slow[t]) == (below or (overflow and bool(per_term[t]))), (t, n, k, below)
         if slow[t]:

@@ -129,8 +129,8 @@ def unpack_segment(ords: bytes, packed: bytes) -> tuple[Any, Any]:
 
 def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...]:
     """Per stored segment (first, df, blob as `pack_segment` wrote it; None: none): whether there is
-    one, its entries, gap and count width codes, last ordinal and df (int64 numpy). The last is the
-    first plus the sum of the gaps, summed per gap width over all segments at once."""
+    one, its entries, gap and count width codes, first and last ordinal and df (int64 numpy). The last
+    is the first plus the sum of the gaps, summed per gap width over all segments at once."""
     size = len(tails)
     gw, cw, ns, firsts, dfs = [0] * size, [0] * size, [0] * size, [0] * size, [0] * size
     parts: tuple[list[bytes], ...] = ([], [], [])
@@ -149,15 +149,16 @@ def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...
             at[g].append(i)
             counts[g].append(k - 1)
     has = np.array([tail is not None for tail in tails], dtype=bool)
-    last = np.array(firsts, dtype=np.int64)
+    first = np.array(firsts, dtype=np.int64)
+    last = first.copy()
     for g in range(3):
         if at[g]:
             gaps = np.frombuffer(b"".join(parts[g]), dtype=_GAPS[g])
             runs = np.array(counts[g], dtype=np.int64)
             starts = np.cumsum(runs) - runs  # (every segment here has a gap: no empty run)
             last[at[g]] += np.add.reduceat(gaps, starts, dtype=np.int64)  # (a cumsum to int64: 7x slower)
-    return (has, np.array(ns, dtype=np.int64), np.array(gw, dtype=np.int64), np.array(cw, dtype=np.int64), last,
-            np.array(dfs, dtype=np.int64))
+    return (has, np.array(ns, dtype=np.int64), np.array(gw, dtype=np.int64), np.array(cw, dtype=np.int64), first,
+            last, np.array(dfs, dtype=np.int64))
 
 
 def _counts_as(packed: Any, cw: int) -> bytes:
@@ -183,21 +184,24 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
 
     Returns (term index, stored: the row at its `first` is updated, first, df, blob) per segment
     written, and per term whether it is left to the writer (`slow` on entry: an older row's format,
-    or loaded already; and the terms with an entry to put at or below the last stored ordinal, and
+    or loaded already; and the terms with an entry below the stored segment's first ordinal, and
     those with other entries whose new ones overflow a segment: that writer puts them in after
     splitting the new ones)."""
     nt, no, npk = new
     ot, oo, opk = old
     size = len(tails)
     slow = slow.copy()
-    has, n, gw, cw, last, df_stored = _tail_ends(tails)
+    has, n, gw, cw, first, last, df_stored = _tail_ends(tails)
     k_new = np.bincount(nt, minlength=size)
     with_old = np.zeros(size, dtype=bool)
     with_old[ot] = True
     slow |= with_old & ((has & (k_new > 0) & (n + k_new > limit)) | (~has & (k_new > limit)))
+    inside = np.zeros(size, dtype=bool)  # other entries among the stored ones: the segment packed whole
     if len(ot):
-        below = has[ot] & (oo.astype(np.int64) <= last[ot])
-        slow[ot[below]] = True
+        o64 = oo.astype(np.int64)
+        within = has[ot] & (o64 <= last[ot])
+        inside[ot[within]] = True
+        slow[ot[within & (o64 < first[ot])]] = True  # (in an earlier segment)
     inc = np.bincount(nt, weights=(npk & np.uint64(0xFFFF)) != 0, minlength=size).astype(np.int64)
     keep = ~slow[nt]
     tid, ords, packed = nt[keep], no[keep].astype(np.int64), npk[keep]
@@ -242,14 +246,14 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
     cmax = np.maximum.reduceat(packed.view(np.uint16).reshape(-1, 4).max(axis=1), starts).astype(np.int64)
     need_g = (gmax >= 1 << 8).astype(np.int64) + (gmax >= 1 << 16)
     need_c = (cmax >= 4).astype(np.int64) + (cmax >= 16) + (cmax >= 256)
-    fits = ~stored | ((need_g <= gw[gt]) & (need_c <= cw[gt]))
+    fits = ~stored | ((need_g <= gw[gt]) & (need_c <= cw[gt]) & ~inside[gt])
     use_g = np.where(stored, gw[gt], need_g)
     use_c = np.where(stored, cw[gt], need_c)
     gap_views = {g: memoryview(gaps.astype(_GAPS[g]).tobytes()) for g in set(use_g[fits].tolist())}
     count_views = {c: memoryview(_counts_as(packed, c)) for c in set(use_c[fits].tolist())}
     out: list[tuple[int, bool, int, int, bytes]] = []
     join = b"".join
-    firsts, stored_n = ords[starts].tolist(), n.tolist()
+    firsts, stored_n, stored_inside = ords[starts].tolist(), n.tolist(), inside.tolist()
     for t, a, b, kept, fit, g, c, f, df in zip(gt.tolist(), starts.tolist(), ends.tolist(), stored.tolist(),
                                                fits.tolist(), use_g.tolist(), use_c.tolist(), firsts, dfs.tolist(),
                                                strict=True):
@@ -266,8 +270,14 @@ def extend(tails: Sequence[tuple[int, int, bytes] | None], new: tuple[Any, Any, 
                          count_views[c][a * csz : b * csz]))
         else:
             so, sp = unpack_segment(old_blob, b"")
-            blob = pack_segment(np.concatenate((so, ords[a:b].astype(np.uint32))),
-                                np.concatenate((sp.astype(np.uint64), packed[a:b])))
+            o_all = np.concatenate((so, ords[a:b].astype(np.uint32)))
+            p_all = np.concatenate((sp.astype(np.uint64), packed[a:b]))
+            if stored_inside[t]:  # (the merge's entry of an ordinal stored replaces it)
+                order = np.argsort(o_all, kind="stable")
+                o_all, p_all = o_all[order], p_all[order]
+                latest = np.append(o_all[1:] != o_all[:-1], True)
+                o_all, p_all = o_all[latest], p_all[latest]
+            blob = pack_segment(o_all, p_all)
         out.append((t, True, f, df, blob))
     return out, slow
 
