@@ -45,6 +45,11 @@ class AmlDaemon:
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("MATECLAW_")}
         if dsn:
             self.env["MATECLAW_PG_DSN"] = dsn
+        if prelude:  # as a sitecustomize: run by the daemon and by any process it starts (its index process)
+            (folder / "prelude").mkdir(exist_ok=True)
+            (folder / "prelude" / "sitecustomize.py").write_text(prelude + "\n", encoding="utf-8")
+            paths = [str(folder / "prelude"), *filter(None, [self.env.get("PYTHONPATH")])]
+            self.env["PYTHONPATH"] = os.pathsep.join(paths)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -61,10 +66,18 @@ class AmlDaemon:
     def command(self) -> list[str]:
         args = ["serve", "--aml-only", "--workspace", str(self.workspace), "--config", str(self.config),
                 "--port", str(self.port)]
-        if not self.prelude:
-            return [sys.executable, "-m", "mateclaw_mem.cli.main", *args]
-        code = f"import sys\n{self.prelude}\nfrom mateclaw_mem.cli.main import main\nsys.exit(main(sys.argv[1:]))"
-        return [sys.executable, "-c", code, *args]
+        return [sys.executable, "-m", "mateclaw_mem.cli.main", *args]
+
+    def children(self) -> list[int]:
+        """The daemon's child processes (its index process while one runs: aml.index-process)."""
+        out: list[int] = []
+        if self.proc is not None:
+            for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
+                try:
+                    out += [int(p) for p in (task / "children").read_text().split()]
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+        return out
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

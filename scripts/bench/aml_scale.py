@@ -184,7 +184,7 @@ class Server:
             return 0.0
         for line in lines:
             if line.startswith(f"{field}:"):
-                return int(line.split()[1]) / 1024
+                return int(line.split()[1]) * 1024 / 1e6  # (/proc says kB for KiB; MB: 10^6 B, as the bound)
         return float("nan")
 
     def children(self) -> list[int]:
