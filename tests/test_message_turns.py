@@ -127,3 +127,22 @@ def test_a_turns_date_tokens_are_its_utc_dates_at_every_moment_of_the_day() -> N
         assert got == plain(ts), ts
         got.append("x")  # (a caller's list of its own: the kept tokens stay as they were)
         assert date_tokens(ts) == plain(ts)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_turn_parsed_from_its_token_lists_is_the_turn_parsed_from_its_stored_fields(seed: int) -> None:
+    """An Add hands `parse_doc` its new turns' fields as token lists (`docfields.row`), not joined
+    and split again: the same Doc as from the space-joined fields `docfields.read` gives, for
+    random texts (the tokens hold no space and none is empty)."""
+    from dataclasses import astuple
+
+    from mateclaw_mem.index.messages.docfields import row
+
+    rng = random.Random(seed)
+    for _ in range(300):
+        fields = tuple(tokenize(_random_text(rng)) for _ in range(4))
+        content = "Ann: " + _random_text(rng)
+        got = row(7, "a", "o", "Ann", rng.random() < 0.3, "c", "user", content, 11, fields)
+        joined = {**got, **{f: " ".join(x) for f, x in zip(FIELDS, fields, strict=True)}}
+        assert astuple(parse_doc(got)) == astuple(parse_doc(joined))
+        assert all(" ".join(x).split() == x for x in fields)

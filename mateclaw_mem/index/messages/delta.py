@@ -308,7 +308,7 @@ def _encoded(terms: list[str], ords: Any, packed: Any) -> tuple[str, bytes, byte
     str order, as SQL's and a search's), the ~1,000 entries of an Add ordered by numpy on the ranks,
     not by sorting a tuple each."""
     names = sorted(set(terms))
-    rank = {t: i for i, t in enumerate(names)}
+    rank = dict(zip(names, range(len(names)), strict=True))
     r = np.fromiter(map(rank.__getitem__, terms), dtype=np.int64, count=len(terms))
     o = np.asarray(ords, dtype=np.uint32)
     order = np.lexsort((o, r))

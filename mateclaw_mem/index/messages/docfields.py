@@ -108,11 +108,12 @@ def with_fields(conn: sqlite3.Connection, rows: Sequence[Any], s: str = "",
 def row(doc_id: int, agent: str, owner: str, speaker: str | None, is_question: bool, conversation_id: str,
         role: str, content: str, ts_ms: int, fields: Sequence[Sequence[str]]) -> dict[str, Any]:
     """A document's row as `read` gives it, from what its writer has in hand (`owner` as stored,
-    `content` its text)."""
+    `content` its text); its fields kept as token lists (`parse_doc` takes them as they are: what
+    splitting them joined gives back, no token being empty or holding a space)."""
+    f0, f1, f2, f3 = (list(f) if "" not in f else " ".join(f) for f in fields)
     return {"id": doc_id, "agent": agent, "owner": owner, "speaker": speaker, "is_question": int(is_question),
             "conversation_id": conversation_id, "role": role, "content": content, "ts_ms": ts_ms,
-            "body": " ".join(fields[0]), "ctx": " ".join(fields[1]), "nb": " ".join(fields[2]),
-            "dt": " ".join(fields[3])}
+            "body": f0, "ctx": f1, "nb": f2, "dt": f3}
 
 
 def read(conn: sqlite3.Connection, where: str, params: Sequence[object], s: str = "", tail: str = "",

@@ -133,12 +133,13 @@ class Doc:
 
 
 def parse_doc(r: sqlite3.Row | Mapping[str, Any]) -> Doc:
-    """A stored document with its fields (`docfields.read`) parsed for ranking.
+    """A stored document with its fields (`docfields.read`: space-joined; `docfields.row`: token
+    lists) parsed for ranking.
 
     A long history's first search parses every turn (30,000: most of its seconds), so the counts
     are packed as they are counted - each occurrence added into its field's 16 bits - instead of
     being made as tuples and packed again."""
-    fields = [r[f].split() for f in FIELDS]
+    fields = [r[f].split() if isinstance(r[f], str) else r[f] for f in FIELDS]  # (lists: docfields.row)
     lens = (len(fields[0]), len(fields[1]), len(fields[2]), len(fields[3]))
     counts: dict[str, int] = {}
     get = counts.get
