@@ -12,7 +12,9 @@ bumped by every write) each document gets an ordinal, 0, 1, ... in the order it 
   as the segment allows in one blob (`delta.pack_segment`; rows an older version wrote, ordinals as
   uint32 and counts in `packed`, read as they are: `delta.unpack_segment`), keyed by their first
   ordinal. An Add appends to the last segment of each term it touches (rewriting a few KB, not the
-  term's history); the last segment's `df` is the term's body document frequency.
+  term's history; a merge splices the new entries into the stored blob as bytes, `delta.extend`,
+  decoding it only when they need wider widths); the last segment's `df` is the term's body
+  document frequency.
 - `pfeat`: per document, what the later ranking steps read (question share, echo, a time, a number,
   names) and its links: the turns before and after it in its conversation, and the same speaker's
   turns two steps away (the in-memory view's `Doc.around` / `Doc.thread`).
