@@ -93,20 +93,20 @@ class RssBudget:
     everything else, `margin` and `slack`: `bound - margin - slack - (RSS - baseline - cached)`, never
     less than 0.
 
-    RSS is read only now and then, and between two reads everything else rises unseen: a search's
-    temporaries, the heap they fragment (handed back by a trim at one read, faulted in again by the
-    next search). `margin` is the most it rose between two reads lately (a read after the one before
-    it, halving every `half_life` seconds; where RSS set a new high-water mark between the two, the
-    kernel's mark says how high it went, not only where it was at the read; at 100k messages of one
-    user 6-14 MB), and `slack` (a sixteenth of the bound) is room for a rise no read has seen yet.
+    RSS is read only now and then, and between two reads everything else swings unseen: a search's
+    temporaries, the heap they leave in pieces (handed back by a trim at one read, faulted in again by
+    the next searches). `margin` is the largest swing lately (halving every `half_life` seconds): how
+    far everything else stood at a read above the reads either side of it, or went between two reads
+    above both (where RSS set a new high-water mark between them, the kernel's mark says how high).
+    A rise that stays, or a fall, is no swing: `other` counts it from the next read on. `slack` (an
+    eighth of the bound) is room for a swing larger than any seen yet - a search's working set at
+    100k messages of one user is up to ~11 MB, and the first one of that size would otherwise go over.
     Without them the cache filled what a read left, and at 100k messages RSS read after a search was up
-    to 5 MB over the bound, its high-water mark 12 MB (with them: 4.7 MB under, and 2.4 MB over once,
-    at a search whose temporaries outgrew any before). A read after a quiet spell
-    (more than `quiet` seconds after the one before) teaches the margin nothing: what grew then grew
-    slowly, and is counted in full as everything else from this read on. What an eviction frees stays
-    in glibc's heap until trimmed, and would read as everything else (the cache would then shrink again
-    at each look): so when RSS is over what the cache's limit aims at, the heap is trimmed before RSS is
-    read. What a trim cannot hand back (Python's own small-object arenas, SQLite's page caches) stays
+    to 5 MB over the bound, its high-water mark 12 MB. A read after a quiet spell (more than `quiet`
+    seconds after the one before) teaches the margin nothing. What an eviction frees stays in glibc's
+    heap until trimmed, and would read as everything else (the cache would then shrink again at each
+    look): so when RSS is over what the cache's limit aims at, the heap is trimmed before RSS is read
+    again. What a trim cannot hand back (Python's own small-object arenas, SQLite's page caches) stays
     counted as everything else.
 
     Called by the cache on each store and each write (view_cache.ByteCache.limit) with the bytes it
@@ -117,11 +117,14 @@ class RssBudget:
         self.bound = bound
         self.baseline = baseline if baseline is not None else (rss_bytes() or 0)
         self.every, self.half_life, self.quiet = every, half_life, quiet
-        self.slack = bound // 16 if slack is None else slack
+        self.slack = bound // 8 if slack is None else slack
         self.trims = 0  # how often it had to (`status`, the bench)
         self.margin = 0
         self._other: int | None = None  # everything else at the last read (after its trim)
+        self._high = 0  # ... and before its trim
+        self._before = 0  # everything else at the read before the last (after its trim)
         self._peak = 0  # the process's RSS high-water mark at the last read
+        self._cached = 0  # what the cache held then
         self._at = -float("inf")
         self._cap = bound
         self._lock = threading.Lock()
@@ -136,21 +139,26 @@ class RssBudget:
             if got is None:
                 return self._cap
             rss, peak = got
-            if self._other is not None:
-                self.margin = int(self.margin * 0.5 ** (since / self.half_life))
-                if since <= self.quiet:
-                    # A new high-water mark since the last read: the most it reached between the two.
-                    seen = peak if peak > self._peak else rss
-                    self.margin = max(self.margin, seen - self.baseline - cached - self._other)
-            self._peak = peak
-            room = self.bound - self.margin - self.slack
-            if rss - self.baseline > room:
+            level = rss - self.baseline - cached  # everything beyond the idle daemon but the cache
+            if rss - self.baseline > self.bound - self.margin - self.slack:
                 trim()
                 self.trims += 1
                 rss = rss_bytes() or rss
-            other = max(0, rss - self.baseline - cached)  # everything beyond the idle daemon but the cache
-            self._other = other
-            self._cap = max(0, room - other)
+            other = max(0, rss - self.baseline - cached)
+            if self._other is not None:
+                self.margin = int(self.margin * 0.5 ** (since / self.half_life))
+                if since <= self.quiet:
+                    # A swing: how far the rest stood at the last read above the reads either side of
+                    # it, or went between this read and the last (a new high-water mark) above both.
+                    # A rise that stays, or a fall, is no swing: `other` counts it.
+                    swing = self._high - max(self._before, other)
+                    if peak > self._peak:  # (the cache then taken at the more it held at the two reads)
+                        at_peak = peak - self.baseline - max(cached, self._cached)
+                        swing = max(swing, at_peak - max(self._other, other))
+                    self.margin = max(self.margin, swing)
+            self._before = other if self._other is None else self._other
+            self._other, self._high, self._peak, self._cached = other, level, peak, cached
+            self._cap = max(0, self.bound - self.margin - self.slack - other)
             return self._cap
 
 
