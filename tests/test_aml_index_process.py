@@ -280,3 +280,59 @@ def test_index_process_false_keeps_the_indexing_in_the_daemon(tmp_path: Path) ->
     finally:
         assert daemon.stop() == 0
     assert seen == []
+
+
+@linux_only
+def test_a_search_right_after_an_add_waits_for_the_child_instead_of_indexing_beside_it(setup: Setup) -> None:
+    """Indexing beside the child, the search would find the child's next version before the child's
+    message about it, and drop the owner's cache (a cold search after every Add of a stream)."""
+    import threading
+
+    setup.add()
+    child = setup.child()
+    setup.indexed()
+    mine = setup.index._storage.writes
+    os.kill(child._proc.pid, signal.SIGSTOP)  # (idle: it holds no lock of messages.db)
+    try:
+        setup.add("Melanie: we bought a quince tree")
+        got: list[Any] = []
+        search = threading.Thread(target=lambda: got.extend(setup.svc.search("quince", "u1", 1)))  # (catches up)
+        search.start()
+        search.join(0.5)
+        assert search.is_alive(), "the search indexed the Add itself instead of waiting for the child"
+    finally:
+        os.kill(child._proc.pid, signal.SIGCONT)
+    search.join(WAIT)
+    assert got and "quince" in got[0].content
+    assert setup.index._storage.writes == mine
+
+
+def test_a_childs_write_found_by_a_search_first_keeps_what_that_search_cached(tmp_path: Path) -> None:
+    """The child's message about version v+1 may come after a search here read v+1 and cached it:
+    those entries are of v+1 already and stay (the message is not a reason to drop them)."""
+    from mateclaw_mem.index.messages.index_process import apply_wrote
+    from mateclaw_mem.index.messages.view_cache import ByteCache
+
+    cache = ByteCache(1 << 20)
+    cache.check("g", 7, 4)
+    cache.put(("t", 7, "lake"), b"at four", 16, ("g", 4))
+    cache.check("g", 7, 5)  # a search reads the owner at 5 (the child's commit), before its message
+    cache.put(("t", 7, "lake"), b"at five", 16, ("g", 5))
+    apply_wrote(cache, [7, 4, 5, ["lake"], [], False, [], None])
+    assert cache.get(("t", 7, "lake"), ("g", 5)) == b"at five"
+    apply_wrote(cache, [7, 5, 6, ["lake"], [], False, [], None])  # (the next write does drop it)
+    assert cache.get(("t", 7, "lake"), ("g", 6)) is None
+
+
+def test_the_child_tells_a_write_only_once_it_is_committed() -> None:
+    """Told before its commit, the daemon's cache would take the old version's entries for the new."""
+    from mateclaw_mem.index.messages.index_process import _Relay
+
+    sent: list[dict[str, Any]] = []
+    relay = _Relay(sent.append)
+    relay.wrote(3, 1, 2, {"kite"}, {0}, False, {11: None}, {"kite": 5})
+    assert sent == []
+    relay.committed()
+    assert sent == [{"wrote": [3, 1, 2, ["kite"], [0], False, [11], {"kite": 5}]}]
+    relay.committed()
+    assert len(sent) == 1

@@ -141,7 +141,14 @@ class MessageIndex:
     def catch_up(self, log: MessageSource) -> int:
         """`sync` when the log holds anything past the watermark (before every read that answers
         from the index: an acknowledged Add is searchable even while `sync_later` has not run). Two
-        index seeks when nothing is due. Returns how many were indexed here."""
+        index seeks when nothing is due. Returns how many were indexed here.
+
+        While the index process is indexing this process's Adds, this waits for it first (briefly:
+        it is one sync behind at most) rather than indexing beside it: the search then finds what the
+        child wrote already told to its cache, instead of a version it does not know (a cold search)."""
+        if not log.since(self.watermark(), limit=1):
+            return 0
+        self._indexer.wait_indexed(self._indexer.logged_to, self.LAG_WAIT)
         return self.sync(log) if log.since(self.watermark(), limit=1) else 0
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:

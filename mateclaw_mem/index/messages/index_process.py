@@ -190,15 +190,25 @@ def apply_wrote(cache: Any, wrote: Sequence[Any]) -> None:
 
 
 class _Relay:
-    """The child's `postings.Invalidate`: what each write rewrote, sent to the parent."""
+    """The child's `postings.Invalidate`: what each write rewrote, sent to the parent once it is
+    committed (`committed`: a search of the parent that found the new version before it heard of it
+    would drop the owner's entries; one that heard before the commit, the entries of the old one)."""
 
     def __init__(self, send: Callable[[dict[str, Any]], None]) -> None:
         self.send = send
+        self._held: list[list[Any]] = []  # (the writer holds the storage's lock from the write to its commit)
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
               speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None:
-        self.send({"wrote": [okey, old_version, new_version, list(terms), list(segs), speakers, list(docs),
-                             dict(cuts) if cuts else None]})
+        self._held.append([okey, old_version, new_version, list(terms), list(segs), speakers, list(docs),
+                           dict(cuts) if cuts else None])
+
+    def committed(self) -> None:
+        """Send what the committed write rewrote. (A write rolled back leaves its entries to go with the
+        next commit: told a version that never was, the parent's cache drops those entries, no more.)"""
+        held, self._held = self._held, []
+        for w in held:
+            self.send({"wrote": w})
 
 
 def child_main(argv: Sequence[str]) -> int:
@@ -221,7 +231,8 @@ def child_main(argv: Sequence[str]) -> int:
             out.flush()
 
     storage = MessageStorage(db_path, log_db)
-    storage.cache = _Relay(send)  # (no search runs here: the parent's cache is the one to tell)
+    relay = storage.cache = _Relay(send)  # (no search runs here: the parent's cache is the one to tell)
+    storage.on_commit = relay.committed
     source = LogTail(log_db)
     wake = threading.Event()
     ended = threading.Event()

@@ -25,7 +25,7 @@ import sqlite3
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -336,8 +336,12 @@ class MessageStorage:
     _standin = False  # `messages` is an empty stand-in (`texts`); PostgreSQL's store: never
     _followed: object = None  # the path of the log `follow` last checked
 
+    on_commit: Callable[[], None] | None = None  # the index process's: what the commit rewrote, sent on
+
     def committed(self, *, documents: bool = True) -> None:
         """After every commit here: `documents` changed (views parse afresh); the checkpoints' cue."""
+        if self.on_commit is not None:
+            self.on_commit()
         self.writes += documents
         self.last_write = time.monotonic()
         if self._due:

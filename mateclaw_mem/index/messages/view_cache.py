@@ -127,6 +127,10 @@ class ByteCache:
         to its limit: Adds grow the rest of the process too (the heap, SQLite's caches), and the RSS
         budget looks while they come, not first at the next search's store."""
         with self._lock:
+            if self._known.get(okey) == (self._generation, new_version):
+                # (Another process's write - the index process's - that a search here found first: what
+                # it keeps was read at this version already.)
+                return
             if self._known.get(okey) != (self._generation, old_version):
                 self._purge(okey)
                 self._known.pop(okey, None)
