@@ -36,6 +36,10 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_workspace_location.py::test_a_second_serve_on_the_daemons_port_is_told_the_daemon_runs": ("subprocess",),
     "test_status_daemon.py": ("subprocess",),
     "test_pg_support.py": ("subprocess",),
+    "test_aml_index_process.py": ("subprocess",),  # the index process is a real child (two tests: real daemons)
+    "test_aml_index_process.py::test_the_daemon_indexes_a_stream_of_adds_in_a_child_and_ends_it_on_stop":
+        ("slow", "subprocess"),
+    "test_aml_index_process.py::test_index_process_false_keeps_the_indexing_in_the_daemon": ("slow", "subprocess"),
     "test_aml_only.py": ("slow", "subprocess"),  # serve --aml-only as real processes, the full daemon beside it
     "test_aml_only_pg.py": ("slow", "subprocess"),  # ... over a real PostgreSQL, stopped and restarted under it
     "test_aml_transfer_pg.py": ("subprocess",),  # a real PostgreSQL  # a real PostgreSQL (initdb, pg_ctl), and children killed with SIGKILL
