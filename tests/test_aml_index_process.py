@@ -336,3 +336,14 @@ def test_the_child_tells_a_write_only_once_it_is_committed() -> None:
     assert sent == [{"wrote": [3, 1, 2, ["kite"], [0], False, [11], {"kite": 5}]}]
     relay.committed()
     assert len(sent) == 1
+
+
+def test_a_child_that_cannot_start_leaves_the_indexing_to_the_daemon(
+        setup: Setup, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch.setattr(sys, "executable", str(Path(setup.index.path).parent / "no-such-python"))
+    for _ in range(5):
+        setup.add("Melanie: we planted a medlar tree")
+    setup.indexed()
+    assert setup.index._indexer._child is None
+    assert any("index process could not start" in r.getMessage() for r in caplog.records)
+    assert "medlar" in setup.svc.search("medlar", "u1", 1)[0].content

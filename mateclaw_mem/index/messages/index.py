@@ -322,7 +322,7 @@ class _Indexer(Worker):
         child = IndexProcess(self.index.path, storage.log_db, self._heard, self._exited)
         try:
             child.start()
-        except OSError as exc:
+        except Exception as exc:  # (no interpreter to run: an embedded one, a sandbox that forbids it)
             log.warning("the index process could not start (%s); indexing on the daemon's own thread", exc)
             self._died_at = time.monotonic()
             return None
