@@ -125,3 +125,44 @@ def test_the_file_search_finds_an_add_its_indexing_thread_has_not_reached(tmp_pa
         assert ann and "Zorbleflax" in ann[0][1], ann
     finally:
         services.close()
+
+
+def test_the_file_index_reads_past_add_turns_without_reading_them(tmp_path: Path) -> None:
+    """The log leaves the Add/Search turns out of what the file index's catch-up reads (it read them all,
+    one Python object each, to skip them), and the watermark still moves past them."""
+    from mateclaw_mem.conversations.log import ConversationLog
+
+    log = ConversationLog(tmp_path / "log.db")
+    try:
+        def put(source: str, text: str) -> int:
+            return log.append("aml", "c1", [NewMessage("user", text)], trigger_source=source, now_ms=1)[0]
+
+        chat1 = put("chat", "one")
+        for n in range(5):
+            put("aml", f"add {n}")
+        chat2 = put("chat", "two")
+        last = put("aml", "add last")
+        got, upto = log.since_kept(0, skip_source="aml", limit=10)
+        assert [m.id for m in got] == [chat1, chat2] and upto == last  # (the log's end: fewer than 10)
+        got, upto = log.since_kept(0, skip_source="aml", limit=1)
+        assert [m.id for m in got] == [chat1] and upto == chat1  # (a full batch: read up to its last)
+        assert log.since_kept(last, skip_source="aml") == ([], last)
+    finally:
+        log.close()
+
+
+def test_the_file_index_watermark_moves_past_add_turns(tmp_path: Path, clock: ManualClock) -> None:
+    services = _services(tmp_path, clock)
+    try:
+        _fill(services)
+        for n in range(30):
+            services.aml.add(f"more-{n}", "ann", "s2", [AmlMessage("user", f"Caroline: filler {n}")])
+        assert services.file_index.sync_messages(services.log, batch=4) == 1  # the chat turn
+        with sqlite3.connect(services.settings.index_db) as db:
+            mark = int(db.execute("SELECT value FROM meta WHERE key = 'messages_watermark'").fetchone()[0])
+        db.close()
+        assert mark == services.log.since_kept(0, skip_source="", limit=10_000)[1]  # the log's last id
+        assert list(_copies(services.settings.index_db)) == [f"Ann: a {CHAT}"]
+        assert services.file_index.sync_messages(services.log) == 0
+    finally:
+        services.close()

@@ -425,6 +425,23 @@ class ConversationLog(SharedConnection):
             ).fetchall()
         return [_row_to_message(r) for r in rows]
 
+    def since_kept(self, after_id: int, *, skip_source: str,
+                   limit: int = 1000) -> tuple[list[StoredMessage], int]:
+        """`since`, leaving out the messages `skip_source` logged (SQLite skips them: never made into
+        Python objects), and the id the log was read up to: the last one returned when `limit` were,
+        else the last id of the log. The file index reads the log so, past the Add/Search turns it
+        keeps no copy of: its catch-up read every one of them, seconds of the daemon's CPU after a
+        stream of Adds (issue 36)."""
+        with self._lock:
+            # Read first: every message at or below it is committed (ids are given under SQLite's one
+            # write lock, so a transaction still open holds only ids above it).
+            upto = self._conn.execute("SELECT COALESCE(MAX(id), 0) FROM messages").fetchone()[0]
+            rows = self._conn.execute(
+                "SELECT * FROM messages WHERE id > ? AND id <= ? AND trigger_source IS NOT ? ORDER BY id LIMIT ?",
+                (after_id, upto, skip_source, limit)).fetchall()
+        kept = [_row_to_message(r) for r in rows]
+        return kept, (kept[-1].id if len(kept) == limit else max(upto, after_id))
+
     def conversation_flags(self, agent: str, conversation_id: str, owner: str | None = None) -> dict:
         """Facts about a conversation that gate post-chat work (memoryless, sources, size)."""
         with self._lock:

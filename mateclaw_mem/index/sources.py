@@ -58,6 +58,11 @@ class SourcedLog(Protocol):
 
     def since(self, after_id: int, *, limit: int = 1000) -> Sequence[SourcedMessage]: ...
 
+    def since_kept(self, after_id: int, *, skip_source: str,
+                   limit: int = 1000) -> tuple[Sequence[SourcedMessage], int]:
+        """`since` without the messages `skip_source` logged, and the id the log was read up to."""
+        ...
+
 
 class StoredFact(_InConversation, Protocol):
     """A source-bound fact (`conversations.facts.Fact` fits)."""

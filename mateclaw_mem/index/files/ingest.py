@@ -228,19 +228,19 @@ def sync_messages(db: FileStorage, source: SourcedLog, *, batch: int = 1000) -> 
     added = 0
     while True:
         watermark = db.watermark(db.reader())
-        messages = source.since(watermark, limit=batch)
-        if not messages:
+        # Add/Search turns are left out by the log itself (the message index holds them): the
+        # watermark moves past them unread.
+        messages, upto = source.since_kept(watermark, skip_source=AML_TRIGGER, limit=batch)
+        if upto <= watermark:
             return added
         with db.tx() as conn:
             # Re-read inside the transaction: another process may have indexed these already.
             current = db.watermark(conn)
             fresh = [m for m in messages if m.id > current]
             added += db.insert_messages(conn, "", fresh)
-            if fresh:
+            if upto > current:
                 conn.execute(
-                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)",
-                    (str(max(m.id for m in fresh)),),
-                )
+                    "INSERT OR REPLACE INTO meta (key, value) VALUES ('messages_watermark', ?)", (str(upto),))
         if len(messages) < batch:
             return added
 
