@@ -37,13 +37,18 @@ def _fields() -> tuple[Any, Any]:
     return np.arange(0, 64, 16, dtype=np.uint64), np.uint64(0xFFFF)
 
 
-def normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...]) -> Any:
-    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths.
-    (In place after the first product: a common word's rows are megabytes, and each temporary
-    of that size is mapped, faulted in and unmapped again. The same floats: a sum is the same
-    either way round.)"""
+def normalisation(b: tuple[float, ...], lens: Any, avg: tuple[float, ...], *, own: bool = False) -> Any:
+    """BM25F length normalisation per field, 1 - b + b x len / avg, of a row or rows of lengths;
+    `own`: `lens` is a float64 array the caller gives up, written over. (In place after the first
+    product, or from the first with `own`: a common word's rows are megabytes, and each temporary
+    of that size is mapped, faulted in and unmapped again. The same floats: a product or a sum is
+    the same either way round.)"""
     bb = _row(b)
-    out = bb * lens
+    if own:
+        out = lens
+        out *= bb
+    else:
+        out = bb * lens
     out /= _row(avg)
     out += 1.0 - bb
     return out

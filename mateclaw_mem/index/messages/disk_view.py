@@ -437,10 +437,11 @@ class DiskView:
     def _norms(self, term: str, b: tuple[float, ...], k: int, lens: Callable[[int], Any]) -> Any:
         """The length normalisation of the documents of a term's postings from the k-th on: the same
         for the head's and the tail's rankings, whose keys differ in weights only (a common word's
-        tens of thousands of lengths gathered and normalised once a search, not twice)."""
+        tens of thousands of lengths gathered and normalised once a search, not twice). `lens(k)`
+        gives a fresh array (a gather), normalised in place."""
         got = self._term_norms.get((term, b, k))
         if got is None:
-            got = self._term_norms[(term, b, k)] = normalisation(b, lens(k), self.avg)
+            got = self._term_norms[(term, b, k)] = normalisation(b, lens(k), self.avg, own=True)
         return got
 
     def ids_of(self, ords: Any) -> Any:
@@ -508,7 +509,8 @@ class DiskView:
         if found:
             at = np.concatenate([f[1] for f in found]) if len(found) > 1 else found[0][1]
             packed = np.concatenate([f[2] for f in found]) if len(found) > 1 else found[0][2]
-            keep, vals = saturate_rows(counts(packed), normalisation(key[2], self.lens[p[at]], self.avg), key)
+            keep, vals = saturate_rows(counts(packed), normalisation(key[2], self.lens[p[at]], self.avg, own=True),
+                                       key)
             # Each term's share of the rows, and of the values (those of the rows kept).
             ends = np.cumsum([len(f[1]) for f in found]).tolist()
             kept = np.concatenate(([0], np.cumsum(keep))) if len(found) > 1 else None
