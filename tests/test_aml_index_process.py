@@ -99,7 +99,8 @@ def test_a_stream_of_adds_is_indexed_by_the_child_not_the_daemon(setup: Setup) -
     setup.add("Melanie: the zebra painted a violet kite")
     setup.indexed()
     assert setup.index._storage.writes == mine, "the parent indexed what the child should have"
-    assert setup.index._storage.indexed_to >= setup.last_id()  # (its lag bound reads the child's reports)
+    # (The lag bound reads the child's reports, which follow its commit.)
+    wait_until(lambda: setup.index._storage.indexed_to >= setup.last_id(), "the child's report of its watermark")
     assert child._proc is not None and not gone(child._proc.pid)
     hits = setup.index.search("aml", "u1", "violet zebra kite", limit=3)
     assert hits and "violet kite" in hits[0].content

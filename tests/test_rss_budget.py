@@ -28,7 +28,10 @@ from mateclaw_mem.runtime import malloc
 malloc.tune()
 MIB = 1 << 20
 cache = ByteCache(64 * MIB)
-budget = malloc.RssBudget(48 * MIB, every=0)  # idle = now
+# idle = now. No margin learned nor slack kept (quiet=-1, slack=0): this is the budget's base rule, what
+# the rest leaves (the margin has its own test below; with an eighth of the bound kept spare, the 8 MiB
+# the ballast leaves here were ~2, and the churn's lower bound a coin toss under CI's load).
+budget = malloc.RssBudget(48 * MIB, every=0, quiet=-1, slack=0)
 if sys.argv[1] == "on":
     cache.limit = budget
 out = {{}}
