@@ -16,7 +16,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
+from _daemon import children, start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -70,14 +70,7 @@ class AmlDaemon:
 
     def children(self) -> list[int]:
         """The daemon's child processes (its index process while one runs: aml.index-process)."""
-        out: list[int] = []
-        if self.proc is not None:
-            for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
-                try:
-                    out += [int(p) for p in (task / "children").read_text().split()]
-                except (FileNotFoundError, ProcessLookupError):
-                    continue
-        return out
+        return children(self.proc.pid) if self.proc is not None else []
 
     def kill9(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

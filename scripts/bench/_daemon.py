@@ -28,3 +28,15 @@ def start_daemon(cmd: list[str], log: Path, *, env: dict[str, str] | None = None
             return proc, m.group(1)
         time.sleep(0.005)  # (a restart is timed to its first answer through this wait: 50 ms added up to 50)
     return proc, None
+
+
+def children(pid: int) -> list[int]:
+    """The processes `pid` started that still run (a daemon's index process, aml.index-process): each of
+    its threads lists those it started (Linux /proc; [] elsewhere)."""
+    out: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            out += [int(p) for p in (task / "children").read_text().split()]
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return out

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from _daemon import start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
+from _daemon import children, start_daemon  # scripts/bench/_daemon.py (this script's folder is on sys.path)
 from _figures import record  # scripts/bench/_figures.py
 from _load import load_average  # scripts/bench/_load.py
 
@@ -190,13 +190,7 @@ class Server:
     def children(self) -> list[int]:
         """The server's child processes (ours: its index process while one runs, aml.index-process)."""
         assert self.proc is not None
-        out: list[int] = []
-        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):  # (each thread lists what it started)
-            try:
-                out += [int(p) for p in (task / "children").read_text().split()]
-            except FileNotFoundError:
-                continue
-        return out
+        return children(self.proc.pid)
 
     def child_rss_mb(self, field: str = "VmRSS") -> float:
         return sum(self.rss_mb(pid, field) for pid in self.children())

@@ -148,8 +148,10 @@ class MessageIndex:
         child wrote already told to its cache, instead of a version it does not know (a cold search)."""
         if not log.since(self.watermark(), limit=1):
             return 0
-        self._indexer.wait_indexed(self._indexer.logged_to, self.LAG_WAIT)
-        return self.sync(log) if log.since(self.watermark(), limit=1) else 0
+        if self._indexer.wait_indexed(self._indexer.logged_to, self.LAG_WAIT) \
+                and not log.since(self.watermark(), limit=1):
+            return 0  # (the child did it all; another process's Adds would be left, and done below)
+        return self.sync(log)
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:
         """Index every stored fact after the fact watermark (call after `sync`)."""
@@ -275,7 +277,6 @@ class _Indexer(Worker):
             return  # (no wake-up of this thread: the child reads the log itself)
         with self._cv:
             self._log = self._source = source
-            self._last_want = time.monotonic()
             self._wake()
 
     def _run(self) -> None:

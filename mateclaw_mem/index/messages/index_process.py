@@ -86,8 +86,7 @@ class IndexProcess:
         self.on_line, self.on_exit = on_line, on_exit
         self._proc: subprocess.Popen[bytes] | None = None
         self._stdin: IO[bytes] | None = None
-        self._fd: int | None = None
-        self._fd_lock = threading.Lock()
+        self._stdin_lock = threading.Lock()  # (`poke` writes what `_close_input` closes)
         self._reader: threading.Thread | None = None
         self._closing = False
         self.ready = False
@@ -115,7 +114,6 @@ class IndexProcess:
         # a pipe: there the child's reader thread keeps it drained).
         with contextlib.suppress(AttributeError, OSError):
             os.set_blocking(self._stdin.fileno(), False)
-        self._fd = self._stdin.fileno()
         self._reader = threading.Thread(target=self._read, args=(self._proc, self._proc.stdout),
                                         name="aml-index-reader", daemon=True)
         self._reader.start()
@@ -125,33 +123,36 @@ class IndexProcess:
         False when it is gone (the caller indexes itself)."""
         # Under the lock that closes it: a write to a descriptor closed meanwhile could land in
         # whatever file reused its number.
-        with self._fd_lock:
-            if self._fd is None:
+        with self._stdin_lock:
+            if self._stdin is None:
                 return False
             try:
-                os.write(self._fd, b"sync\n")
+                os.write(self._stdin.fileno(), b"sync\n")
             except BlockingIOError:  # (64 KB of pokes it has not read yet: one more adds nothing)
                 pass
             except OSError:  # (its end closed: it died; `_read` reports it)
                 return False
             return True
 
-    def stop(self, *, wait: float | None = None) -> None:
-        """End the child: its input closed, its step under way finished (killed past `wait` s)."""
-        proc, stdin = self._proc, self._stdin
-        if proc is None:
-            return
-        self._closing = True
-        with self._fd_lock:
-            self._stdin = self._fd = None
+    def _close_input(self) -> None:
+        with self._stdin_lock:
+            stdin, self._stdin = self._stdin, None
             if stdin is not None:
                 with contextlib.suppress(OSError, ValueError):
                     stdin.close()
+
+    def stop(self) -> None:
+        """End the child: its input closed, its step under way finished (killed past `STOP_WAIT` s)."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        self._close_input()
         try:
-            proc.wait(self.STOP_WAIT if wait is None else wait)
+            proc.wait(self.STOP_WAIT)
         except subprocess.TimeoutExpired:
             log.warning("the index process did not end within %g s: killed (the log holds everything it had"
-                        " not indexed; the next sync does it)", self.STOP_WAIT if wait is None else wait)
+                        " not indexed; the next sync does it)", self.STOP_WAIT)
             proc.kill()
             proc.wait()
         if self._reader is not None and self._reader is not threading.current_thread():
@@ -175,11 +176,7 @@ class IndexProcess:
             pass
         code = proc.wait()
         expected = self._closing
-        with self._fd_lock:
-            stdin, self._stdin, self._fd = self._stdin, None, None
-            if stdin is not None:
-                with contextlib.suppress(OSError, ValueError):
-                    stdin.close()
+        self._close_input()
         if self._proc is proc:
             self._proc = None
         self.on_exit(self, code, expected)
