@@ -7,7 +7,8 @@ floor with an indexed owner column (`--owner-index`, the stronger reference).
 One user: the LoCoMo dev turns replayed under one user_id (copies get their own session ids) up to
 each size, as Adds of 20 turns. Then, per server: Add p50; the first search after the Adds and the
 warm searches (p50/p95, 100 of the dev questions, top_k 100; then the same 100 again, their terms
-now in the byte cache); RSS; the files on disk (after one file
+now in the byte cache); RSS; then `--first` - 1 more rounds of 200 turns, each followed by another
+first search (the first search's row is the p50 of them all); the files on disk (after one file
 search, which catches the file index up with the log as a daemon's reconcile does); and a restart
 (the process stopped, started again) to its first answer, the search's own latency beside it.
 
@@ -15,7 +16,7 @@ Spread: U users x M turns each, then a restart, then searches spread uniformly o
 user is cold at first: the case that parsed an evicted owner's history before), p50/p95 and RSS.
 
     python scripts/bench/aml_scale.py --data LOCOMO.json [--sizes 1000,10000,30000,100000]
-        [--spread 100x3000,1000x300] [--searches 100] [--spread-searches 600]
+        [--spread 100x3000,1000x300] [--searches 100] [--first 5] [--spread-searches 600]
 """
 
 from __future__ import annotations
@@ -222,14 +223,37 @@ def search_body(user: str, q: str) -> dict[str, Any]:
     return {"user_id": user, "query": q, "top_k": 100}
 
 
-def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], searches: int) -> None:
+# Messages Added between two first searches (`--first`): 10 Adds of 20 turns.
+FIRST_EXTRA = 200
+
+
+def split_after(bodies: list[dict[str, Any]], messages: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`bodies` cut after the Add that reaches `messages` turns."""
+    done = 0
+    for k, body in enumerate(bodies):
+        if done >= messages:
+            return bodies[:k], bodies[k:]
+        done += len(body["messages"])
+    return bodies, []
+
+
+def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], searches: int,
+             firsts: int = 1) -> None:
     with tempfile.TemporaryDirectory() as name:
         servers = [Server(n, Path(name) / n) for n in SERVERS]
         for s in servers:
-            s.start()
+            # Its start-up done (the rest of the services, the watcher's first reconcile): Adds that ran
+            # beside it slowed all three servers on this 2-core machine, the floors most (at 1k, 4 runs,
+            # load 2.4: floor p50 1.90 ms beside it, 0.68 after).
+            s.start(until_ready=True)
         user = "scale-user"
+        # The Adds, and after the warm searches `firsts - 1` more rounds of FIRST_EXTRA turns, each
+        # followed by a first search: what the Adds leave cold again (the owner's saturated values,
+        # the terms they wrote) read afresh. One sample per size was one draw of the machine's noise.
+        bodies, extra = split_after(add_bodies(base, user, size + (firsts - 1) * FIRST_EXTRA, f"s{size}"), size)
+        total = size
         try:
-            adds = interleaved(servers, "/v1/aml/add", add_bodies(base, user, size, f"s{size}"))
+            adds = interleaved(servers, "/v1/aml/add", bodies)
             # What indexed them beside the daemon: its index process, while one runs (its own RSS and peak).
             child = {s.name: s.child_rss_mb() for s in servers}
             child_peak = {s.name: s.child_rss_mb("VmHWM") for s in servers}
@@ -241,6 +265,12 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
             again = interleaved(servers, "/v1/aml/search", [search_body(user, q) for q in questions[1 : 1 + searches]])
             rss = {s.name: s.rss_mb() for s in servers}
             tree = {s.name: rss[s.name] + s.child_rss_mb() for s in servers}
+            for k in range(1, firsts):
+                more, extra = split_after(extra, FIRST_EXTRA)
+                interleaved(servers, "/v1/aml/add", more)
+                total += sum(len(b["messages"]) for b in more)
+                for n, v in interleaved(servers, "/v1/aml/search", [search_body(user, questions[-1 - k])]).items():
+                    first[n] += v
             disk: dict[str, float] = {}
             files: dict[str, int] = {}
             restart: dict[str, float] = {}
@@ -278,7 +308,11 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
 
     row("Add p50 ms (20 turns)", {n: pct(v, 50) for n, v in adds.items()}, "ms")
     row("Add p95 ms (20 turns)", {n: pct(v, 95) for n, v in adds.items()}, "ms")
-    row("first search ms", {n: v[0] for n, v in first.items()}, "ms")
+    row("first search ms" if firsts == 1 else f"first search p50 ms (of {firsts})",
+        {n: pct(v, 50) for n, v in first.items()}, "ms")
+    if firsts > 1:
+        print(f"| {'  each, ms':<34} | " + " | ".join(
+            f"{' '.join(f'{x:.0f}' for x in first[n]):>10}" for n in SERVERS) + " |")
     row("warm search p50 ms", {n: pct(v, 50) for n, v in warm.items()}, "ms")
     row("warm search p95 ms", {n: pct(v, 95) for n, v in warm.items()}, "ms")
     row("  same questions again p50 ms", {n: pct(v, 50) for n, v in again.items()}, "ms")
@@ -292,10 +326,10 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     over = {n: rss[n] - idle[n] for n in SERVERS}
     print(f"| {'  RSS over the idle daemon MB':<34} | " + " | ".join(f"{over[n]:>10.1f}" for n in SERVERS)
           + f" | ours' aml.cache-bytes: {CACHE_BYTES / 1e6:.1f} MB |")
-    row("disk bytes per message (stopped)", {n: disk[n] / size for n in SERVERS}, "B", "{:>10.0f}")
+    row("disk bytes per message (stopped)", {n: disk[n] / total for n in SERVERS}, "B", "{:>10.0f}")
     row("restart -> first answer ms", restart, "ms", "{:>10.0f}")
     row("  of which the search ms", after, "ms")
-    print("ours on disk, bytes per message: " + ", ".join(f"{k} {v / size:.0f}" for k, v in files.items() if v))
+    print("ours on disk, bytes per message: " + ", ".join(f"{k} {v / total:.0f}" for k, v in files.items() if v))
 
 
 def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: list[str], searches: int) -> None:
@@ -303,7 +337,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
     with tempfile.TemporaryDirectory() as name:
         servers = [Server(n, Path(name) / n) for n in SERVERS]
         for s in servers:
-            s.start()
+            s.start(until_ready=True)  # (as for one user)
         try:
             bodies: list[dict[str, Any]] = []
             for u in range(users):
@@ -316,7 +350,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
                 s.settle()
                 s.stop()
                 disk[s.name] = s.disk_bytes()  # stopped: the WAL files checkpointed and gone, as at rest
-                s.start()
+                s.start(until_ready=True)  # (a restart's own cost: the one-user rows' restart -> first answer)
             got = interleaved(servers, "/v1/aml/search", [search_body(f"user-{rng.randrange(users)}",
                                                                       rng.choice(questions)) for _ in range(searches)])
             rss = {s.name: s.rss_mb() + s.child_rss_mb() for s in servers}
@@ -347,6 +381,9 @@ def main() -> int:
     ap.add_argument("--sizes", default="1000,10000,30000,100000")
     ap.add_argument("--spread", default="100x3000", help="USERSxMESSAGES[,...]; empty: none")
     ap.add_argument("--searches", type=int, default=100, help="warm searches per size")
+    ap.add_argument("--first", type=int, default=5,
+                    help=f"first searches per size (p50): after the Adds, then N-1 more, each after {FIRST_EXTRA}"
+                    " more turns (Added after the warm searches)")
     ap.add_argument("--spread-searches", type=int, default=600)
     ap.add_argument("--base", type=Path, help="also run the daemon from this source tree (e.g. `git archive`"
                     " of an earlier commit's mateclaw_mem) as 'base', interleaved with the others; the Add"
@@ -368,7 +405,7 @@ def main() -> int:
     if BASE_SRC is not None:
         print(BASE_CAVEAT)
     for size in (int(s) for s in args.sizes.split(",") if s):
-        one_user(size, base, questions, args.searches)
+        one_user(size, base, questions, args.searches, max(1, args.first))
     for spec in (s for s in args.spread.split(",") if s):
         users, each = (int(x) for x in spec.split("x"))
         spread(users, each, base, questions, args.spread_searches)
