@@ -271,6 +271,11 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
                 total += sum(len(b["messages"]) for b in more)
                 for n, v in interleaved(servers, "/v1/aml/search", [search_body(user, questions[-1 - k])]).items():
                     first[n] += v
+            # The most each held at any moment of the run (the kernel's high-water marks: between two
+            # reads a search's temporaries come and go unseen by the rows above).
+            peak = {s.name: s.rss_mb(field="VmHWM") for s in servers}
+            child_peak = {n: max(v, next(s.child_rss_mb("VmHWM") for s in servers if s.name == n))
+                          for n, v in child_peak.items()}
             disk: dict[str, float] = {}
             files: dict[str, int] = {}
             restart: dict[str, float] = {}
@@ -326,6 +331,9 @@ def one_user(size: int, base: list[tuple[str, str, int]], questions: list[str], 
     over = {n: rss[n] - idle[n] for n in SERVERS}
     print(f"| {'  RSS over the idle daemon MB':<34} | " + " | ".join(f"{over[n]:>10.1f}" for n in SERVERS)
           + f" | ours' aml.cache-bytes: {CACHE_BYTES / 1e6:.1f} MB |")
+    print(f"| {'  peak (VmHWM) over it MB':<34} | " + " | ".join(f"{peak[n] - idle[n]:>10.1f}" for n in SERVERS)
+          + " | the index process's peak: " + ", ".join(
+              f"{n} {child_peak[n]:.0f}" for n in SERVERS if n in ("ours", "base")) + " |")
     row("disk bytes per message (stopped)", {n: disk[n] / total for n in SERVERS}, "B", "{:>10.0f}")
     row("restart -> first answer ms", restart, "ms", "{:>10.0f}")
     row("  of which the search ms", after, "ms")
@@ -345,6 +353,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
                 mine = base[offset:] + base[:offset]  # each user starts at another place in the turns
                 bodies += add_bodies(mine, f"user-{u}", each, f"u{u}")
             adds = interleaved(servers, "/v1/aml/add", bodies)
+            peak = {s.name: s.rss_mb(field="VmHWM") + s.child_rss_mb("VmHWM") for s in servers}
             disk: dict[str, float] = {}
             for s in servers:  # every owner cold, as after a restart
                 s.settle()
@@ -354,6 +363,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
             got = interleaved(servers, "/v1/aml/search", [search_body(f"user-{rng.randrange(users)}",
                                                                       rng.choice(questions)) for _ in range(searches)])
             rss = {s.name: s.rss_mb() + s.child_rss_mb() for s in servers}
+            peak = {s.name: max(peak[s.name], s.rss_mb(field="VmHWM") + s.child_rss_mb("VmHWM")) for s in servers}
         finally:
             for s in servers:
                 s.stop()
@@ -366,6 +376,7 @@ def spread(users: int, each: int, base: list[tuple[str, str, int]], questions: l
             ("search p50 ms", {n: pct(v, 50) for n, v in got.items()}, "{:>10.2f}"),
             ("search p95 ms", {n: pct(v, 95) for n, v in got.items()}, "{:>10.2f}"),
             ("RSS MB (+ index process)", rss, "{:>10.0f}"),
+            ("  peak (VmHWM) MB, Adds or searches", peak, "{:>10.0f}"),
             ("disk bytes per message (stopped)", {n: disk[n] / total for n in SERVERS}, "{:>10.0f}")]
     for label, vals, fmt in rows:
         o, f, fi = (vals[n] for n in ("ours", "floor", "floor+idx"))
