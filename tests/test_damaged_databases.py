@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 import shutil
 import sqlite3
@@ -28,6 +29,7 @@ import pytest
 from mateclaw_mem import db
 from mateclaw_mem.cli.main import main
 from mateclaw_mem.clock import SystemClock
+from mateclaw_mem.runtime import heal
 from mateclaw_mem.runtime.daemon import Daemon
 from mateclaw_mem.runtime.heal import DATABASES as KINDS
 from mateclaw_mem.runtime.services import Services
@@ -176,6 +178,56 @@ def test_the_real_daemon_reports_what_was_set_aside(ws: Path) -> None:
         proc.wait(timeout=60)
     lines = [line for line in log.read_text().splitlines() if "log.db is damaged" in line]
     assert len(lines) == 1 and "doctor --salvage" in lines[0], lines
+
+
+def test_a_start_reads_every_page_of_what_changed_since_the_last_clean_stop(ws: Path, started: list[Daemon]) -> None:
+    """A clean stop marks each database as it leaves it (runtime/heal.py: CLEAN_STOP); the next start
+    reads only the header of those still so, and every page of any other: one damaged after the stop,
+    by any writer, changed its times and is found and set aside."""
+    services = services_on(ws)
+    existing = {d.name for d in KINDS if (ws / ".mateclaw" / d.name).exists()}
+    assert heal.untouched(services.settings) == set()  # (a copied workspace: no mark of this one's)
+    daemon = Daemon(services)
+    daemon.start()
+    daemon.stop()
+    assert heal.untouched(services.settings) == existing and len(existing) == len(KINDS)
+    corrupt_page(ws / ".mateclaw/messages.db")
+    assert heal.untouched(services.settings) == existing - {"messages.db"}
+    services = services_on(ws)
+    daemon = Daemon(services)
+    daemon.start()
+    started.append(daemon)
+    assert len(set_aside(ws, "messages.db")) == 1 and services.message_index.watermark() == TURNS
+
+
+def test_a_file_as_the_clean_stop_left_it_has_its_header_read_not_every_page(ws: Path, started: list[Daemon]) -> None:
+    """What the mark buys, shown by what it trades: a bad page in a file whose mark says it is as a
+    clean stop left it (no writer changed it: bit rot) is not read at start; `doctor` reads it."""
+    settings = services_on(ws).settings
+    path = ws / ".mateclaw/messages.db"
+    corrupt_page(path)
+    heal.mark_clean_stop(settings)  # (as if the damage had been there at the stop)
+    assert heal.untouched(settings) >= {"messages.db"}
+    daemon = Daemon(services_on(ws))
+    daemon.start()
+    started.append(daemon)
+    assert set_aside(ws, "messages.db") == [] and db.check(path) is not None
+
+
+def test_the_clean_stop_mark_holds_only_for_the_same_file_unchanged(ws: Path) -> None:
+    settings = services_on(ws).settings
+    state = ws / ".mateclaw"
+    (state / heal.CLEAN_STOP).write_text("not json", encoding="utf-8")
+    assert heal.untouched(settings) == set()
+    heal.mark_clean_stop(settings)
+    assert heal.untouched(settings) == {d.name for d in KINDS}
+    st = (state / "facts.db").stat()
+    os.utime(state / "facts.db", ns=(st.st_atime_ns, st.st_mtime_ns + 1))  # a sync tool's touch
+    (state / "state.db-wal").write_bytes(b"")  # a WAL beside it: opened and not closed since
+    copy = state / "forget.db.copy"
+    shutil.copy2(state / "forget.db", copy)
+    os.replace(copy, state / "forget.db")  # the same bytes and times, another file
+    assert heal.untouched(settings) == {d.name for d in KINDS} - {"facts.db", "state.db", "forget.db"}
 
 
 def test_a_cli_command_sets_a_damaged_file_aside_before_it_opens_it(ws: Path, capsys) -> None:

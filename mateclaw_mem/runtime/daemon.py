@@ -305,6 +305,7 @@ class Daemon:
             self._sock = None
         self.services.close()
         if self._lock is not None:
+            heal.mark_clean_stop(self.services.settings)  # (every database closed, under the lock)
             self._lock.release()
             self._lock = None
         log.info("stopped")
