@@ -231,6 +231,11 @@ def cmd_serve(ctx: CliContext) -> int:
     # Off until the daemon has started; then `Daemon.run_forever` freezes them out of every later
     # collection (a full one would walk them all: a 50+ ms pause inside some request) and turns it on.
     gc.disable()
+    # Before any thread (the page check's below): glibc gives every thread that allocates before the
+    # arena limit is set an arena of its own, kept for good and shared round-robin by later threads.
+    from mateclaw_mem.runtime import malloc
+
+    malloc.tune()
 
     logging.basicConfig(level=ctx.args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if ctx.args.aml_only:
