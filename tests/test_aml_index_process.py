@@ -201,6 +201,29 @@ _PARENT = textwrap.dedent("""
 """)
 
 
+def rss_anon(pid: int) -> int:
+    """The process's own memory (its heap, arenas, relocated library pages), 0 once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return 0
+    return next((int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("RssAnon:")), 0)
+
+
+@linux_only
+def test_a_quiet_child_gives_back_its_page_caches_and_free_heap(setup: Setup) -> None:
+    """Between the end of a stream and its end (the parent's idle time) the child holds only what it
+    cannot give back: the daemon's budget counts what it holds as the daemon's (runtime/malloc.py)."""
+    setup.add(turns=20)
+    pid = setup.child()._proc.pid
+    busy = 0
+    for n in range(150):  # 3,000 messages, words enough to grow the pages the child reads and writes
+        setup.add(" ".join(f"w{(n * 37 + k) % 5000}" for k in range(30)), turns=20)
+        busy = max(busy, rss_anon(pid))  # (while it indexes: it gives back only after a quiet second)
+    setup.indexed()
+    wait_until(lambda: 0 < rss_anon(pid) < busy - (1 << 20), "the quiet child handing a MiB back")
+
+
 @linux_only
 def test_the_child_ends_when_its_parent_is_killed(tmp_path: Path) -> None:
     parent = subprocess.Popen([sys.executable, "-c", _PARENT, str(tmp_path)], stdout=subprocess.PIPE)

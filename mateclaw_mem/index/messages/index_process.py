@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 import orjson
 
 if TYPE_CHECKING:
-    from mateclaw_mem.index.messages.storage import _Turn
+    from mateclaw_mem.index.messages.storage import MessageStorage, _Turn
 
 log = logging.getLogger(__name__)
 
@@ -247,10 +247,15 @@ def child_main(argv: Sequence[str]) -> int:
 
     threading.Thread(target=listen, name="aml-index-input", daemon=True).start()
     send({"ready": 1})
+    quiet = True  # (nothing held yet to give back)
     try:
         while True:
-            wake.wait()
+            if not wake.wait(None if quiet else QUIET):
+                _give_back(storage, source)
+                quiet = True
+                continue
             wake.clear()
+            quiet = False
             if ended.is_set():
                 return 0
             try:
@@ -267,6 +272,23 @@ def child_main(argv: Sequence[str]) -> int:
 
 
 _BATCH = 200  # log messages per write transaction (as the daemon's own thread)
+# s without a wake-up after which the child gives back its page caches and the heap's free pages; the
+# parent ends it later (index._Indexer.IDLE). Past the merges that follow a stream's last write (0.02-0.5 s).
+QUIET = 1.0
+
+
+def _give_back(storage: MessageStorage, source: LogTail) -> None:
+    """SQLite's page caches emptied and glibc's free pages handed back: after 100k messages of one user's
+    Adds RssAnon 33 -> 28 MB (what stays: the imports, ~16 MB in a fresh child, SQLite's statements and
+    schema, Python's arenas). What the next sync reads again comes from the system's page cache."""
+    import ctypes
+
+    with storage.lock:
+        storage._conn.execute("PRAGMA shrink_memory")
+    source._conn.execute("PRAGMA shrink_memory")
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).malloc_trim(ctypes.c_size_t(0))
+
 
 
 if __name__ == "__main__":
