@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from mateclaw_mem.index.messages.index_process import private_bytes
 from mateclaw_mem.runtime.daemon import Daemon
 from mateclaw_mem.runtime.malloc import RssBudget
 from tests.support.server import daemon_services
@@ -100,10 +101,10 @@ print(json.dumps({{"peak": max(peaks[5:]), "high": malloc.rss_and_peak()[1] - bu
 """
 
 
-def _run(probe: str, mode: str) -> dict[str, int]:
+def _run(probe: str, mode: str, *args: Path) -> dict[str, int]:
     root = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", probe.format(root=root), mode], capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe.format(root=root), mode, *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -120,6 +121,65 @@ def test_the_cache_leaves_room_for_what_grows_between_two_reads() -> None:
     assert got["high"] <= 48 * MIB  # not even between two looks (the kernel's high-water mark)
     assert plain["high"] > 52 * MIB
     assert got["cached"] > 8 * MIB  # and the cache still holds what is left of the bound beside it
+
+
+_BESIDE_A_CHILD = """
+import json, sys, time
+from pathlib import Path
+import numpy as np
+sys.path.insert(0, {root!r})
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.index_process import IndexProcess, private_bytes
+from mateclaw_mem.index.messages.view_cache import ByteCache
+from mateclaw_mem.runtime import malloc
+malloc.tune()
+MIB = 1 << 20
+tmp = Path(sys.argv[2])
+ConversationLog(tmp / "log.db").close()
+MessageIndex(tmp / "messages.db").close()  # (the files the child opens)
+cache = ByteCache(64 * MIB)
+budget = malloc.RssBudget(40 * MIB, every=0, quiet=-1, slack=0,
+                          others=private_bytes if sys.argv[1] == "on" else None)
+cache.limit = budget
+
+def fill(n, tag):
+    for i in range(n):
+        cache.put(("t", 1, f"{{tag}}{{i}}"), np.full(100 * 1024 // 8, i, dtype=np.int64), 100 * 1024)
+
+out = {{}}
+fill(300, "a")  # 30 MiB of entries: within the bound alone
+out["alone"] = cache.size
+child = IndexProcess(tmp / "messages.db", tmp / "log.db", lambda msg: None, lambda *a: None)
+child.start()
+deadline = time.monotonic() + 60
+while not child.ready and time.monotonic() < deadline:
+    time.sleep(0.01)
+out["child"] = private_bytes()
+fill(100, "b")
+out["beside"] = cache.size
+out["tree"] = malloc.rss_bytes() - budget.baseline + private_bytes()  # the two processes beyond the idle one
+child.stop()
+out["gone"] = private_bytes()
+fill(300, "c")
+out["after"] = cache.size
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and glibc's allocator")
+def test_the_cache_gives_up_what_an_index_process_holds_while_it_runs(tmp_path: Path) -> None:
+    """A real index process (messages/index_process.py) beside the cache: its own memory counts as the
+    daemon's, so the two processes stay within the bound of the idle daemon (which has no such child),
+    and the cache takes the room back once the child ends."""
+    plain = _run(_BESIDE_A_CHILD, "off", tmp_path)
+    assert plain["child"] > 8 * MIB  # (an interpreter with SQLite and numpy: ~18 MiB of its own)
+    assert plain["tree"] > 48 * MIB  # the cache filled to the bound beside the child's 18 MiB (measured: 56)
+    got = _run(_BESIDE_A_CHILD, "on", tmp_path)
+    assert got["alone"] > 25 * MIB
+    assert got["beside"] < plain["beside"] - 8 * MIB  # the room the child takes, given up (measured: 24 vs 39)
+    assert got["tree"] < 41 * MIB  # the two within the bound, give or take a page or two (measured: 40.0)
+    assert got["gone"] == 0 and got["after"] > 25 * MIB
 
 
 def test_a_budget_is_the_bound_less_everything_beyond_idle_but_the_cache() -> None:
@@ -141,5 +201,6 @@ def test_the_daemon_bounds_its_cache_once_started(tmp_path: Path) -> None:
         limit = services.message_index.cache.limit
         assert isinstance(limit, RssBudget)
         assert limit.bound == services.settings.aml.cache_bytes and limit.baseline > 0
+        assert limit.others is private_bytes  # (its index processes' own memory counted as its own)
     finally:
         daemon.stop()

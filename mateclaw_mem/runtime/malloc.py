@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -113,8 +114,9 @@ class RssBudget:
     holds; RSS is read at most every `every` seconds (~10 us a read), the heap trimmed at most as often."""
 
     def __init__(self, bound: int, baseline: int | None = None, *, every: float = 0.25, half_life: float = 300.0,
-                 quiet: float = 2.0, slack: int | None = None) -> None:
+                 quiet: float = 2.0, slack: int | None = None, others: Callable[[], int] | None = None) -> None:
         self.bound = bound
+        self.others = others
         self.baseline = baseline if baseline is not None else (rss_bytes() or 0)
         self.every, self.half_life, self.quiet = every, half_life, quiet
         self.slack = bound // 8 if slack is None else slack
@@ -138,12 +140,13 @@ class RssBudget:
             got = rss_and_peak()
             if got is None:
                 return self._cap
-            rss, peak = got
+            beside = self.others() if self.others is not None else 0  # (counted as this process's own)
+            rss, peak = got[0] + beside, got[1] + beside
             level = rss - self.baseline - cached  # everything beyond the idle daemon but the cache
             if rss - self.baseline > self.bound - self.margin - self.slack:
                 trim()
                 self.trims += 1
-                rss = rss_bytes() or rss
+                rss = (rss_bytes() or rss - beside) + beside
             other = max(0, rss - self.baseline - cached)
             if self._other is not None:
                 self.margin = int(self.margin * 0.5 ** (since / self.half_life))
@@ -170,8 +173,14 @@ def bound_cache(cache: ByteCache, bound: int) -> RssBudget:
     every search read what it needed from disk - `scripts/bench/aml_add.py` (2,000 Adds of 20 turns, then
     searches), 4 / 16 clients: 59 / 62 searches/s with it, 90 / 80 without it, 89-99 / 86-89 with this
     morning's budget (no room kept). One user at 100k, one search at a time, RSS after the searches: 62.7 MB
-    over the idle daemon against the 67.1 MB default; the same questions again p50 12.0 ms (12.9-13.9)."""
-    budget = RssBudget(bound, quiet=-1.0)
+    over the idle daemon against the 67.1 MB default; the same questions again p50 12.0 ms (12.9-13.9).
+
+    While an index process runs (a stream of Adds, `aml.index-process`) its own memory counts as the
+    daemon's (`index_process.private_bytes`): the idle daemon has no such process, so the bound holds for
+    the two together, and the cache gives up what the child holds until it ends."""
+    from mateclaw_mem.index.messages.index_process import private_bytes
+
+    budget = RssBudget(bound, quiet=-1.0, others=private_bytes)
     cache.limit = budget
     log.info("RSS %.0f MB idle; the Add/Search cache keeps it within aml.cache-bytes (%.0f MB) of that",
              budget.baseline / 1e6, bound / 1e6)

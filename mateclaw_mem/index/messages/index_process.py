@@ -71,6 +71,28 @@ class LogTail:
 
 # ---------------------------------------------------------------------------------------- the parent
 
+_running: set[int] = set()  # pids of this process's children while they run (`private_bytes`)
+
+
+def private_bytes() -> int:
+    """What this process's index processes hold of their own (/proc/<pid>/status RssAnon: their heap,
+    arenas and the pages their libraries relocated; their mapped code and libraries are this process's
+    pages too), 0 with none running or off Linux. ~20 us a child. The daemon's RSS budget counts it as
+    the rest of the daemon (runtime/malloc.RssBudget), so the cache gives the child's memory up while
+    it runs: "RSS never above aml.cache-bytes + the idle daemon" holds for the two processes together."""
+    total = 0
+    for pid in list(_running):
+        try:
+            with open(f"/proc/{pid}/status", "rb") as f:
+                for line in f:
+                    if line.startswith(b"RssAnon:"):
+                        total += int(line.split()[1]) * 1024
+                        break
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
+
+
 
 class IndexProcess:
     """The parent's handle on one child: started by `start`, woken by `poke`, ended by `stop` (or
@@ -109,6 +131,7 @@ class IndexProcess:
             [sys.executable, "-m", _MODULE, str(self.db_path), str(self.log_db)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, close_fds=True)
         assert self._proc.stdin is not None and self._proc.stdout is not None
+        _running.add(self._proc.pid)
         self._stdin = self._proc.stdin
         # `poke` never waits for a child that stopped reading (Windows' Python 3.11 cannot say so for
         # a pipe: there the child's reader thread keeps it drained).
@@ -175,6 +198,7 @@ class IndexProcess:
         except (OSError, ValueError):
             pass
         code = proc.wait()
+        _running.discard(proc.pid)
         expected = self._closing
         self._close_input()
         if self._proc is proc:
