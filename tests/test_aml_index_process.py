@@ -57,6 +57,7 @@ class Setup:
         self.log = ConversationLog(tmp / "log.db")
         self.index = MessageIndex(tmp / "messages.db", index_process=True)
         self.index._indexer.BUSY = 0.0  # a child at the first Add (the daemon waits for a stream of them)
+        self.index._indexer.IDLE = 60.0  # (and keeps it while a loaded machine runs the test)
         self.svc = AmlService(self.log, self.index, ManualClock(datetime(2024, 1, 1, tzinfo=UTC)))
         self.n = 0
 
@@ -171,12 +172,27 @@ def test_the_child_ends_when_idle_and_when_the_index_closes(setup: Setup) -> Non
     wait_until(lambda: first.poll() is not None, "the idle child to end")
     assert first.returncode == 0
     wait_until(lambda: ix._child is None, "the parent to forget the idle child")
-    ix.IDLE = 30.0
+    ix.IDLE = 60.0
     setup.add()
     second = setup.child()._proc
     assert second.pid != first.pid
     setup.index.close()
     assert second.poll() == 0, "close() left the child running"
+
+
+def test_the_idle_time_counts_from_the_last_add_not_from_the_thread_waking(setup: Setup) -> None:
+    """An Add wakes the child, not the indexing thread: the child's idle time is measured from the
+    last Add (waiting IDLE from the thread's own last wake-up kept a child up to twice IDLE)."""
+    ix = setup.index._indexer
+    assert ix.idle_left() is None  # (no child)
+    setup.add()
+    setup.child()
+    setup.add("Melanie: one more, through the child")
+    left = ix.idle_left()
+    assert left is not None and ix.IDLE - 5.0 < left <= ix.IDLE
+    ix._last_want -= ix.IDLE - 1.0  # (as if the last Add had come IDLE - 1 s ago)
+    left = ix.idle_left()
+    assert left is not None and 0.0 < left <= 1.0
 
 
 _PARENT = textwrap.dedent("""

@@ -249,7 +249,9 @@ class _Indexer(Worker):
 
     BATCH = 200  # log messages per write transaction
     WINDOW, BUSY = 1.0, 0.2  # s: a child process once indexing here took BUSY s of the last WINDOW
-    IDLE = 30.0  # s without an Add before the child process ends
+    # s without an Add before the child process ends: its memory counts against the daemon's cache
+    # while it runs (runtime/malloc.bound_cache), and a new stream starts another in ~0.3 s.
+    IDLE = 2.0
     RETRY = 60.0  # s after a child process died unasked before another is started
     name = "aml-index"
 
@@ -283,9 +285,10 @@ class _Indexer(Worker):
         while True:
             with self._cv:
                 while self._log is None and not self._stop:
-                    if self._child is not None and time.monotonic() - self._last_want >= self.IDLE:
+                    left = self.idle_left()
+                    if left is not None and left <= 0:
                         break
-                    self._cv.wait(self.IDLE if self._child is not None else None)
+                    self._cv.wait(left)
                 if self._stop:
                     return
                 source, self._log = self._log, None
@@ -304,6 +307,14 @@ class _Indexer(Worker):
             if now - self._window_at > self.WINDOW:
                 self._window_at, self._busy = t0, 0.0
             self._busy += now - t0
+
+    def idle_left(self) -> float | None:
+        """s until the child has gone `IDLE` s without an Add (None: no child). Counted from the last
+        Add, not from this thread's last wake-up: an Add wakes the child, not this thread, and waiting
+        `IDLE` from whenever it last woke kept a child up to twice `IDLE` after a stream's end."""
+        if self._child is None:
+            return None
+        return self.IDLE - (time.monotonic() - self._last_want)
 
     # -- the child process ---------------------------------------------------------------------------
 
