@@ -117,3 +117,34 @@ def test_a_terms_arrays_are_the_one_at_a_time_floats_after_patches() -> None:
         assert {view.ids[p]: v for p, v in zip(idx.tolist(), vals.tolist(), strict=True)} == {
             i: v for i, c in _holding(view, t).items()
             if (v := _saturate(c, view.by_id[i].lens, w, b, k1, view.avg)) > 0}
+
+
+def test_field_at_a_time_saturation_is_the_row_at_a_time_floats() -> None:
+    """bm25f.saturate_fields (the on-disk search's, one field's array at a time, a field whose b is 0
+    not divided) gives saturate_rows' very floats, for packed postings as stored and as a strided
+    view (the shift-and-mask path), and for keys whose weights or b are 0."""
+    import numpy as np
+
+    from mateclaw_mem.index.messages.bm25f import (
+        counts,
+        field_norms,
+        normalisation,
+        saturate_fields,
+        saturate_rows,
+    )
+
+    rng = np.random.default_rng(7)
+    avg = (13.7, 4.1, 27.9, 2.0)
+    keys = [Ranking().sat_key(), (1.2, (1.0, 0.0, 0.3, 0.5), (0.75, 0.3, 0.0, 0.0)),
+            (0.9, (0.0, 0.0, 0.0, 0.0), (0.4, 0.3, 0.3, 0.0))]
+    for n in (0, 1, 7, 5000):
+        c = rng.integers(0, 4, size=(n, 4)).astype(np.uint64)
+        c[rng.random((n, 4)) < 0.01] = 65535
+        packed = c[:, 0] | (c[:, 1] << np.uint64(16)) | (c[:, 2] << np.uint64(32)) | (c[:, 3] << np.uint64(48))
+        lens = rng.integers(0, 400, size=(n, 4)).astype(np.float64)
+        for p in (packed, np.repeat(packed, 2)[::2]):  # (the second a strided view)
+            for key in keys:
+                want = saturate_rows(counts(p), normalisation(key[2], lens, avg), key)
+                got = saturate_fields(p, field_norms(key[2], lambda f, lens=lens: lens[:, f].copy(), avg), key)
+                assert np.array_equal(got[0], want[0])
+                assert got[1].tobytes() == want[1].tobytes()

@@ -37,34 +37,60 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
     if by_ordinal:
         n = disk.n
         sat = disk.ord_sat
-        disk.read_terms([*qweights, *(t for g in groups for t in g)])
+        terms = [*qweights, *(t for g in groups for t in g)]
+        disk.read_terms(terms)
+        disk.want_lengths(terms, key)  # (each block's missing lengths in one read, not one per term)
     else:
         # Every term read (and its turns given positions) before the arrays over positions are sized.
         view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
         n = len(view.ids)
         sat = view.sat_arrays
     acc = np.zeros(n)
-    hit = np.zeros(n, dtype=bool)
+    # Which turns hold a term: where `acc` > 0, while every term's factor is > 0 (its values are);
+    # a dense mask is kept only from a factor <= 0 on (a scatter per term over tens of thousands).
+    hit: Any = None
     for t, qw in qweights.items():
         idx, vals = sat(t, key)
         if idx.size:
-            acc[idx] += (qw * view.idf(t)) * vals
-            hit[idx] = True
+            idx = idx.astype(np.intp, copy=False)  # (once: numpy converts other index types at each use)
+            c = qw * view.idf(t)
+            if hit is None and not c > 0:
+                hit = acc > 0
+            acc[idx] += c * vals
+            if hit is not None:
+                hit[idx] = True
+    # Per group, the best of its terms per turn, added once: each term's best is gathered where it
+    # occurs and zeroed once added (a later term's + 0.0 changes no sum), rather than a dense array
+    # over the owner's every turn per group, added whole. A group adds >= 0, so `acc` > 0 still
+    # says which turns hold a term.
+    scratch: Any = None
     for group in groups:
-        best: np.ndarray | None = None
+        parts = []
         for t, rel in group.items():
             if t in qweights:
                 continue  # already a query term in its own right
             idx, vals = sat(t, key)
-            if not idx.size:
-                continue
-            if best is None:
-                best = np.zeros(n)
-            best[idx] = np.maximum(best[idx], (rel * view.idf(t)) * vals)
-        if best is not None:
-            acc += best  # + 0.0 leaves every other turn's sum as it was
-            hit |= best > 0
-    chosen = np.flatnonzero(hit)
+            if idx.size:
+                c = rel * view.idf(t)
+                w = c * vals if c > 0 else np.maximum(c * vals, 0.0)  # (the best starts at 0.0)
+                parts.append((idx.astype(np.intp, copy=False), w))
+        if len(parts) > 1:
+            if scratch is None:
+                scratch = np.zeros(n)
+            for at, v in parts:
+                scratch[at] = np.maximum(scratch[at], v)
+            for at, _ in parts:
+                best = scratch[at]
+                acc[at] += best
+                if hit is not None:
+                    hit[at[best > 0]] = True
+                scratch[at] = 0.0
+        elif parts:
+            at, best = parts[0]
+            acc[at] += best
+            if hit is not None:
+                hit[at[best > 0]] = True
+    chosen = np.flatnonzero(hit if hit is not None else acc > 0)  # (a float array's nonzero is ~6x a mask's)
     if limit and chosen.size > limit:
         scores = acc[chosen]
         cut = chosen.size - limit

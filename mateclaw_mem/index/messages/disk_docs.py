@@ -1,17 +1,25 @@
 """What one search reads of an owner's documents beyond their columns (messages/disk_view.py): a
-document's names, neighbours and body (`DocInfo`, `DiskView.by_id`) and the terms' document
-frequencies (`DiskView.df`), each read when first asked for - and, where the ranking knows it will
-ask for many, all of them in one statement (`Docs.want`, `Frequencies.want`)."""
+document's names, neighbours and body (`DocInfo`, `DiskView.by_id`, `DiskView.bodies`), the rows it
+read them from (`FetchedRows`) and the terms' document frequencies (`DiskView.df`), each read when
+first asked for - and, where the ranking knows it will ask for many, all of them in one statement
+(`Docs.want`, `Bodies.want`, `Frequencies.want`)."""
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
+
+from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
 from mateclaw_mem.index.messages.view_cache import RowChunk, RowTables
+from mateclaw_mem.index.tokenizer import STOPWORDS
 
 CHUNK = 500  # ids or terms per `IN (...)` read
+# Each term's document frequency (NULL: no postings). `VALUES` columns are column1 in SQLite and PostgreSQL alike.
+_LAST_DF = ("SELECT t.column1, (SELECT p.df FROM postings p WHERE p.okey = ? AND p.term = t.column1"
+            " ORDER BY p.first DESC LIMIT 1) FROM (VALUES {marks}) AS t")
 # (The view these read through is a `disk_view.DiskView`, typed Any: that module imports this one.)
 
 
@@ -78,6 +86,80 @@ class Docs:
             view.fetch(missing)
 
 
+class FetchedRows:
+    """The `_FEATURES` rows one search read, by id (`get`: (rows, at)), later reads first: the chunks
+    as read, looked up when asked (a search asks for a few of its hundreds of rows: a dict of them
+    all, made at every read, cost more than the lookups)."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self) -> None:
+        # (rows, their ids ascending, the order that sorts them or None)
+        self._read: list[tuple[RowChunk, Any, Any]] = []
+
+    def add(self, rows: RowChunk) -> None:
+        ids = rows.ids
+        if len(ids) < 2 or bool((ids[1:] >= ids[:-1]).all()):
+            self._read.append((rows, ids, None))
+        else:
+            order = np.argsort(ids, kind="stable")
+            self._read.append((rows, ids[order], order))
+
+    def get(self, doc_id: int) -> tuple[RowChunk, int] | None:
+        for rows, ids, order in reversed(self._read):
+            at = int(np.searchsorted(ids, doc_id))
+            if at < len(ids) and ids[at] == doc_id:
+                return rows, at if order is None else int(order[at])
+        return None
+
+    def __contains__(self, doc_id: int) -> bool:
+        return self.get(doc_id) is not None
+
+    def __getitem__(self, doc_id: int) -> tuple[RowChunk, int]:
+        got = self.get(doc_id)
+        if got is None:
+            raise KeyError(doc_id)
+        return got
+
+    def __iter__(self) -> Iterator[int]:
+        """The ids read, each once."""
+        return iter(dict.fromkeys(i for _, ids, _ in self._read for i in ids.tolist()))
+
+
+class Bodies:
+    """`DiskView.bodies`: documents' body tokens, space-joined (None: no such document), read when
+    asked for - the feedback's top turns together (`want`), with their terms' frequencies."""
+
+    def __init__(self, view: Any) -> None:
+        self.view: Any = weakref.proxy(view)  # weak: see `Docs`
+        self.got: dict[int, str | None] = {}
+
+    def want(self, ids: Iterable[int]) -> None:
+        view = self.view
+        todo = [i for i in dict.fromkeys(map(int, ids)) if i not in self.got]
+        if todo and not view.batch_bodies:
+            self._read(todo)
+        view.df.want(t for i in todo if (b := self.get(i)) for t in b.split() if t not in STOPWORDS)
+
+    def get(self, doc_id: int) -> str | None:
+        if doc_id in self.got:
+            return self.got[doc_id]
+        view = self.view
+        if not view.batch_bodies:
+            r = view.conn.execute(f"SELECT {TEXT} FROM docs d WHERE d.id = ?", (doc_id,)).fetchone()
+            return " ".join(body_tokens(doc_id, r[0])) if r is not None else None
+        # (Where a query is a round trip: every candidate's with it.)
+        want = [doc_id, *(i for i in view.rows if i not in self.got and i != doc_id)]
+        for k in range(0, len(want), CHUNK):
+            self._read(want[k : k + CHUNK])
+        return self.got[doc_id]
+
+    def _read(self, ids: list[int]) -> None:
+        self.got.update(dict.fromkeys(ids))
+        self.got.update((i, " ".join(body_tokens(i, text))) for i, text in self.view.conn.execute(
+            f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(ids))})", ids).fetchall())
+
+
 class Frequencies:
     """`DiskView.df`: body document frequencies, read per term when first asked for."""
 
@@ -106,13 +188,11 @@ class Frequencies:
                     self._add(t, cached[2])
         for k in range(0, len(todo), CHUNK):
             part = todo[k : k + CHUNK]
-            # A term's frequency is its last segment's.
-            found = dict(view.conn.execute(
-                f"SELECT p.term, p.df FROM postings p WHERE p.okey = ? AND p.term IN ({','.join('?' * len(part))})"
-                " AND p.first = (SELECT max(q.first) FROM postings q WHERE q.okey = p.okey AND q.term = p.term)",
-                (view.okey, *part)).fetchall())
-            for t in part:
-                self._add(t, found.get(t, 0))
+            # A term's frequency is its last segment's: one index seek from the end per term (a
+            # filter on max(first) visited every segment of a common term, and ran a subquery on each).
+            found = view.conn.execute(_LAST_DF.format(marks=",".join(["(?)"] * len(part))), (view.okey, *part))
+            for t, df in found.fetchall():
+                self._add(t, df or 0)
 
     def _add(self, term: str, df: int) -> None:
         extra = self.view._delta.entries(term)

@@ -18,17 +18,25 @@ from __future__ import annotations
 
 import math
 import sqlite3
-from collections.abc import Callable, Iterable, Sequence
-from itertools import repeat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from mateclaw_mem.index.messages.bm25f import SatKey, counts, normalisation, saturate_rows, stepped_averages
+from mateclaw_mem.index.messages.bm25f import (
+    SatKey,
+    counts,
+    field_norms,
+    normalisation,
+    saturate_fields,
+    saturate_rows,
+    stepped_averages,
+)
 from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment
-from mateclaw_mem.index.messages.disk_docs import CHUNK, Docs, Frequencies
-from mateclaw_mem.index.messages.docfields import TEXT, body_tokens
+from mateclaw_mem.index.messages.disk_docs import CHUNK, Bodies, Docs, FetchedRows, Frequencies
+from mateclaw_mem.index.messages.docfields import TEXT
+from mateclaw_mem.index.messages.ordinals import EMPTY_I64, among_small, distinct, kept_of, union
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.messages.view_cache import (
     BLOCK,
@@ -40,36 +48,10 @@ from mateclaw_mem.index.messages.view_cache import (
     RowStore,
     RowTables,
 )
-from mateclaw_mem.index.tokenizer import STOPWORDS, tokenize
+from mateclaw_mem.index.tokenizer import tokenize
 
-_EMPTY_I64 = np.zeros(0, dtype=np.int64)
-
-
-def _union(sorted_parts: list[Any]) -> Any:
-    """The distinct ordinals of these ascending, distinct arrays, ascending, as int64 (one term's
-    are already so; several: a sort of the runs, not np.unique's hashing)."""
-    if len(sorted_parts) == 1:
-        return sorted_parts[0].astype(np.int64)
-    c = np.concatenate(sorted_parts).astype(np.int64)
-    c.sort(kind="stable")
-    return _distinct(c)
-
-
-def _kept_of(values: Any, mask: Any) -> Any:
-    """`values[mask]`; `values` itself when the mask keeps all, as it nearly always does (a posting
-    scores 0 only where every field it is counted in weighs 0): a common word's tens of thousands of
-    ordinals were copied at every search."""
-    return values if mask.all() else values[mask]
-
-
-def _distinct(ascending: Any) -> Any:
-    """An ascending array without its repeats."""
-    if not ascending.size:
-        return ascending
-    keep = np.empty(len(ascending), dtype=bool)
-    keep[0] = True
-    np.not_equal(ascending[1:], ascending[:-1], out=keep[1:])
-    return ascending[keep]
+# (k, fields) -> those fields' lengths of a term's documents from its k-th posting on (`DiskView._saturated`)
+_FieldLengths = Callable[[int, list[int]], list[Any]]
 
 
 # A document's row as `prepare` reads it: plain tuples (sqlite3.Row's lookups by name were a third of
@@ -93,7 +75,6 @@ class DiskView:
         # A body asked for (feedback terms of the top turns) brings those of every candidate read with
         # it: one query, not one per turn - where a query is a round trip (the PostgreSQL store).
         self.batch_bodies = batch_bodies
-        self._bodies: dict[int, str | None] = {}
         self.okey: int = row["okey"]
         # What the cache's entries must be of (`ByteCache.get`): searches run side by side, each in
         # its own snapshot (a writer may have committed the owner's next version meanwhile).
@@ -106,11 +87,11 @@ class DiskView:
         self._delta = self._read_deltas()
         self.df = Frequencies(self)
         self.by_id = Docs(self)
-        self.rows: dict[int, tuple[RowChunk, int]] = {}  # `_FEATURES` rows read, by id: (rows, at)
+        self.bodies = Bodies(self)
+        self.rows = FetchedRows()  # `_FEATURES` rows read
         self.tables: RowTables | None = None  # the string codes of the rows read (`fetch`)
         self._idf: dict[str, float] = {}
         self._read: dict[str, tuple[Any, Any, int]] = {}  # `_term` results of this search
-        self._field_counts: dict[str, Any] = {}
         self._term_norms: dict[tuple[str, tuple[float, ...], int], Any] = {}  # `_norms`'
         self._pos_key: tuple[list[int], Any, Any] | None = None  # `sat_among`'s last `pos`, sorted
         # `sat_among_all`'s last `pos`: as an array, and what it found there by (term, key)
@@ -118,7 +99,7 @@ class DiskView:
         self.cols = Columns(links_set_when_read=True)  # (`prepare` sets them)
         self.size = 0
         self.lens: Any = np.zeros((0, 4))
-        self._ords: Any = _EMPTY_I64  # per position: its ordinal, -1 for a neighbour known by id only
+        self._ords: Any = EMPTY_I64  # per position: its ordinal, -1 for a neighbour known by id only
         self._feat: Any = np.zeros(0, dtype=bool)  # per position: its columns are read
         self._terms: dict[str, tuple[Any, Any]] = {}  # term -> (positions, packed counts)
         self._sat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}
@@ -183,12 +164,6 @@ class DiskView:
             got = self._read[term] = self._combined(term)
         return got
 
-    def _counts(self, term: str, packed: Any) -> Any:
-        got = self._field_counts.get(term)
-        if got is None or len(got) != len(packed):
-            got = self._field_counts[term] = counts(packed)
-        return got
-
     def _combined(self, term: str, base: tuple[Any, Any, int] | None = None) -> tuple[Any, Any, int]:
         ords, packed, df = base if base is not None else self._base(term)
         extra = self._delta.entries(term)
@@ -241,29 +216,31 @@ class DiskView:
         self.cache.put(("t", self.okey, term), got, got[0].nbytes + got[1].nbytes + len(term), self.version)
         return got
 
-    def _resolve(self, ords: Any, *, ids_too: bool = True) -> tuple[Any, Any]:
+    def _resolve(self, ords: Any) -> tuple[Any, Any]:
         """(ids, lengths) of the documents at these ordinals (ascending; `pdocs`), gathered block by
-        block (`DocBlock`: a common term's turns span most of a long history's segments); without
-        `ids_too`, the ids are not gathered (None)."""
-        ids, lens = np.empty(len(ords), dtype=np.int64) if ids_too else None, np.empty((len(ords), 4))
-        blocks = ords // BLOCK
-        starts = _distinct(blocks)
-        cuts = [*np.searchsorted(blocks, starts).tolist(), len(ords)]
-        for j, b in enumerate(starts.tolist()):
-            a, e = cuts[j], cuts[j + 1]
-            local = ords[a:e] - b * BLOCK
-            block = self._block(b, local)
-            if ids is not None:
-                ids[a:e] = block.ids[local]
+        block (`DocBlock`: a common term's turns span most of a long history's segments)."""
+        ids, lens = np.empty(len(ords), dtype=np.int64), np.empty((len(ords), 4))
+        for a, e, block, local in self._blocks(ords):
+            ids[a:e] = block.ids[local]
             lens[a:e] = block.lens[local]
         return ids, lens
+
+    def _blocks(self, ords: Any) -> Iterator[tuple[int, int, DocBlock, Any]]:
+        """(start, end, block, ordinals within it) of each run of these ordinals (ascending) in one
+        `DocBlock`."""
+        blocks = ords // BLOCK
+        starts = distinct(blocks)
+        cuts = [*np.searchsorted(blocks, starts).tolist(), len(ords)]
+        for j, b in enumerate(starts.tolist()):
+            local = ords[cuts[j] : cuts[j + 1]] - b * BLOCK
+            yield cuts[j], cuts[j + 1], self._block(b, local), local
 
     def _block(self, b: int, local: Any) -> DocBlock:
         """Block `b` of the owner's `pdocs`, holding at least the documents at `local` (ordinals
         within it, ascending): the cached one, or a copy of it with the segments it lacks read in."""
         key = ("d", self.okey, b)
         got: DocBlock | None = self.cache.get(key, self.version)
-        segs = _distinct(local // SEG_DOCS)
+        segs = distinct(local // SEG_DOCS)
         if got is not None:
             segs = segs[~got.have[segs]]
             if not len(segs):
@@ -361,7 +338,7 @@ class DiskView:
         if not new:
             return
         read = {t: self._term(t) for t in new}
-        every = _union([o for o, _, _ in read.values()])
+        every = union([o for o, _, _ in read.values()])
         if every.size and not self.size:  # the first: every document is new, given positions in this order
             pos = self._register(*self._resolve(every), every)
         elif every.size:
@@ -371,12 +348,12 @@ class DiskView:
                 self._register(*self._resolve(miss), miss)
                 pos = self._lookup(self._ord_index(), every)
         else:
-            pos = _EMPTY_I64
+            pos = EMPTY_I64
         for t, (o, packed, _) in read.items():
             if len(read) == 1:  # `every` is this term's ordinals
-                self._terms[t] = (pos if len(o) else _EMPTY_I64, packed)
+                self._terms[t] = (pos if len(o) else EMPTY_I64, packed)
             else:
-                self._terms[t] = (pos[np.searchsorted(every, o)] if len(o) else _EMPTY_I64, packed)
+                self._terms[t] = (pos[np.searchsorted(every, o)] if len(o) else EMPTY_I64, packed)
 
     def sat_arrays(self, term: str, key: SatKey) -> tuple[Any, Any]:
         """(positions, values > 0) of `term`'s saturated BM25F term frequency under `key` over the
@@ -386,10 +363,10 @@ class DiskView:
             self.load([term])
             idx, packed = self._terms[term]
             if not len(idx):
-                got = (_EMPTY_I64, np.zeros(0))
+                got = (EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda k: self.lens[idx[k:]])
-                got = (_kept_of(idx, sat[0]), sat[1])
+                sat = self._saturated(term, key, packed, lambda k, fields: [self.lens[idx[k:], f] for f in fields])
+                got = (kept_of(idx, sat[0]), sat[1])
             self._sat[(term, key)] = got
         return got
 
@@ -402,47 +379,92 @@ class DiskView:
         if got is None:
             o, packed, _ = self._term(term)
             if not len(o):
-                got = (_EMPTY_I64, np.zeros(0))
+                got = (EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda k: self._resolve(o[k:], ids_too=False)[1])
-                got = (_kept_of(o, sat[0]), sat[1])
+                sat = self._saturated(term, key, packed, lambda k, fields: self._field_lengths(o[k:], fields))
+                got = (kept_of(o, sat[0]), sat[1])
             self._osat[(term, key)] = got
         return got
 
-    def _saturated(self, term: str, key: SatKey, packed: Any, lens: Callable[[int], Any]) -> tuple[Any, Any]:
-        """(a mask of the term's postings scoring > 0, their values) under `key`; `lens(k)`: the
-        lengths of the documents of the postings from the k-th on, asked for only when not kept."""
+    def _saturated(self, term: str, key: SatKey, packed: Any, lens: _FieldLengths) -> tuple[Any, Any]:
+        """(a mask of the term's postings scoring > 0, their values) under `key`; `lens(k, fields)`:
+        those fields' lengths of the documents of the postings from the k-th on (fresh float64
+        arrays), asked for only when not kept."""
+        ckey, sat, kept, k = self._values(term, key, packed)
+        if sat is None:
+            if k:
+                assert kept is not None
+                tail = saturate_fields(packed[k:], self._norms(term, key[2], k, lens), key)
+                sat = (np.concatenate((kept[1], tail[0])), np.concatenate((kept[2], tail[1])))
+            else:
+                sat = saturate_fields(packed, self._norms(term, key[2], 0, lens), key)
+            self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
+        return sat
+
+    def _values(self, term: str, key: SatKey, packed: Any) -> tuple[tuple[Any, ...], Any, Any, int]:
+        """(the cache key of the term's saturated values under `key`, those values kept or None, and
+        when None, what a merge left of them and from which posting on the rest are to be scored)."""
         # Kept across searches for what they depend on: the term's postings (its segments, the
         # unmerged rows holding it: a grown turn's new lengths come with new entries for each of
         # its terms), the average lengths and the key.
         extra = self._delta.entries(term)
         ckey = ("v", self.okey, term, key, extra[3] if extra is not None else (), self.avg)
         sat = self.cache.get(ckey, self.version)
-        if sat is None:
-            # The values a merge left (`ByteCache.wrote`: its first `k` postings'), while no unmerged
-            # row holds one of those postings: only the rest are scored.
-            kept = self.cache.get(("vp", self.okey, term, key, self.avg), self.version)
-            k = kept[0] if kept is not None and kept[0] <= len(packed) else 0
-            if k and extra is not None and len(extra[0]) and extra[0][0] <= self._term(term)[0][k - 1]:
-                k = 0
-            if k:
-                assert kept is not None
-                tail = saturate_rows(counts(packed[k:]), self._norms(term, key[2], k, lens), key)
-                sat = (np.concatenate((kept[1], tail[0])), np.concatenate((kept[2], tail[1])))
-            else:
-                sat = saturate_rows(self._counts(term, packed), self._norms(term, key[2], 0, lens), key)
-            self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
-        return sat
+        if sat is not None:
+            return ckey, sat, None, 0
+        # The values a merge left (`ByteCache.wrote`: its first `k` postings'), while no unmerged
+        # row holds one of those postings: only the rest are scored.
+        kept = self.cache.get(("vp", self.okey, term, key, self.avg), self.version)
+        k = kept[0] if kept is not None and kept[0] <= len(packed) else 0
+        if k and extra is not None and len(extra[0]) and extra[0][0] <= self._term(term)[0][k - 1]:
+            k = 0
+        return ckey, None, kept, k
 
-    def _norms(self, term: str, b: tuple[float, ...], k: int, lens: Callable[[int], Any]) -> Any:
-        """The length normalisation of the documents of a term's postings from the k-th on: the same
-        for the head's and the tail's rankings, whose keys differ in weights only (a common word's
-        tens of thousands of lengths gathered and normalised once a search, not twice). `lens(k)`
-        gives a fresh array (a gather), normalised in place."""
+    def want_lengths(self, terms: Iterable[str], key: SatKey) -> None:
+        """Read now the document lengths that `ord_sat` of these terms under `key` will gather (of
+        the postings whose values are not kept): each block's missing segments in one statement and
+        one copy of the block. Read term by term, a cold owner's block was copied (up to 768 KB)
+        and a statement run for nearly every term of a search."""
+        segs = []
+        for t in dict.fromkeys(terms):
+            if (t, key) in self._osat:
+                continue
+            o, packed, _ = self._term(t)
+            if not len(o):
+                continue
+            sat, k = self._values(t, key, packed)[1::2]
+            if sat is None:
+                segs.append(distinct(o[k:] // SEG_DOCS))
+        if not segs:
+            return
+        every = union(segs)
+        blocks = every // BLOCK_SEGS
+        starts = distinct(blocks)
+        cuts = [*np.searchsorted(blocks, starts).tolist(), len(every)]
+        for j, b in enumerate(starts.tolist()):
+            self._block(b, (every[cuts[j] : cuts[j + 1]] - b * BLOCK_SEGS) * SEG_DOCS)
+
+    def _norms(self, term: str, b: tuple[float, ...], k: int, lens: _FieldLengths) -> list[Any]:
+        """The length normalisation of the documents of a term's postings from the k-th on, field
+        by field (`bm25f.field_norms`): the same for the head's and the tail's rankings, whose keys
+        differ in weights only (a common word's tens of thousands of lengths gathered and
+        normalised once a search, not twice)."""
         got = self._term_norms.get((term, b, k))
         if got is None:
-            got = self._term_norms[(term, b, k)] = normalisation(b, lens(k), self.avg, own=True)
+            fields = [f for f in range(4) if b[f] != 0.0]
+            cols = dict(zip(fields, lens(k, fields), strict=True))
+            got = self._term_norms[(term, b, k)] = field_norms(b, cols.__getitem__, self.avg)
         return got
+
+    def _field_lengths(self, ords: Any, fields: list[int]) -> list[Any]:
+        """These fields' lengths (float64, one array each) of the documents at these ordinals
+        (ascending), gathered block by block (`_resolve`)."""
+        outs = [np.empty(len(ords)) for _ in fields]
+        for a, e, block, local in self._blocks(ords):
+            got = block.lens[local]
+            for out, f in zip(outs, fields, strict=True):
+                out[a:e] = got[:, f]
+        return outs
 
     def ids_of(self, ords: Any) -> Any:
         """The ids of the documents at these ordinals (ascending)."""
@@ -452,7 +474,7 @@ class DiskView:
         """Positions of the documents at these ordinals (ascending, distinct), given now to those
         without one."""
         if not len(ords):
-            return _EMPTY_I64
+            return EMPTY_I64
         if not self.size:
             return self._register(*self._resolve(ords), ords)
         pos = self._lookup(self._ord_index(), ords)
@@ -487,13 +509,17 @@ class DiskView:
         found: list[tuple[str, Any, Any]] = []  # (term, indices into `pos`, their packed counts)
         mine: Any = None
         as_type: dict[Any, Any] = {}
+        small: list[tuple[str, Any, Any]] = []  # terms with few postings: looked up together
         for term in todo:
             if (term, key) in self._sat or term in self._terms:
                 out[term] = self._among_loaded(term, key, pos)
                 continue
             o, packed, _ = self._term(term)
             if not len(o) or not len(p):
-                out[term] = (_EMPTY_I64, np.zeros(0))
+                out[term] = (EMPTY_I64, np.zeros(0))
+                continue
+            if len(o) <= 4 * len(p):
+                small.append((term, o, packed))
                 continue
             if mine is None:
                 mine = self._ords[p]
@@ -506,6 +532,8 @@ class DiskView:
             jj = np.minimum(j, len(o) - 1)
             at = np.flatnonzero((j < len(o)) & (o[jj] == mine) & known)
             found.append((term, at, packed[jj[at]]))
+        if small:
+            found += among_small(small, self._ords[p])
         if found:
             at = np.concatenate([f[1] for f in found]) if len(found) > 1 else found[0][1]
             packed = np.concatenate([f[2] for f in found]) if len(found) > 1 else found[0][2]
@@ -527,7 +555,7 @@ class DiskView:
     def _among_loaded(self, term: str, key: SatKey, pos: Any) -> tuple[Any, Any]:
         idx, vals = self.sat_arrays(term, key)
         if not len(pos):
-            return _EMPTY_I64, np.zeros(0)
+            return EMPTY_I64, np.zeros(0)
         if self._pos_key is None or self._pos_key[0] is not pos:
             order = np.argsort(np.asarray(pos, dtype=np.int64), kind="stable")
             self._pos_key = (pos, np.asarray(pos, dtype=np.int64)[order], order)
@@ -572,28 +600,11 @@ class DiskView:
     def want_bodies(self, ids: Iterable[int]) -> None:
         """Read the bodies of these documents, and their terms' frequencies, in two statements (the
         feedback reads the top turns' terms and the idf of each)."""
-        todo = [i for i in dict.fromkeys(map(int, ids)) if i not in self._bodies]
-        if todo and not self.batch_bodies:
-            self._bodies.update(dict.fromkeys(todo))
-            self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
-                f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(todo))})", todo).fetchall())
-        self.df.want(t for i in todo if (b := self.body_of(i)) for t in b.split() if t not in STOPWORDS)
+        self.bodies.want(ids)
 
     def body_of(self, doc_id: int) -> str | None:
         """A document's body tokens, space-joined (None: no such document)."""
-        if doc_id in self._bodies:
-            return self._bodies[doc_id]
-        if not self.batch_bodies:
-            r = self.conn.execute(f"SELECT {TEXT} FROM docs d WHERE d.id = ?", (doc_id,)).fetchone()
-            return " ".join(body_tokens(doc_id, r[0])) if r is not None else None
-        if doc_id not in self._bodies:
-            want = [doc_id, *(i for i in self.rows if i not in self._bodies and i != doc_id)]
-            for k in range(0, len(want), CHUNK):
-                part = want[k : k + CHUNK]
-                self._bodies.update(dict.fromkeys(part))
-                self._bodies.update((i, " ".join(body_tokens(i, text))) for i, text in self.conn.execute(
-                    f"SELECT d.id, {TEXT} FROM docs d WHERE d.id IN ({','.join('?' * len(part))})", part).fetchall())
-        return self._bodies[doc_id]
+        return self.bodies.get(doc_id)
 
     def fetch(self, ids: Any) -> RowChunk | None:
         """`_FEATURES` rows of these documents (distinct ids; kept in `rows`), None: none of them is
@@ -624,7 +635,7 @@ class DiskView:
         if not parts:
             return None
         rows = parts[0] if len(parts) == 1 else RowChunk.concat(parts)
-        self.rows.update(zip(rows.ids.tolist(), zip(repeat(rows), range(len(rows.ids))), strict=False))
+        self.rows.add(rows)
         return rows
 
     def hit_rows(self, ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
