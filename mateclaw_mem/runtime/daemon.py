@@ -65,7 +65,7 @@ class Daemon:
         host: str | None = None,
         port: int | None = None,
         app_factory: AppFactory | None = None,
-        checked: Callable[[], dict[str, str]] | None = None,
+        checked: heal.Check | None = None,
     ) -> None:
         """`app_factory` builds the HTTP face (the CLI passes `api.app.create_app`): runtime sits
         below the faces, so it is handed the app rather than importing it. None = no HTTP.
@@ -190,6 +190,7 @@ class Daemon:
                  (time.perf_counter() - t0) * 1000)
         self._bound_memory()
         self._write_pidfile()
+        heal.check_skipped(self.services)
 
     def _bound_memory(self) -> None:
         """From now on the Add/Search cache keeps RSS within `aml.cache-bytes` of what the daemon
@@ -305,7 +306,8 @@ class Daemon:
             self._sock = None
         self.services.close()
         if self._lock is not None:
-            heal.mark_clean_stop(self.services.settings)  # (every database closed, under the lock)
+            # (Every database closed, under the lock.)
+            heal.mark_clean_stop(self.services.settings, damaged=self.services.heal_damaged)
             self._lock.release()
             self._lock = None
         log.info("stopped")

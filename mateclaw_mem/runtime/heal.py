@@ -16,7 +16,8 @@ Who checks: the daemon, at start, with `PRAGMA quick_check` (every page; before 
 except a file just as the daemon's last clean stop left it (`CLEAN_STOP`: the same inode, size,
 modification and change times, no WAL beside it), whose header and schema are read: nothing has
 written it since a stop that closed it whole, and reading every page was the one part of a start that
-grew with the history (~0.7 ms a MB: ~0.3 s for 300,000 messages, ~1 s for a million); a CLI command
+grew with the history (~0.7 ms a MB: ~0.3 s for 300,000 messages, ~1 s for a million); their pages
+are read a few seconds after the start instead (`check_skipped`); a CLI command
 before it first opens a database (every page of a file up to 4 MB, the header and schema of a larger
 one; `reindex` every page); `doctor`, every page, on demand. Only a process that
 holds the workspace's daemon lock moves files: a running daemon has them open, and a file renamed
@@ -29,7 +30,9 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,6 +57,8 @@ class Container(Protocol):
     clock: Clock
     heal_checked: bool  # this process checked its databases before opening one
     set_aside_now: list[Any]  # what this process's check set aside (SetAside records)
+    heal_skipped: frozenset[str]  # files the start read only the header of (`check_skipped` reads the rest)
+    heal_damaged: set[str]  # ... of which `check_skipped` found damaged
 
     @property
     def facts(self) -> FactService: ...
@@ -102,7 +107,18 @@ def check_all(settings: Settings, *, pages_up_to: int | None = None) -> dict[str
     return begin_check(settings, pages_up_to=pages_up_to)()
 
 
-def begin_check(settings: Settings, *, pages_up_to: int | None = None) -> Callable[[], dict[str, str]]:
+class Check:
+    """A check begun (`begin_check`): called, what it found ({name: what is wrong}); `skipped`: the
+    files it read only the header and schema of, as the last clean stop left them."""
+
+    def __init__(self, result: Callable[[], dict[str, str]], skipped: frozenset[str]) -> None:
+        self._result, self.skipped = result, skipped
+
+    def __call__(self) -> dict[str, str]:
+        return self._result()
+
+
+def begin_check(settings: Settings, *, pages_up_to: int | None = None) -> Check:
     """`check_all` begun now on threads of its own; the function returned waits for its answer.
     The daemon begins it before it imports its HTTP face: reading every page of a 100k-message
     workspace (~65 MB) took 90-250 ms, and SQLite reads outside the GIL, so it runs beside the
@@ -122,7 +138,7 @@ def begin_check(settings: Settings, *, pages_up_to: int | None = None) -> Callab
         found = [f.result() for f in futures]
         return {p.name: problem for p, problem in zip(paths, found, strict=True) if problem is not None}
 
-    return result
+    return Check(result, frozenset(same))
 
 
 # What the daemon's last clean stop left (`mark_clean_stop`): {file name: `_identity`}.
@@ -143,10 +159,13 @@ def _identity(path: Path) -> list[int] | None:
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def mark_clean_stop(settings: Settings) -> None:
+def mark_clean_stop(settings: Settings, *, damaged: Iterable[str] = ()) -> None:
     """Remember each database as a daemon's clean stop leaves it (called once every connection is
-    closed, under the daemon lock): the next start reads every page only of what changed since."""
-    marks = {d.name: got for d in DATABASES if (got := _identity(settings.state_dir / d.name)) is not None}
+    closed, under the daemon lock): the next start reads every page only of what changed since, and
+    of the `damaged` ones (`check_skipped` found them so)."""
+    bad = set(damaged)
+    marks = {d.name: got for d in DATABASES
+             if d.name not in bad and (got := _identity(settings.state_dir / d.name)) is not None}
     path = settings.state_dir / CLEAN_STOP
     tmp = Path(f"{path}.tmp")
     try:
@@ -237,14 +256,48 @@ def record_salvage(moved: Path, result: dict[str, Any], at: str) -> None:
 # -- who checks ----------------------------------------------------------------------------------
 
 
-def at_daemon_start(services: Container, begun: Callable[[], dict[str, str]] | None = None) -> list[SetAside]:
-    """The daemon's check, before it builds anything (it holds the daemon lock): every page.
+def at_daemon_start(services: Container, begun: Check | None = None) -> list[SetAside]:
+    """The daemon's check, before it builds anything (it holds the daemon lock): every page, but of
+    the files as the last clean stop left them (`check_skipped` reads theirs once the daemon runs).
     `begun`: the same check begun earlier (`begin_check` on the same settings), waited for here."""
     services.heal_checked = True
-    problems = (begun or begin_check(services.settings))()
+    check = begun or begin_check(services.settings)
+    problems = check()
     healed = set_aside(services.settings, services.clock, problems) if problems else []
     services.set_aside_now = healed
+    services.heal_skipped = check.skipped - problems.keys()
     return healed
+
+
+def check_skipped(services: Container, *, delay: float = 5.0) -> threading.Thread | None:
+    """Every page of the files the start read only the header of, on a thread of its own `delay` s
+    after the daemon is up (SQLite reads outside the GIL; a million messages is ~1 s of one core).
+    A bad page that no file time shows (a failing disk) is found a few seconds after the start rather
+    than never: named in the log, and the clean-stop mark dropped, so the next start reads every page
+    and sets the file aside (a file in use is never moved)."""
+    names = sorted(services.heal_skipped)
+    if not names:
+        return None
+    state_dir = services.settings.state_dir
+    found = services.heal_damaged
+
+    def run() -> None:
+        if delay:
+            time.sleep(delay)
+        for name in names:
+            problem = db.check(state_dir / name)
+            if problem is None:
+                continue
+            found.add(name)  # (this daemon's clean stop leaves it unmarked)
+            (state_dir / CLEAN_STOP).unlink(missing_ok=True)  # (and a crash leaves no mark at all)
+            log.error("%s is damaged (%s); unchanged since the last clean stop, it was not read page by page at"
+                      " start: restart the daemon to set it aside (%s)", state_dir / name, problem,
+                      "rebuilt from its source" if BY_NAME[name].derived else
+                      "then `mateclaw-mem doctor --salvage` copies back what can be read")
+
+    thread = threading.Thread(target=run, name="db-check-later", daemon=True)
+    thread.start()
+    return thread
 
 
 # A CLI command reads every page of a file up to this size, only the header and schema (<1 ms) of a

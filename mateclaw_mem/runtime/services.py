@@ -109,6 +109,8 @@ class Services:
         # runtime/heal.py: whether this process checked its databases before opening one; what it set aside.
         self.heal_checked = False
         self.set_aside_now: list[Any] = []
+        self.heal_skipped: frozenset[str] = frozenset()  # (runtime/heal.py: read page by page after the start)
+        self.heal_damaged: set[str] = set()  # (... and found damaged then)
         self.journal_checked = False  # runtime/recovery.py: interrupted operations finished at start
         self.add_status("index", lambda: _index_ops().index_status(self))
         # Cheap to register: nothing is built until `status` calls it.
