@@ -97,8 +97,9 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
         theta = np.partition(scores, cut)[cut]  # the limit-th best score
         above = chosen[scores > theta]
         tied = chosen[scores == theta]
-        tied_ids = disk.ids_of(tied) if by_ordinal else view.cols.ids[tied]
-        tied = tied[np.argsort(tied_ids, kind="stable")]  # a tie goes to the lower id
+        if not by_ordinal or len(tied) > limit - above.size:  # (all kept, as nearly always: sorted below)
+            tied_ids = disk.ids_of(tied) if by_ordinal else view.cols.ids[tied]
+            tied = tied[np.argsort(tied_ids, kind="stable")]  # a tie goes to the lower id
         chosen = np.concatenate((above, tied[: limit - above.size]))
     if by_ordinal:
         chosen.sort()

@@ -50,8 +50,10 @@ from mateclaw_mem.index.messages.view_cache import (
 )
 from mateclaw_mem.index.tokenizer import tokenize
 
+_LOOK_AHEAD_DOCS = 8 * SEG_DOCS  # `want_lengths` reads ahead for owners of more documents than this
 # (k, fields) -> those fields' lengths of a term's documents from its k-th posting on (`DiskView._saturated`)
-_FieldLengths = Callable[[int, list[int]], list[Any]]
+_FieldLengths = Callable[[int, list[int] | None], Any]  # (None: all four fields, as one (n, 4) array)
+_FIELDS_FROM = 1 << 15  # postings past which `_saturate` goes field by field (an (n, 4) float array > 1 MiB)
 
 
 # A document's row as `prepare` reads it: plain tuples (sqlite3.Row's lookups by name were a third of
@@ -104,6 +106,7 @@ class DiskView:
         self._terms: dict[str, tuple[Any, Any]] = {}  # term -> (positions, packed counts)
         self._sat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}
         self._osat: dict[tuple[str, SatKey], tuple[Any, Any]] = {}  # `ord_sat`'s
+        self._looked: dict[tuple[str, SatKey], tuple[Any, ...]] = {}  # `_values` found by `want_lengths`
         self._by_id: tuple[Any, Any] | None = None  # (sorted ids, their positions), made when asked
         self._by_ord: tuple[Any, Any] | None = None
 
@@ -365,7 +368,8 @@ class DiskView:
             if not len(idx):
                 got = (EMPTY_I64, np.zeros(0))
             else:
-                sat = self._saturated(term, key, packed, lambda k, fields: [self.lens[idx[k:], f] for f in fields])
+                sat = self._saturated(term, key, packed, lambda k, fields: self.lens[idx[k:]] if fields is None
+                                      else [self.lens[idx[k:], f] for f in fields])
                 got = (kept_of(idx, sat[0]), sat[1])
             self._sat[(term, key)] = got
         return got
@@ -390,14 +394,15 @@ class DiskView:
         """(a mask of the term's postings scoring > 0, their values) under `key`; `lens(k, fields)`:
         those fields' lengths of the documents of the postings from the k-th on (fresh float64
         arrays), asked for only when not kept."""
-        ckey, sat, kept, k = self._values(term, key, packed)
+        got = self._looked.pop((term, key), None)  # (`want_lengths` looked it up a moment ago)
+        ckey, sat, kept, k = got if got is not None else self._values(term, key, packed)
         if sat is None:
             if k:
                 assert kept is not None
-                tail = saturate_fields(packed[k:], self._norms(term, key[2], k, lens), key)
+                tail = self._saturate(term, key, packed[k:], k, lens)
                 sat = (np.concatenate((kept[1], tail[0])), np.concatenate((kept[2], tail[1])))
             else:
-                sat = saturate_fields(packed, self._norms(term, key[2], 0, lens), key)
+                sat = self._saturate(term, key, packed, 0, lens)
             self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
         return sat
 
@@ -424,41 +429,64 @@ class DiskView:
         """Read now the document lengths that `ord_sat` of these terms under `key` will gather (of
         the postings whose values are not kept): each block's missing segments in one statement and
         one copy of the block. Read term by term, a cold owner's block was copied (up to 768 KB)
-        and a statement run for nearly every term of a search."""
-        segs = []
+        and a statement run for nearly every term of a search. (Not for an owner of a few
+        segments: its first terms read most of them, and looking ahead cost more than it saved.)"""
+        if self.n <= _LOOK_AHEAD_DOCS:
+            return
+        parts = []
         for t in dict.fromkeys(terms):
             if (t, key) in self._osat:
                 continue
             o, packed, _ = self._term(t)
             if not len(o):
                 continue
-            sat, k = self._values(t, key, packed)[1::2]
-            if sat is None:
-                segs.append(distinct(o[k:] // SEG_DOCS))
-        if not segs:
+            got = self._looked[(t, key)] = self._values(t, key, packed)
+            if got[1] is None:
+                parts.append(o[k:] if (k := got[3]) else o)
+        if not parts:
             return
-        every = union(segs)
+        # (The terms' ordinals together: a few array operations in all, not a few per term.)
+        every = (np.concatenate(parts) if len(parts) > 1 else parts[0]).astype(np.int64) // SEG_DOCS
+        every.sort()
+        every = distinct(every)
         blocks = every // BLOCK_SEGS
         starts = distinct(blocks)
         cuts = [*np.searchsorted(blocks, starts).tolist(), len(every)]
         for j, b in enumerate(starts.tolist()):
             self._block(b, (every[cuts[j] : cuts[j + 1]] - b * BLOCK_SEGS) * SEG_DOCS)
 
-    def _norms(self, term: str, b: tuple[float, ...], k: int, lens: _FieldLengths) -> list[Any]:
-        """The length normalisation of the documents of a term's postings from the k-th on, field
-        by field (`bm25f.field_norms`): the same for the head's and the tail's rankings, whose keys
-        differ in weights only (a common word's tens of thousands of lengths gathered and
-        normalised once a search, not twice)."""
+    def _saturate(self, term: str, key: SatKey, packed: Any, k: int, lens: _FieldLengths) -> tuple[Any, Any]:
+        """`saturate_rows` of these postings (the term's from the k-th on), field by field for a
+        common word's (`bm25f.saturate_fields`: the same floats, without (n, 4) temporaries past the
+        allocator's mmap threshold); a few thousand at once, where fewer array operations count more."""
+        if len(packed) > _FIELDS_FROM:
+            return saturate_fields(packed, self._norms(term, key[2], k, lens, by_field=True), key)
+        return saturate_rows(counts(packed), self._norms(term, key[2], k, lens, by_field=False), key)
+
+    def _norms(self, term: str, b: tuple[float, ...], k: int, lens: _FieldLengths, *, by_field: bool) -> Any:
+        """The length normalisation of the documents of a term's postings from the k-th on (by field:
+        `bm25f.field_norms`): the same for the head's and the tail's rankings, whose keys differ in
+        weights only (a common word's tens of thousands of lengths gathered and normalised once a
+        search, not twice)."""
         got = self._term_norms.get((term, b, k))
         if got is None:
-            fields = [f for f in range(4) if b[f] != 0.0]
-            cols = dict(zip(fields, lens(k, fields), strict=True))
-            got = self._term_norms[(term, b, k)] = field_norms(b, cols.__getitem__, self.avg)
+            if by_field:
+                fields = [f for f in range(4) if b[f] != 0.0]
+                cols = dict(zip(fields, lens(k, fields), strict=True))
+                got = field_norms(b, cols.__getitem__, self.avg)
+            else:
+                got = normalisation(b, lens(k, None), self.avg, own=True)
+            self._term_norms[(term, b, k)] = got
         return got
 
-    def _field_lengths(self, ords: Any, fields: list[int]) -> list[Any]:
-        """These fields' lengths (float64, one array each) of the documents at these ordinals
-        (ascending), gathered block by block (`_resolve`)."""
+    def _field_lengths(self, ords: Any, fields: list[int] | None) -> Any:
+        """These fields' lengths (float64, one array each; `fields` None: all four, one (n, 4)
+        array) of the documents at these ordinals (ascending), gathered block by block (`_resolve`)."""
+        if fields is None:
+            lens = np.empty((len(ords), 4))
+            for a, e, block, local in self._blocks(ords):
+                lens[a:e] = block.lens[local]
+            return lens
         outs = [np.empty(len(ords)) for _ in fields]
         for a, e, block, local in self._blocks(ords):
             got = block.lens[local]

@@ -300,16 +300,12 @@ class RowTables:
         """Codes of these strings as an int32 array (-1 for None), new ones added."""
         with self._lock:
             codes, values = self.codes, self.values
-            out = [codes.get(v, -2) if v is not None else -1 for v in strings]  # (-2: not coded yet)
-            if -2 in out:
-                for k, v in enumerate(strings):
-                    if out[k] == -2 and v is not None:
-                        code = codes.get(v)
-                        if code is None:
-                            code = codes[v] = len(values)
-                            values.append(v)
-                            self.nbytes += _STRING + len(v)
-                        out[k] = code
+            for v in dict.fromkeys(strings):  # new ones coded in the order first met
+                if v is not None and v not in codes:
+                    codes[v] = len(values)
+                    values.append(v)
+                    self.nbytes += _STRING + len(v)
+            out = [codes.get(v, -1) for v in strings]  # type: ignore[arg-type]  # (None is no key: -1)
         return np.array(out, dtype=np.int32)
 
 
