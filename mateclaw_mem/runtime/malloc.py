@@ -165,10 +165,18 @@ class RssBudget:
             return self._cap
 
 
+# The daemon's room for a swing, a fifth of the bound (RssBudget's default is an eighth). At 100k messages
+# of one user a search's VmHWM over the RSS before it is p50 0.6 MB, p95 3.1-3.4, max 9.8-10.9, and between
+# two reads RSS sits ~2.6 MB above what the last one left (heap pieces the next trim hands back): with an
+# eighth 1 of 200 searches took RSS past the bound (max 69.4-69.8 MB over the idle daemon, bound 67.1), with
+# a fifth none (max 66.1-66.3); the cache holds ~5 MB less (daemon CPU per search +0.5-0.8 ms).
+SLACK = 5
+
+
 def bound_cache(cache: ByteCache, bound: int) -> RssBudget:
     """A daemon whose start-up is done: its Add/Search cache keeps RSS within `bound` of now.
 
-    With the eighth of the bound kept spare, not the margin learned from swings (`quiet` -1): under
+    With a fifth of the bound kept spare (`SLACK`), not the margin learned from swings (`quiet` -1): under
     concurrent searches their temporaries add up, the learned margin left the cache next to nothing and
     every search read what it needed from disk - `scripts/bench/aml_add.py` (2,000 Adds of 20 turns, then
     searches), 4 / 16 clients: 59 / 62 searches/s with it, 90 / 80 without it, 89-99 / 86-89 with this
@@ -180,7 +188,7 @@ def bound_cache(cache: ByteCache, bound: int) -> RssBudget:
     the two together, and the cache gives up what the child holds until it ends."""
     from mateclaw_mem.index.messages.index_process import private_bytes
 
-    budget = RssBudget(bound, quiet=-1.0, others=private_bytes)
+    budget = RssBudget(bound, quiet=-1.0, others=private_bytes, slack=bound // SLACK)
     cache.limit = budget
     log.info("RSS %.0f MB idle; the Add/Search cache keeps it within aml.cache-bytes (%.0f MB) of that",
              budget.baseline / 1e6, bound / 1e6)
