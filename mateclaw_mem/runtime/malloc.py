@@ -180,8 +180,9 @@ def bound_cache(cache: ByteCache, bound: int) -> RssBudget:
     concurrent searches their temporaries add up, the learned margin left the cache next to nothing and
     every search read what it needed from disk - `scripts/bench/aml_add.py` (2,000 Adds of 20 turns, then
     searches), 4 / 16 clients: 59 / 62 searches/s with it, 90 / 80 without it, 89-99 / 86-89 with this
-    morning's budget (no room kept). One user at 100k, one search at a time, RSS after the searches: 62.7 MB
-    over the idle daemon against the 67.1 MB default; the same questions again p50 12.0 ms (12.9-13.9).
+    morning's budget (no room kept). One user at 100k, one search at a time (scripts/bench/aml_scale.py at
+    7730807, load ~1.2): RSS after the searches 57.5 MB over the idle daemon, its high-water mark 64.0,
+    against the 67.1 MB default; the same questions again p50 12.1 ms.
 
     While an index process runs (a stream of Adds, `aml.index-process`) its own memory counts as the
     daemon's (`index_process.private_bytes`): the idle daemon has no such process, so the bound holds for
