@@ -4,6 +4,7 @@ process), so what a search frees goes back to the system."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -58,20 +59,71 @@ _HEAP = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit: a thread arena's heap is re
 
 
 def thread_arenas(pid: int) -> int:
-    """glibc arenas beside the main one in process `pid`, from /proc/<pid>/maps: each is a heap reserved
-    as 64 MiB at a 64 MiB boundary, its used part read-write and the rest PROT_NONE."""
+    """glibc arenas beside the main one in process `pid`: each begins a heap reserved as 64 MiB at a
+    64 MiB boundary (/proc/<pid>/maps), whose header (/proc/<pid>/mem) points at the arena just after it
+    and at no earlier heap. The header is what tells it from numpy's OpenBLAS buffer, also 64 MiB of
+    anonymous memory: the kernel places that at a 2 MiB boundary, so one start in 32 lands on a 64 MiB
+    one (a CI run counted it as an arena)."""
     rows = []
     for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
         fields = line.split()
         start, end = (int(x, 16) for x in fields[0].split("-"))
         rows.append((start, end, fields[1], len(fields) < 6))  # (anonymous: no path)
     found = 0
-    for k, (start, end, perms, anon) in enumerate(rows):
-        if not (anon and perms.startswith("rw") and start % _HEAP == 0):
-            continue
-        stop = rows[k + 1][1] if k + 1 < len(rows) and rows[k + 1][0] == end and rows[k + 1][2] == "---p" else end
-        found += stop - start == _HEAP
+    with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for k, (start, end, perms, anon) in enumerate(rows):
+            if not (anon and perms.startswith("rw") and start % _HEAP == 0):
+                continue
+            nxt = rows[k + 1] if k + 1 < len(rows) else None
+            stop = nxt[1] if nxt and nxt[0] == end and nxt[2] == "---p" else end
+            if stop - start != _HEAP:
+                continue
+            mem.seek(start)
+            ar_ptr, prev = struct.unpack("<QQ", mem.read(16))  # heap_info: the arena, the heap before this one
+            found += prev == 0 and start < ar_ptr < start + 4096
     return found
+
+
+_ARENAS = """
+import ctypes, sys, threading
+sys.path.insert(0, {root!r})
+import numpy  # noqa: F401  (its OpenBLAS buffer: 64 MiB of anonymous memory that is not an arena)
+from mateclaw_mem.runtime import malloc
+if sys.argv[1] == "tune":
+    malloc.tune()
+libc = ctypes.CDLL(None)
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+ready, done = threading.Barrier(4), threading.Event()
+
+def work():
+    libc.malloc(4096)
+    ready.wait()
+    done.wait()
+
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads:
+    t.start()
+ready.wait()
+print("ready", flush=True)
+sys.stdin.read()
+done.set()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
+@pytest.mark.parametrize(("mode", "arenas"), [("plain", 3), ("tune", 0)])
+def test_thread_arenas_counts_what_glibc_made(mode: str, arenas: int) -> None:
+    """The count the daemon's test relies on: three threads that allocate at once get three arenas of
+    their own by glibc's default, none once the allocator is tuned, and numpy's buffer is never one."""
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-c", _ARENAS.format(root=root), mode], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        assert thread_arenas(proc.pid) == arenas
+    finally:
+        proc.communicate("", timeout=60)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator, /proc")
