@@ -86,8 +86,12 @@ def test_kill_9_with_extraction_pending_comes_back_every_time(started: list[Daem
             read = c.get(f"{WS}/file", params={"path": "MEMORY.md"})
             assert read.status_code == 200, read.text
             # The work the last kill cut off is run by this process (each run logs its conversation).
-            wait_for(lambda d=d, left=left: left <= _extracted(d.log()),
-                     f"start {round_} to resume {sorted(left)}", alive=d.proc)
+            try:
+                wait_for(lambda d=d, left=left: left <= _extracted(d.log()),
+                         f"start {round_} to resume {sorted(left)}", alive=d.proc)
+            except AssertionError as exc:  # (the log says what the start did instead: CI failed here once)
+                pending = sorted(_pending(d.workspace))
+                raise AssertionError(f"{exc}; still pending: {pending}\n--- log ---\n{d.log()[-20000:]}") from None
             # New work for the next start: a burst of turns, each due now, in several buckets.
             for i in range(OWNERS * 2):
                 r = c.post(f"{MEM}/conversations/chat-{round_}-{i % OWNERS}/turns",
