@@ -7,7 +7,6 @@ it allocated (sqlite3_memory_used, the library Python's sqlite3 module uses) ove
 from __future__ import annotations
 
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,33 +14,20 @@ import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages.index import MessageIndex
+from tests.support.sqlite_memory import grown
 
 _PROBE = """
-import ctypes, ctypes.util, sys
-from pathlib import Path
-sys.path.insert(0, {root!r})
-import sqlite3  # (loaded first: the library found below is the one it uses)
 from mateclaw_mem.index.messages.index import MessageIndex
-lib = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
-lib.sqlite3_memory_used.restype = ctypes.c_int64
 index = MessageIndex(Path(sys.argv[1]) / "messages.db")
 if sys.argv[2] == "default":
     for schema in ("main", "log"):
-        index._storage._conn.execute(f"PRAGMA {{schema}}.cache_size = -2000")
+        index._storage._conn.execute(f"PRAGMA {schema}.cache_size = -2000")
 index.search("aml", "u", "w1 w2", limit=5)  # (the schema and the statements read)
 before = lib.sqlite3_memory_used()
 for k in range(150):
-    index.search("aml", "u", " ".join(f"w{{(k * 13 + j * 7) % 3000}}" for j in range(8)), limit=100)
+    index.search("aml", "u", " ".join(f"w{(k * 13 + j * 7) % 3000}" for j in range(8)), limit=100)
 print(lib.sqlite3_memory_used() - before)
 """
-
-
-def _grown(files: Path, mode: str) -> int:
-    root = str(Path(__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, "-c", _PROBE.format(root=root), str(files), mode],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the system's libsqlite3, as Python's sqlite3 links it")
@@ -59,7 +45,7 @@ def test_searches_leave_sqlites_page_caches_small(tmp_path: Path) -> None:
         index.close()
         log.close()
     assert min((tmp_path / f).stat().st_size for f in ("messages.db", "log.db")) > 3_000_000
-    default, kept = _grown(tmp_path, "default"), _grown(tmp_path, "kept")
+    default, kept = grown(_PROBE, str(tmp_path), "default"), grown(_PROBE, str(tmp_path), "kept")
     assert default > 3_000_000  # both caches fill towards SQLite's ~2 MB default
     # 1 MiB for the file and 256 KiB for the log (index.PAGE_CACHE_KIB, LOG_PAGE_CACHE_KIB), and the
     # statements': 3.43 MB with the default caches, 1.59 MB with these (measured).

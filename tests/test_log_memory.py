@@ -6,39 +6,30 @@ sqlite3 module uses)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.support.sqlite_memory import grown
+
 _PROBE = """
-import ctypes, ctypes.util, sys
-from pathlib import Path
-sys.path.insert(0, {root!r})
-import sqlite3  # (loaded first: the library found below is the one it uses)
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
-lib = ctypes.CDLL(ctypes.util.find_library("sqlite3"))
-lib.sqlite3_memory_used.restype = ctypes.c_int64
 log = ConversationLog(Path(sys.argv[1]) / "log.db")
 if sys.argv[2] == "default":
     log._conn.execute("PRAGMA cache_size = -2000")
 before = lib.sqlite3_memory_used()
 for k in range(1500):  # 30,000 messages: ~8 MB of log, Adds of 20 turns in 37 conversations
-    msgs = [NewMessage("user", f"Caroline: turn {{k}}-{{j}} about the lake and the {{k * 7 % 101}} pines", 1683554160000 + k * 20 + j)
+    msgs = [NewMessage("user", f"Caroline: turn {k}-{j} about the lake and the {k * 7 % 101} pines", 1683554160000 + k * 20 + j)
             for j in range(20)]
-    log.append_once(f"r{{k}}", f"h{{k}}", "{{}}", "aml-agent", f"s{{k % 37}}", msgs, owner="u1", now_ms=1)
+    log.append_once(f"r{k}", f"h{k}", "{}", "aml-agent", f"s{k % 37}", msgs, owner="u1", now_ms=1)
 print(lib.sqlite3_memory_used() - before)
 """
 
 
 def _grown(tmp: Path, mode: str) -> int:
-    root = str(Path(__file__).resolve().parents[1])
     (tmp / mode).mkdir()
-    done = subprocess.run([sys.executable, "-c", _PROBE.format(root=root), str(tmp / mode), mode],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    return int(done.stdout)
+    return grown(_PROBE, str(tmp / mode), mode)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the system's libsqlite3, as Python's sqlite3 links it")

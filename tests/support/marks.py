@@ -22,6 +22,8 @@ MARKS: dict[str, tuple[str, ...]] = {
     "test_daemon_model_mode.py": ("slow", "subprocess"),
     "test_daemon_gc.py": ("subprocess",),
     "test_malloc_tuning.py": ("subprocess",),  # a fresh interpreter sets its allocator
+    "test_log_memory.py": ("subprocess",),  # SQLite's memory, counted in a fresh interpreter
+    "test_index_page_cache.py": ("slow", "subprocess"),
     "test_aml_durability.py::test_kill_9_right_after_the_200_loses_no_acknowledged_add": ("slow", "subprocess"),
     "test_aml_durability.py::test_kill_9_while_the_index_is_behind_the_log_loses_nothing": ("slow", "subprocess"),
     "test_aml_read_your_writes.py::test_each_add_is_found_by_the_next_search_one_client": ("slow",),
