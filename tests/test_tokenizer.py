@@ -95,3 +95,21 @@ def test_the_ascii_fast_path_gives_the_tokens_of_the_general_loop() -> None:
         seen += "'" in text
     assert seen > 1000  # the clitic rule was exercised
     assert tokenize("She's here; don't go, 'twas Caroline's") == _tokenize_any("she's here; don't go, 'twas caroline's")
+
+
+def test_a_large_vocabulary_keeps_a_bounded_cache_of_stems() -> None:
+    """The stems cached are resident in the daemon and its index process, counted against
+    aml.cache-bytes: a vocabulary of ids and names must not grow them without bound."""
+    import tracemalloc
+
+    rng = random.Random(9)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(6, 12))) for _ in range(60_000)]
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(0, len(words), 50):
+            tokenize(" ".join(words[k : k + 50]))
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 8_000_000  # 16,384 stems cached: 5.3 MB (65,536 of them: 13.7 MB for these words)

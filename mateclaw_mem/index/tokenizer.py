@@ -57,7 +57,11 @@ _STEMMER = Stemmer.Stemmer("english")
 TOKENIZER_VERSION = f"snowball-english-{Stemmer.version()}-1"
 
 
-@lru_cache(maxsize=65536)  # chat vocabulary is small and repetitive; stemming was most of indexing time
+# Chat vocabulary is small and repetitive, and stemming was most of indexing time. An entry is ~320 bytes
+# resident (the word, its stem, the cache's node), counted against aml.cache-bytes in the daemon and its index
+# process: 16,384 of them ~5 MB at most; 65,536 (as before) ~21 MB for a vocabulary of ids and names
+# (tests/test_tokenizer.py: 60,000 distinct words, 5.3 MB against 13.7). LoCoMo's whole vocabulary is ~3,800.
+@lru_cache(maxsize=16384)
 def _stem(word: str) -> str:
     """Snowball English (Porter2), after the irregular forms a suffix stemmer cannot reach.
 
