@@ -42,9 +42,9 @@ from mateclaw_mem.index.sources import FactSource, MessageSource
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_BYTES = 64 << 20  # `aml.cache-bytes`
-# SQLite's page cache of the index's connection, for the file and for the attached log (KiB; its default is
-# ~2,000 each): see MessageIndex.__init__.
-PAGE_CACHE_KIB, LOG_PAGE_CACHE_KIB = 1024, 256
+# SQLite's page cache for the log attached to the index's connection (KiB; its default is ~2,000): see
+# MessageIndex.__init__.
+LOG_PAGE_CACHE_KIB = 256
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, ~2 us a hit
@@ -76,13 +76,14 @@ class MessageIndex:
         self.path = db_path
         self.ranking = ranking or Ranking()
         self._storage = MessageStorage(db_path, log_db)
-        # SQLite's own page caches small: what searches decode of this file is kept in `cache`, and a
-        # page read again comes from the system's page cache. Its default 2 MB for the file and 2 MB
-        # for the attached log were RSS beside the byte cache that the daemon's RSS budget took from it
-        # (runtime/malloc.RssBudget): at 100k messages of one user the 100 dev questions' entries
-        # (43.6 MB) no longer fitted, and each pass read ~1,850 of them from the file again.
-        for schema, kib in (("main", PAGE_CACHE_KIB), ("log", LOG_PAGE_CACHE_KIB)):
-            self._storage._conn.execute(f"PRAGMA {schema}.cache_size = -{kib}")
+        # The attached log's page cache small: it is only read here (a hit's text, a few pages a search),
+        # and a page read again comes from the system's page cache. SQLite's default 2 MB was RSS beside
+        # the byte cache that the daemon's RSS budget took from it (runtime/malloc.RssBudget): at 100k
+        # messages of one user the 100 dev questions' entries (43.6 MB) no longer fitted. (The file's own
+        # cache keeps SQLite's default: this connection also writes - catch-up, merges - and a search
+        # waits behind those; 1 MiB there saved another MB, and whether it slowed the first search after
+        # a stream was within the bench's noise.)
+        self._storage._conn.execute(f"PRAGMA log.cache_size = -{LOG_PAGE_CACHE_KIB}")
         self._lock = self._storage.lock
         # Postings and document rows read by searches, bounded in bytes; never needed for an answer.
         self.cache = ByteCache(cache_bytes)
