@@ -1,8 +1,8 @@
-"""index/messages/index.MessageIndex keeps SQLite's page cache of the log attached to its connection small:
-the log is only read there (the hits' text), and SQLite's default 2 MB was resident beside the byte cache
-(counted against `aml.cache-bytes`), taken from its room by the daemon's RSS budget
-(runtime/malloc.RssBudget). In a fresh interpreter: SQLite's own count of what
-it allocated (sqlite3_memory_used, the library Python's sqlite3 module uses) over many searches."""
+"""The message index (storage.MessageStorage) keeps SQLite's page cache of the log attached to its
+connection small: the log is only read there (the hits' text), and SQLite's default 2 MB was resident
+beside the byte cache (counted against `aml.cache-bytes`), taken from its room by the daemon's RSS budget
+(runtime/malloc.RssBudget). In a fresh interpreter: SQLite's own count of what it allocated
+(sqlite3_memory_used, the library Python's sqlite3 module uses) over many searches."""
 
 from __future__ import annotations
 
@@ -46,6 +46,6 @@ def test_searches_leave_sqlites_page_caches_small(tmp_path: Path) -> None:
     assert min((tmp_path / f).stat().st_size for f in ("messages.db", "log.db")) > 3_000_000
     default, kept = grown(_PROBE, str(tmp_path), "default"), grown(_PROBE, str(tmp_path), "kept")
     assert default > 3_000_000  # the log's cache fills towards SQLite's ~2 MB default
-    # 256 KiB for the log (index.LOG_PAGE_CACHE_KIB), the file's own pages and the statements': 3.44 MB
+    # 256 KiB for the log (storage.LOG_PAGE_CACHE_KIB), the file's own pages and the statements': 3.44 MB
     # with the log's default cache, 1.60 MB with this (measured).
     assert kept < 1_800_000

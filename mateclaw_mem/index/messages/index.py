@@ -42,9 +42,6 @@ from mateclaw_mem.index.sources import FactSource, MessageSource
 log = logging.getLogger(__name__)
 
 DEFAULT_CACHE_BYTES = 64 << 20  # `aml.cache-bytes`
-# SQLite's page cache for the log attached to the index's connection (KiB; its default is ~2,000): see
-# MessageIndex.__init__.
-LOG_PAGE_CACHE_KIB = 256
 
 
 # Not frozen: a frozen dataclass's __init__ sets each field through object.__setattr__, ~2 us a hit
@@ -76,14 +73,6 @@ class MessageIndex:
         self.path = db_path
         self.ranking = ranking or Ranking()
         self._storage = MessageStorage(db_path, log_db)
-        # The attached log's page cache small: it is only read here (a hit's text, a few pages a search),
-        # and a page read again comes from the system's page cache. SQLite's default 2 MB was RSS beside
-        # the byte cache that the daemon's RSS budget took from it (runtime/malloc.RssBudget): at 100k
-        # messages of one user the 100 dev questions' entries (43.6 MB) no longer fitted. (The file's own
-        # cache keeps SQLite's default: this connection also writes - catch-up, merges - and a search
-        # waits behind those; 1 MiB there saved another MB, and whether it slowed the first search after
-        # a stream was within the bench's noise.)
-        self._storage._conn.execute(f"PRAGMA log.cache_size = -{LOG_PAGE_CACHE_KIB}")
         self._lock = self._storage.lock
         # Postings and document rows read by searches, bounded in bytes; never needed for an answer.
         self.cache = ByteCache(cache_bytes)

@@ -84,6 +84,7 @@ _ONE_COPY = "migrated:text-from-log"
 # (30 B a message): dropped once; the conversation index answers (agent, owner) and `postings.derive`
 # orders the ids itself.
 _NO_OWNER_INDEX = "migrated:no-docs-by-owner"
+LOG_PAGE_CACHE_KIB = 256  # SQLite's page cache for the attached log (`_attach_log`; its default is ~2,000)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class MessageStorage:
         self.log_db = log_db if log_db is not None else db_path.with_name("log.db")
         if not self.log_db.exists():  # (not a touch of an existing one: its mtime is left alone)
             self.log_db.touch(exist_ok=True)
-        self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(self.log_db.resolve()))}?mode=ro",))
+        self._attach_log(self.log_db)
         self._standin = False
         self.texts()
         self.writes = 0  # commits through this connection (data_version only counts others')
@@ -246,9 +247,19 @@ class MessageStorage:
                 self.log_db = path
                 self._standin = False  # (`texts` makes it again if the new log has no table)
                 self._conn.execute("DROP VIEW IF EXISTS temp.messages")
-                self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(path.resolve()))}?mode=ro",))
+                self._attach_log(path)
         if self._standin:
             self.texts()
+
+    def _attach_log(self, path: Path) -> None:
+        """The log read-only as `log`, with a small page cache: only read here (a hit's text, a turn's
+        when indexed), and a page read again comes from the system's page cache. SQLite's default 2 MB
+        was RSS beside the daemon's byte cache that its RSS budget took from it (runtime/malloc.RssBudget):
+        at 100k messages of one user the 100 dev questions' entries (43.6 MB) no longer fitted. (The
+        file's own cache keeps SQLite's default: this connection also writes - catch-up, merges - and a
+        search waits behind those.)"""
+        self._conn.execute("ATTACH DATABASE ? AS log", (f"file:{quote(str(path.resolve()))}?mode=ro",))
+        self._conn.execute(f"PRAGMA log.cache_size = -{LOG_PAGE_CACHE_KIB}")
 
     def _one_copy(self, conn: sqlite3.Connection) -> int:
         """`_ONE_COPY`: each turn's copy of its text dropped where the log holds the same text."""
