@@ -8,6 +8,7 @@ setuptools prints during an editable install and "installs" the `mateclaw-mem` e
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import shutil
 import stat
 import subprocess
@@ -45,11 +46,14 @@ def repo(tmp_path: Path) -> Path:
     return root
 
 
-def setup(repo: Path, *args: str, fail: bool = False) -> tuple[subprocess.CompletedProcess[str], list[str]]:
-    """Run setup.sh; return its result and the pip calls it made."""
+def setup(repo: Path, *args: str, fail: bool = False,
+          bytecode: bool = True) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """Run setup.sh (`bytecode` False: under PYTHONDONTWRITEBYTECODE=1); return its result and the
+    pip calls it made."""
     calls = repo / "pip-calls"
     calls.unlink(missing_ok=True)
-    env = {"PATH": "/usr/bin:/bin", "PIP_CALLS": str(calls), **({"PIP_FAIL": "1"} if fail else {})}
+    env = {"PATH": "/usr/bin:/bin", "PIP_CALLS": str(calls), **({"PIP_FAIL": "1"} if fail else {}),
+           **({} if bytecode else {"PYTHONDONTWRITEBYTECODE": "1"})}
     done = subprocess.run(["bash", str(repo / "scripts" / "setup.sh"), *args], env=env,
                           capture_output=True, text=True, timeout=60)
     return done, calls.read_text().splitlines() if calls.exists() else []
@@ -119,3 +123,24 @@ def test_missing_entry_point_reinstalls_despite_the_stamp(repo: Path) -> None:
 def test_unknown_argument_is_a_usage_error(repo: Path) -> None:
     done, calls = setup(repo, "--devv")
     assert done.returncode == 2 and "usage" in done.stderr and calls == []
+
+
+def test_setup_writes_the_packages_bytecode_even_where_python_would_not(repo: Path) -> None:
+    """A daemon started with PYTHONDONTWRITEBYTECODE=1 compiled every module from source at every
+    start (an editable install's tree has no .pyc, and such a start writes none): setup writes them,
+    on an install and on a run with nothing to install, and again after a module changed."""
+    module = repo / "mateclaw_mem" / "probe.py"
+    module.parent.mkdir()
+    module.write_text("X = 1\n", encoding="utf-8")
+    pyc = Path(importlib.util.cache_from_source(str(module)))
+    for first in (True, False):
+        pyc.unlink(missing_ok=True)
+        done, calls = setup(repo, bytecode=False)
+        assert done.returncode == 0, done.stderr
+        assert bool(calls) is first
+        assert pyc.exists()
+    module.write_text("X = 22\n", encoding="utf-8")  # (another size: the .pyc records mtime and size)
+    stale = pyc.read_bytes()
+    setup(repo, bytecode=False)
+    assert pyc.read_bytes() != stale  # compiled again from the changed source
+
