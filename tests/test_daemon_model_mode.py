@@ -71,3 +71,33 @@ def test_model_mode_end_to_end(tmp_path: Path) -> None:
                 assert memory.read_bytes() == before
         finally:
             assert daemon.stop() == 0
+
+
+def test_a_stop_cut_short_by_a_hanging_model_exits_143_and_the_next_start_finishes_the_work(tmp_path: Path) -> None:
+    """SIGTERM while an extraction waits on a model that never answers: the daemon exits at its stop
+    deadline with 128 + SIGTERM, not 0 (a clean stop's status: the stop did not finish), and the
+    conversation it cut short is extracted by the next start, against a model that answers."""
+    hanging = Answer(content={"should_update": False, "reason": "late"}, delay=120)
+    (tmp_path / "mateclaw.yaml").write_text(
+        "timezone: Europe/Berlin\nmodel:\n  base-url: {url}\n  model: test-model\n  timeout-seconds: 300\n"
+        "mate:\n  memory:\n    cooldown-minutes: 0\n    min-messages-for-summarize: 0\n", encoding="utf-8")
+    config = (tmp_path / "mateclaw.yaml").read_text(encoding="utf-8")
+    with ModelServer(responder=lambda body: hanging) as model:
+        (tmp_path / "mateclaw.yaml").write_text(config.replace("{url}", model.base_url), encoding="utf-8")
+        daemon = Daemon(tmp_path).start()
+        with daemon.client() as http:
+            r = http.post(f"{MEM}/conversations/c1/turns",
+                          json={"user": "Remember that my cat is called Miso.", "assistant": "Lovely name!"})
+            assert r.status_code == 202, r.text
+        wait_for(lambda: any("my cat is called Miso" in json.dumps(q.body) for q in model.chat_requests),
+                 "the extraction's call to the model")
+        assert daemon.stop() == 128 + 15
+        assert "exiting now with status 143" in daemon.log()
+    with ModelServer(responder=respond) as model:
+        (tmp_path / "mateclaw.yaml").write_text(config.replace("{url}", model.base_url), encoding="utf-8")
+        daemon = Daemon(tmp_path).start()
+        try:
+            memory = daemon.workspace / "default" / "MEMORY.md"
+            wait_for(lambda: "Miso" in memory.read_text(encoding="utf-8"), "the resumed extraction in MEMORY.md")
+        finally:
+            assert daemon.stop() == 0

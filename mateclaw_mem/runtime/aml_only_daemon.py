@@ -128,12 +128,13 @@ class AmlOnlyDaemon:
             self._deadline.start()
 
     def _forced_exit(self, signum: int) -> None:
-        log.warning("stopping took over %.1f s after %s: exiting now (every Add acknowledged is committed)",
-                    STOP_DEADLINE, signal.Signals(signum).name)
+        status = 128 + signum  # not 0: the stop did not finish (runtime/daemon.py, docs/faces.md)
+        log.warning("stopping took over %.1f s after %s: exiting now with status %d (every Add acknowledged is "
+                    "committed)", STOP_DEADLINE, signal.Signals(signum).name, status)
         if self._pidfile:
             pidfile.remove(self.settings.state_dir, os.getpid())
         logging.shutdown()
-        os._exit(0)
+        os._exit(status)
 
     def run_forever(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)

@@ -280,12 +280,15 @@ class Daemon:
 
     def _forced_exit(self, signum: int) -> None:
         waiting = self._stopping or "the start"
-        log.warning("stopping took over %.1f s after %s (still waiting for %s): exiting now; work in flight is left "
-                    "as a crash leaves it and is picked up at the next start", STOP_DEADLINE,
-                    signal.Signals(signum).name, waiting)
+        # Not 0: whoever waits on the stop (a supervisor, a script) must see that it did not finish.
+        # 128 + the signal, as a shell reports a process that signal ended (docs/faces.md).
+        status = 128 + signum
+        log.warning("stopping took over %.1f s after %s (still waiting for %s): exiting now with status %d; work "
+                    "in flight is left as a crash leaves it and is picked up at the next start", STOP_DEADLINE,
+                    signal.Signals(signum).name, waiting, status)
         pidfile.remove(self.services.settings.state_dir, os.getpid())
         logging.shutdown()
-        os._exit(0)
+        os._exit(status)
 
     def wait(self) -> None:
         # Event.wait with a timeout keeps the main thread responsive to signals without busy polling.
