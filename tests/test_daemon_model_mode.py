@@ -73,15 +73,16 @@ def test_model_mode_end_to_end(tmp_path: Path) -> None:
             assert daemon.stop() == 0
 
 
-def test_a_stop_cut_short_by_a_hanging_model_exits_143_and_the_next_start_finishes_the_work(tmp_path: Path) -> None:
-    """SIGTERM while an extraction waits on a model that never answers: the daemon exits at its stop
-    deadline with 128 + SIGTERM, not 0 (a clean stop's status: the stop did not finish), and the
-    conversation it cut short is extracted by the next start, against a model that answers."""
+
+def test_sigterm_during_a_hanging_extraction_cancels_the_call_stops_cleanly_and_the_next_start_resumes(
+        tmp_path: Path) -> None:
+    """SIGTERM while an extraction waits on a model that never answers: the call is cancelled
+    MODEL_CALL_GRACE after the signal, so the stop finishes before its deadline (exit 0, not a forced
+    exit), and the conversation it cut short is extracted by the next start, against a model that
+    answers."""
     hanging = Answer(content={"should_update": False, "reason": "late"}, delay=120)
-    (tmp_path / "mateclaw.yaml").write_text(
-        "timezone: Europe/Berlin\nmodel:\n  base-url: {url}\n  model: test-model\n  timeout-seconds: 300\n"
-        "mate:\n  memory:\n    cooldown-minutes: 0\n    min-messages-for-summarize: 0\n", encoding="utf-8")
-    config = (tmp_path / "mateclaw.yaml").read_text(encoding="utf-8")
+    config = ("timezone: Europe/Berlin\nmodel:\n  base-url: {url}\n  model: test-model\n  timeout-seconds: 300\n"
+              "mate:\n  memory:\n    cooldown-minutes: 0\n    min-messages-for-summarize: 0\n")
     with ModelServer(responder=lambda body: hanging) as model:
         (tmp_path / "mateclaw.yaml").write_text(config.replace("{url}", model.base_url), encoding="utf-8")
         daemon = Daemon(tmp_path).start()
@@ -91,8 +92,9 @@ def test_a_stop_cut_short_by_a_hanging_model_exits_143_and_the_next_start_finish
             assert r.status_code == 202, r.text
         wait_for(lambda: any("my cat is called Miso" in json.dumps(q.body) for q in model.chat_requests),
                  "the extraction's call to the model")
-        assert daemon.stop() == 128 + 15
-        assert "exiting now with status 143" in daemon.log()
+        assert daemon.stop() == 0, daemon.log()
+        assert "cancelling the model calls still running" in daemon.log()
+        assert "stopping took over" not in daemon.log()
     with ModelServer(responder=respond) as model:
         (tmp_path / "mateclaw.yaml").write_text(config.replace("{url}", model.base_url), encoding="utf-8")
         daemon = Daemon(tmp_path).start()
@@ -101,3 +103,26 @@ def test_a_stop_cut_short_by_a_hanging_model_exits_143_and_the_next_start_finish
             wait_for(lambda: "Miso" in memory.read_text(encoding="utf-8"), "the resumed extraction in MEMORY.md")
         finally:
             assert daemon.stop() == 0
+
+
+def test_a_stop_cut_short_at_the_deadline_exits_143_not_0(tmp_path: Path) -> None:
+    """SIGTERM while a chat client reads a proxied answer that streams for ever: the HTTP server waits
+    for the response, the stop's deadline passes, and the daemon exits with 128 + SIGTERM - not 0, a
+    clean stop's status, which a supervisor or script could not tell apart."""
+    import openai
+
+    with ModelServer() as upstream:
+        upstream.stream_forever(interval=0.05)
+        (tmp_path / "mateclaw.yaml").write_text(
+            f"timezone: UTC\nproxy:\n  upstream:\n    base-url: {upstream.base_url}\n    model: llama-local\n",
+            encoding="utf-8")
+        daemon = Daemon(tmp_path).start()
+        client = openai.OpenAI(base_url=f"{daemon.url}/v1", api_key="x", max_retries=0)
+        stream = client.chat.completions.create(model="llama-local", stream=True,
+                                                messages=[{"role": "user", "content": "tell me a long story"}])
+        try:
+            next(iter(stream))  # the answer is streaming
+            assert daemon.stop() == 128 + 15, daemon.log()
+        finally:
+            stream.close()
+        assert "exiting now with status 143" in daemon.log()

@@ -49,6 +49,7 @@ HTTP_STOP_GRACE = 5  # seconds uvicorn waits for open requests before closing th
 # cut short is left as a crash leaves it (every write is atomic, every database transactional, queued
 # work persisted), so the next start picks it up.
 STOP_DEADLINE = 3.5
+MODEL_CALL_GRACE = 2.5  # seconds from SIGTERM to cancelling the model calls still in flight
 _BUILD_SWITCH_INTERVAL = 0.0001  # seconds: how often the later routes' build lets a request run
 # The services built before the daemon listens: what an AML search and /health read, and what the app
 # reads as it is composed (api/app.py). The rest (the memory services, ~80% of the build, mostly their
@@ -277,6 +278,19 @@ class Daemon:
             self._deadline = threading.Timer(STOP_DEADLINE, self._forced_exit, args=(signum,))
             self._deadline.daemon = True
             self._deadline.start()
+            cancel = threading.Timer(MODEL_CALL_GRACE, self._cancel_model_calls)
+            cancel.daemon = True
+            cancel.start()
+
+    def _cancel_model_calls(self) -> None:
+        """Model calls still running MODEL_CALL_GRACE after the signal are cancelled, so the stop
+        finishes in time: a local model takes tens of seconds an extraction, a hung one for ever, and
+        the workers' stop waits for the run in flight. A cancelled run stays pending and resumes at
+        the next start, as a run cut short by a crash does; the stop itself is clean (exit 0, the
+        clean-stop mark written: the next start skips the page-by-page check)."""
+        if self.services.built("model") and self.services.model is not None:
+            log.info("cancelling the model calls still running %.1f s after the stop began", MODEL_CALL_GRACE)
+            self.services.model.close()
 
     def _forced_exit(self, signum: int) -> None:
         waiting = self._stopping or "the start"

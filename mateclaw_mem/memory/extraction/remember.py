@@ -27,9 +27,13 @@ ERROR_KIND = "remember_unprocessed"
 
 
 def failed_in_a_row(runs: ExtractionRunLog, agent: str, owner: str | None) -> int:
-    """Failed runs of this bucket since its last successful one ("nothing new" skips don't count)."""
+    """Failed runs of this bucket since its last successful one ("nothing new" skips don't count, nor
+    do runs a stop cut short: the daemon cancels the model calls still running at its stop, and a
+    remember request must not be given up on because the daemon was restarted three times)."""
     n = 0
     for row in runs.recent(lambda ms: None, agent=agent, owner=owner or "", limit=ATTEMPTS + 5):
+        if row["outcome"] == "error" and row["error_kind"] == "cancelled":
+            continue
         if row["outcome"] == "error":
             n += 1
         elif row["outcome"] != "skipped":
