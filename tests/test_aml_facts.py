@@ -171,3 +171,27 @@ def test_facts_survive_an_index_rebuild(aml: AmlService, model_server: ModelServ
         assert any(h.role == "fact" for h in fresh.search("aml", "u1", "cats Luna", limit=5))
     finally:
         fresh.close()
+
+
+def test_a_call_the_stop_cancels_leaves_the_job_for_the_next_run_and_uses_up_no_attempt(
+    aml: AmlService, model_server: ModelServer
+) -> None:
+    """The daemon's stop cancels the model calls in flight (ModelClient.close): the job whose call it
+    cut short is released as it was - not failed, its attempts untouched, claimable at once (on
+    PostgreSQL too: no lease left to run out) - and the worker claims nothing more. Failed instead,
+    three stops in a row lost its facts for good."""
+    import threading
+
+    model_server.hang(30)
+    aml.add("r1", "u1", "s1", CHAT)
+    aml.add("r2", "u1", "s1", [AmlMessage("user", "Melanie: Oliver is the older one.", TS + 120_000)])
+    assert aml.facts is not None
+    client = aml.facts.model()
+    assert client is not None
+    threading.Timer(0.3, client.close).start()
+    assert aml.facts.run_pending() == 1  # the first job, cut short; the second left alone
+    for rid in ("r1", "r2"):
+        job = aml.facts.store.job(rid, "u1")
+        assert job is not None and (job.status, job.attempts, job.error) == ("pending", 0, None), job
+    claimed = aml.facts.store.claim()
+    assert claimed is not None and claimed.request_id == "r1"  # no lease held on it

@@ -5,6 +5,7 @@ over one database, and a lost database answered 503 with the reason, then recove
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 import httpx
 
 from mateclaw_mem.conversations.aml_check import check
-from tests.test_daemon_e2e import Daemon
+from tests.test_daemon_e2e import Daemon, wait_for
 
 POSTGRES_CONFIG = "timezone: Europe/Berlin\naml:\n  store: postgresql\n"
 
@@ -115,3 +116,27 @@ def test_listening_beyond_loopback_needs_a_key(tmp_path: Path) -> None:
     assert done.returncode == 6, done.stderr
     assert "needs an API key" in done.stderr and "MATECLAW_API_KEY" in done.stderr
     assert not (tmp_path / "ws").exists()
+
+
+def test_sigterm_during_a_hanging_fact_extraction_stops_cleanly_and_the_job_runs_at_the_next_start(
+        tmp_path: Path) -> None:
+    """Model mode: a fact job waits on a model that never answers when SIGTERM comes. Its call is
+    cancelled before the stop's deadline, so the daemon stops cleanly (0, not a forced exit's 143),
+    and the job, still queued, is sent to the model again by the next start."""
+    from tests.support.model_server import Answer, ModelServer
+
+    config = "timezone: UTC\nmodel:\n  base-url: {url}\n  model: test-model\n  timeout-seconds: 300\n"
+    for answer in (Answer(content={"facts": []}, delay=120), Answer(content={"facts": []})):
+        with ModelServer(responder=lambda body, answer=answer: answer) as model:
+            (tmp_path / "mateclaw.yaml").write_text(config.replace("{url}", model.base_url), encoding="utf-8")
+            daemon = AmlOnly(tmp_path).start()
+            try:
+                if answer.delay:
+                    with daemon.client() as client:
+                        assert _add(client, "r1", "I adopted a cat named Miso").status_code == 200
+                wait_for(lambda: any("Miso" in json.dumps(q.body) for q in model.chat_requests),
+                         "the fact job's call to the model")
+            finally:
+                assert daemon.stop() == 0, daemon.log()
+            if answer.delay:
+                assert "cancelling the model calls still running" in daemon.log()

@@ -189,6 +189,10 @@ class FactStore(SharedConnection):
                 raise
             self._conn.execute("COMMIT")
 
+    def release(self, job: FactJob) -> None:
+        """`job` left to the next run, its attempts as they were (a claim here takes no lease: the job
+        is still pending)."""
+
     def fail(self, job: FactJob, error: str, *, retry: bool, now_ms: int) -> None:
         """Record the error; the job stays pending when `retry` and attempts remain."""
         status = "pending" if retry and job.attempts + 1 < MAX_ATTEMPTS else "failed"
@@ -269,15 +273,18 @@ class FactExtractor:
                 job = self.store.claim()
                 if job is None:
                     break
-                self._run(job)
                 done += 1
+                if not self._run(job):
+                    break  # the model client is shutting down: the rest wait for the next start
         return done
 
-    def _run(self, job: FactJob) -> None:
+    def _run(self, job: FactJob) -> bool:
+        """Run one claimed job; False when the daemon's stop cancelled its model call (the job is
+        released, its attempts as they were: a restart must not use up a job's tries)."""
         msgs = self.log.by_ids(list(job.message_ids))
         if not msgs:
             self.store.fail(job, "the job's messages are not in the log", retry=False, now_ms=self._now_ms())
-            return
+            return True
         context = self.log.before(job.agent, job.conversation_id, msgs[0].id, owner=job.owner, limit=CONTEXT_TURNS)
         shown = [(m, False) for m in context] + [(m, True) for m in msgs]
         sources = [_source(ref, m, new) for ref, (m, new) in enumerate(shown, 1)]
@@ -285,16 +292,21 @@ class FactExtractor:
         client = self.model()
         if client is None:  # built in model mode only; a provider without one keeps the job for a model
             self.store.fail(job, "no model is configured", retry=True, now_ms=self._now_ms())
-            return
+            return True
         try:
             result = client.chat_json(
                 build_messages(sources), AmlFactsResult, step="aml_facts", check=check_sources(set(by_ref))
             )
         except ModelError as exc:
+            if exc.kind == "cancelled":
+                log.info("AML fact extraction for request %s cut short by the stop; it runs again at the next start",
+                         job.request_id)
+                self.store.release(job)
+                return False
             log.warning("AML fact extraction failed for request %s: %s", job.request_id, exc.message)
             self.store.fail(job, f"{exc.kind}: {exc.message}", retry=exc.retryable, now_ms=self._now_ms())
             record_failure(client, "aml_facts", exc.kind, exc.message, agent=job.agent, owner=job.owner)
-            return
+            return True
         facts = []
         for f in result.facts:
             ids = [by_ref[r].id for r in dict.fromkeys(f.sources)]
@@ -305,6 +317,7 @@ class FactExtractor:
             self.index.sync_facts(self.store)
         except MateclawError as exc:  # derived data: the next sync catches up
             log.warning("indexing AML facts failed: %s", exc.message)
+        return True
 
     # -- background worker ---------------------------------------------------------------------
 

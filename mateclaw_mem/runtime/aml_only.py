@@ -54,6 +54,7 @@ class AmlNode:
     health_of_store: Callable[[], dict[str, Any]]
     closers: list[Any] = field(default_factory=list)
     background: list[tuple[str, Any]] = field(default_factory=list)
+    model: Any = None  # the model client (model mode): the daemon cancels its calls still running at a stop
     _running: list[tuple[str, Any]] = field(default_factory=list)
     _retention: _Every | None = None
 
@@ -168,7 +169,7 @@ def _open_sqlite(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNod
     def health() -> dict[str, Any]:
         return {"backend": "sqlite", "state": "ok", "files": [settings.log_db.name, settings.messages_db.name]}
 
-    return _node(settings, clock, aml, "sqlite", health, closers, background)
+    return _node(settings, clock, aml, "sqlite", health, closers, background, client)
 
 
 def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> AmlNode:
@@ -191,7 +192,7 @@ def _open_postgresql(settings: Settings, clock: Clock, closers: list[Any]) -> Am
     once = _StopOnce(aml)
     closers.append(once)
     background: list[tuple[str, Any]] = [("Add/Search store", once)]
-    return _node(settings, clock, aml, "postgresql", lambda: pg_health(aml), closers, background)
+    return _node(settings, clock, aml, "postgresql", lambda: pg_health(aml), closers, background, client)
 
 
 class _StopOnce:
@@ -214,7 +215,8 @@ class _StopOnce:
 
 
 def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str,
-          health: Callable[[], dict[str, Any]], closers: list[Any], background: list[tuple[str, Any]]) -> AmlNode:
+          health: Callable[[], dict[str, Any]], closers: list[Any], background: list[tuple[str, Any]],
+          model: Any = None) -> AmlNode:
     from mateclaw_mem.conversations.aml_users import AmlUsers
 
     journal = None
@@ -227,4 +229,4 @@ def _node(settings: Settings, clock: Clock, aml: AmlService, backend: str,
     return AmlNode(settings=settings, clock=clock, aml=aml, aml_users=users, backend=backend,
                    api_key=os.environ.get(settings.server.api_key_env) or None,
                    mode="model" if settings.model.configured else "rules", health_of_store=health,
-                   closers=closers, background=background)
+                   closers=closers, background=background, model=model)

@@ -34,6 +34,7 @@ log = logging.getLogger("mateclaw_mem.aml_only")
 HTTP_START_TIMEOUT = 30.0
 HTTP_STOP_GRACE = 5
 STOP_DEADLINE = 4.0  # SIGTERM to exit, whatever is still running (a service manager waits ~5 s)
+MODEL_CALL_GRACE = 3.0  # seconds from SIGTERM to cancelling the model calls still in flight
 
 
 class AmlOnlyDaemon:
@@ -126,6 +127,18 @@ class AmlOnlyDaemon:
             self._deadline = threading.Timer(STOP_DEADLINE, self._forced_exit, args=(signum,))
             self._deadline.daemon = True
             self._deadline.start()
+            cancel = threading.Timer(MODEL_CALL_GRACE, self._cancel_model_calls)
+            cancel.daemon = True
+            cancel.start()
+
+    def _cancel_model_calls(self) -> None:
+        """The fact worker's model call still running MODEL_CALL_GRACE after the signal is cancelled,
+        so the stop finishes in time (its job stays queued and runs at the next start), as in the full
+        daemon (runtime/daemon.py)."""
+        node = self.node
+        if node is not None and node.model is not None:
+            log.info("cancelling the model calls still running %.1f s after the stop began", MODEL_CALL_GRACE)
+            node.model.close()
 
     def _forced_exit(self, signum: int) -> None:
         status = 128 + signum  # not 0: the stop did not finish (runtime/daemon.py, docs/faces.md)

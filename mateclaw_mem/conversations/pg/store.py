@@ -263,6 +263,12 @@ class PgFactStore(FactStore):
             self.storage._add_facts(found)  # indexed in the same transaction
         self.storage.committed()
 
+    def release(self, job: FactJob) -> None:
+        """Our claim on `job` given up, its attempts as they were: any daemon takes it now."""
+        with self._lock:
+            self._conn.execute("UPDATE aml_fact_jobs SET claimed_by = NULL, lease_until_ms = NULL"
+                               " WHERE id = ? AND claimed_by = ?", (job.id, self.token))
+
     def fail(self, job: FactJob, error: str, *, retry: bool, now_ms: int) -> None:
         status = "pending" if retry and job.attempts + 1 < MAX_ATTEMPTS else "failed"
         with self._lock:
