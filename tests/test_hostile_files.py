@@ -100,8 +100,11 @@ def test_sigterm_during_a_facts_rebuild_of_an_unbounded_100k_heading_file_exits(
         threading.Thread(target=rebuild, daemon=True).start()
         assert started.wait(WAIT)
         time.sleep(1.0)  # into the rebuild (seconds of work at 100,000 headings); not a measurement
-        assert _term(d) == 0
+        code = _term(d)
     assert "stopping" in d.log()
+    # A rebuild that outlasts the stop's deadline is cut short there, and the exit says so (128 +
+    # SIGTERM); one that ends first lets the stop finish cleanly. Which one depends on the machine.
+    assert code == 0 or (code == 143 and "exiting now with status 143" in d.log()), (code, d.log()[-2000:])
     assert _sha(target.read_bytes()) == _sha(data)
 
 
