@@ -14,6 +14,7 @@ import threading
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ import pytest
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.delta import narrow, pack_segment, unpack_segment
-from mateclaw_mem.index.messages.disk_view import ByteCache
+from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.storage import _Merger
@@ -185,11 +186,19 @@ def test_what_a_merge_leaves_in_the_cache_ranks_like_a_fresh_read_at_every_step(
 
     def counting(cache: ByteCache, key: tuple[object, ...], version: int | None = None) -> object:
         got = read(cache, key, version)
-        if got is not None and key[0] in ("tp", "vp"):
+        if got is not None and key[0] in ("tp", "vp", "va"):
             kept[str(key[0])] += 1
         return got
 
     monkeypatch.setattr(ByteCache, "get", counting)
+    extend = DiskView._extended
+
+    def extending(view: DiskView, *args: Any) -> Any:
+        got = extend(view, *args)
+        kept["extended" if got is not None else "not extended"] += 1
+        return got
+
+    monkeypatch.setattr(DiskView, "_extended", extending)
     index._storage.merger.run_now()
     queries = [random_query(rng) for _ in range(4)] + [("the and my", []), ("When did Caroline and Melanie?", [])]
     for k in range(30):
@@ -209,6 +218,9 @@ def test_what_a_merge_leaves_in_the_cache_ranks_like_a_fresh_read_at_every_step(
                 assert rank(disk_view(index, "aml", "u1", ByteCache(1 << 30)), query, options, BASE,
                             limit=100) == want
     assert kept["tp"] > 20 and kept["vp"] > 20, kept
+    # Values that unmerged rows extend (ByteCache.drop_values): mostly scored on from where they
+    # ended; not where a grown turn's new entry falls among them.
+    assert kept["extended"] > 20 and kept["not extended"] > 0, kept
     for x in (index, log):
         x.close()
 

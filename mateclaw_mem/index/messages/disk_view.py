@@ -404,6 +404,8 @@ class DiskView:
             else:
                 sat = self._saturate(term, key, packed, 0, lens)
             self.cache.put(ckey, sat, sat[0].nbytes + sat[1].nbytes + len(term), self.version)
+            if ckey[4]:  # what the rows since extended is inside these values now (or no longer valid)
+                self.cache.discard(("va", self.okey, term, key, self.avg))
         return sat
 
     def _values(self, term: str, key: SatKey, packed: Any) -> tuple[tuple[Any, ...], Any, Any, int]:
@@ -423,7 +425,30 @@ class DiskView:
         k = kept[0] if kept is not None and kept[0] <= len(packed) else 0
         if k and extra is not None and len(extra[0]) and extra[0][0] <= self._term(term)[0][k - 1]:
             k = 0
+        if not k and extra is not None:
+            kept = self._extended(term, key, extra)
+            k = kept[0] if kept is not None else 0
         return ckey, None, kept, k
+
+    def _extended(self, term: str, key: SatKey, extra: tuple[Any, ...]) -> tuple[int, Any, Any] | None:
+        """(k, mask, values) of the term's first k postings, kept from before the unmerged rows
+        that came since (`ByteCache.drop_values`), when those rows only add postings after them:
+        their entries of the term all above the last of the k, none replacing one (a turn that grew,
+        its lengths changed, has an entry for each of its terms under its own ordinal). None: none."""
+        got = self.cache.get(("va", self.okey, term, key, self.avg), self.version)
+        if got is None:
+            return None
+        rows, mask, vals = got
+        if len(rows) >= len(extra[3]) or extra[3][: len(rows)] != rows:
+            return None
+        by_id = dict(zip(self._delta.ids, self._delta.deltas, strict=True))
+        new = [e[0] for i in extra[3][len(rows):] if (e := by_id[i].entries(term)) is not None]
+        k = len(mask)
+        ords = self._term(term)[0]
+        if not new or len(ords) != k + sum(len(o) for o in new) \
+                or (k and min(int(o[0]) for o in new) <= int(ords[k - 1])):
+            return None
+        return k, mask, vals
 
     def want_lengths(self, terms: Iterable[str], key: SatKey) -> None:
         """Read now the document lengths that `ord_sat` of these terms under `key` will gather (of

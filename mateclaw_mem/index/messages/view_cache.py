@@ -156,7 +156,7 @@ class ByteCache:
                 # terms, there and in the segments a merge rewrites: a term it left has no turn whose
                 # lengths changed).
                 written = set(terms)
-                keys += [k for k in self._owners.get(okey, ()) if k[0] == "v" and k[2] in written]
+                keys += [k for k in self._owners.get(okey, ()) if k[0] in ("v", "va") and k[2] in written]
             for key in keys:
                 got = self._d.pop(key, None)
                 if got is not None:
@@ -225,16 +225,30 @@ class ByteCache:
             self._owners.get(okey, set()).discard(key)
 
     def drop_values(self, okey: int, terms: set[str]) -> None:
-        """Forget the saturated values (`DiskView.sat_arrays`) of these terms of the owner."""
+        """The saturated values (`DiskView.sat_arrays`) of these terms of the owner, which an Add's
+        unmerged rows now extend, kept as what those rows extend ("va": the rows they were of, the
+        mask, the values): a search then scores only the new rows' postings (`DiskView._values`), not
+        a common word's tens of thousands again after every Add. The same bytes: only the key moves."""
         if not terms:
             return
         with self._lock:
             mine = self._owners.get(okey, set())
             for key in [k for k in mine if k[0] == "v" and k[2] in terms]:
                 got = self._d.pop(key, None)
-                if got is not None:
-                    self.size -= got[1]
                 mine.discard(key)
+                if got is None:
+                    continue
+                self.size -= got[1]
+                prefix = ("va", okey, key[2], key[3], key[5])
+                have = self._d.get(prefix)
+                if have is None or len(have[0][0]) <= len(key[4]):
+                    self._set(prefix, (key[4], *got[0]), got[1] - _ENTRY)
+            self._evict()
+
+    def discard(self, key: tuple[Any, ...]) -> None:
+        """Drop one entry (if kept)."""
+        with self._lock:
+            self._pop(key[1], key)
 
     def clear(self) -> None:
         with self._lock:
