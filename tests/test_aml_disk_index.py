@@ -22,10 +22,11 @@ import pytest
 from mateclaw_mem.conversations.log import ConversationLog, NewMessage
 from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.delta import narrow, pack_segment, unpack_segment
-from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView
+from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
 from mateclaw_mem.index.messages.storage import _Merger
+from mateclaw_mem.index.messages.view_cache import Overlay
 from mateclaw_mem.index.tokenizer import tokenize
 from tests.support.disk_reference import (
     disk_state,
@@ -191,14 +192,14 @@ def test_what_a_merge_leaves_in_the_cache_ranks_like_a_fresh_read_at_every_step(
         return got
 
     monkeypatch.setattr(ByteCache, "get", counting)
-    extend = DiskView._extended
+    adds_after = Overlay.adds_after
 
-    def extending(view: DiskView, *args: Any) -> Any:
-        got = extend(view, *args)
-        kept["extended" if got is not None else "not extended"] += 1
+    def extending(overlay: Overlay, *args: Any) -> bool:
+        got = adds_after(overlay, *args)
+        kept["extended" if got else "not extended"] += 1
         return got
 
-    monkeypatch.setattr(DiskView, "_extended", extending)
+    monkeypatch.setattr(Overlay, "adds_after", extending)
     index._storage.merger.run_now()
     queries = [random_query(rng) for _ in range(4)] + [("the and my", []), ("When did Caroline and Melanie?", [])]
     for k in range(30):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import shutil
 import stat
 import subprocess
@@ -139,7 +140,8 @@ def test_setup_writes_the_packages_bytecode_even_where_python_would_not(repo: Pa
         assert done.returncode == 0, done.stderr
         assert bool(calls) is first
         assert pyc.exists()
-    module.write_text("X = 22\n", encoding="utf-8")  # (another size: the .pyc records mtime and size)
+    module.write_text("X = 22\n", encoding="utf-8")
+    os.utime(module, (module.stat().st_atime, module.stat().st_mtime + 10))  # (compileall looks at whole seconds)
     stale = pyc.read_bytes()
     setup(repo, bytecode=False)
     assert pyc.read_bytes() != stale  # compiled again from the changed source

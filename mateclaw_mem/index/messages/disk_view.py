@@ -410,7 +410,7 @@ class DiskView:
 
     def _values(self, term: str, key: SatKey, packed: Any) -> tuple[tuple[Any, ...], Any, Any, int]:
         """(the cache key of the term's saturated values under `key`, those values kept or None, and
-        when None, what a merge left of them and from which posting on the rest are to be scored)."""
+        when None, what a merge or an Add left of them and from which posting on the rest are scored)."""
         # Kept across searches for what they depend on: the term's postings (its segments, the
         # unmerged rows holding it: a grown turn's new lengths come with new entries for each of
         # its terms), the average lengths and the key.
@@ -425,30 +425,11 @@ class DiskView:
         k = kept[0] if kept is not None and kept[0] <= len(packed) else 0
         if k and extra is not None and len(extra[0]) and extra[0][0] <= self._term(term)[0][k - 1]:
             k = 0
-        if not k and extra is not None:
-            kept = self._extended(term, key, extra)
-            k = kept[0] if kept is not None else 0
+        if not k and extra is not None:  # or what the unmerged rows since extend (`ByteCache.drop_values`)
+            got = self.cache.get(("va", self.okey, term, key, self.avg), self.version)
+            if got is not None and self._delta.adds_after(term, got[0], extra[3], self._term(term)[0], len(got[1])):
+                kept, k = (len(got[1]), got[1], got[2]), len(got[1])
         return ckey, None, kept, k
-
-    def _extended(self, term: str, key: SatKey, extra: tuple[Any, ...]) -> tuple[int, Any, Any] | None:
-        """(k, mask, values) of the term's first k postings, kept from before the unmerged rows
-        that came since (`ByteCache.drop_values`), when those rows only add postings after them:
-        their entries of the term all above the last of the k, none replacing one (a turn that grew,
-        its lengths changed, has an entry for each of its terms under its own ordinal). None: none."""
-        got = self.cache.get(("va", self.okey, term, key, self.avg), self.version)
-        if got is None:
-            return None
-        rows, mask, vals = got
-        if len(rows) >= len(extra[3]) or extra[3][: len(rows)] != rows:
-            return None
-        by_id = dict(zip(self._delta.ids, self._delta.deltas, strict=True))
-        new = [e[0] for i in extra[3][len(rows):] if (e := by_id[i].entries(term)) is not None]
-        k = len(mask)
-        ords = self._term(term)[0]
-        if not new or len(ords) != k + sum(len(o) for o in new) \
-                or (k and min(int(o[0]) for o in new) <= int(ords[k - 1])):
-            return None
-        return k, mask, vals
 
     def want_lengths(self, terms: Iterable[str], key: SatKey) -> None:
         """Read now the document lengths that `ord_sat` of these terms under `key` will gather (of

@@ -292,6 +292,18 @@ class Overlay:
             got = self.memo[term] = (o, p, sum(d.df_inc(term) for _, d in holding), tuple(i for i, _ in holding))
         return got
 
+    def adds_after(self, term: str, before: tuple[int, ...], now: tuple[int, ...], ords: Any, k: int) -> bool:
+        """Whether the rows holding `term` now (`now`, its `entries`' ids) are those of `before` and
+        more, whose entries of it only add postings after the first `k` of `ords` (its postings now)
+        and replace none: then what was scored of those k holds. A turn that grew has an entry under
+        its own ordinal for each of its terms (its lengths changed): among them, or a count short."""
+        if len(before) >= len(now) or now[: len(before)] != before:
+            return False
+        by_id = dict(zip(self.ids, self.deltas, strict=True))
+        new = [e[0] for i in now[len(before):] if (e := by_id[i].entries(term)) is not None]
+        return bool(new) and len(ords) == k + sum(len(o) for o in new) \
+            and (not k or min(int(o[0]) for o in new) > int(ords[k - 1]))
+
     def extended(self, ids: tuple[int, ...], deltas: list[Delta]) -> tuple[Overlay, set[str]]:
         """This overlay with the rows after its own (`ids` starts with `self.ids`), and the terms
         those rows hold."""
