@@ -427,7 +427,7 @@ class DiskView:
             k = 0
         if not k and extra is not None:  # or what the unmerged rows since extend (`ByteCache.drop_values`)
             got = self.cache.get(("va", self.okey, term, key, self.avg), self.version)
-            if got is not None and self._delta.adds_after(term, got[0], extra[3], self._term(term)[0], len(got[1])):
+            if got is not None and self._delta.adds_after(term, got[0], self._term(term)[0], len(got[1])):
                 kept, k = (len(got[1]), got[1], got[2]), len(got[1])
         return ckey, None, kept, k
 

@@ -292,11 +292,13 @@ class Overlay:
             got = self.memo[term] = (o, p, sum(d.df_inc(term) for _, d in holding), tuple(i for i, _ in holding))
         return got
 
-    def adds_after(self, term: str, before: tuple[int, ...], now: tuple[int, ...], ords: Any, k: int) -> bool:
-        """Whether the rows holding `term` now (`now`, its `entries`' ids) are those of `before` and
-        more, whose entries of it only add postings after the first `k` of `ords` (its postings now)
-        and replace none: then what was scored of those k holds. A turn that grew has an entry under
-        its own ordinal for each of its terms (its lengths changed): among them, or a count short."""
+    def adds_after(self, term: str, before: tuple[int, ...], ords: Any, k: int) -> bool:
+        """Whether the rows holding `term` now are those of `before` and more, whose entries of it
+        only add postings after the first `k` of `ords` (its postings now) and replace none: then
+        what was scored of those k holds. A turn that grew has an entry under its own ordinal for
+        each of its terms (its lengths changed): among them, or a count short."""
+        got = self.entries(term)
+        now = got[3] if got is not None else ()
         if len(before) >= len(now) or now[: len(before)] != before:
             return False
         by_id = dict(zip(self.ids, self.deltas, strict=True))
