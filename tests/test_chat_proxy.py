@@ -170,6 +170,35 @@ def test_an_upstream_that_hangs_or_streams_forever_is_bounded(tmp_path: Path, up
         services.close()
 
 
+def test_the_daemons_stop_ends_open_answers_and_refuses_later_ones_as_no_upstream_failure(
+        tmp_path: Path, upstream: ModelServer) -> None:
+    """`Upstream.end_calls` (the daemon's stop, MODEL_CALL_GRACE after the signal): a stream still
+    open ends with an error event saying why, a later chat is answered 503 at once without reaching
+    the upstream, and neither counts as the upstream failing."""
+    services, server = _daemon(tmp_path, upstream)
+    try:
+        upstream.stream_forever(interval=0.05)
+        stream = _client(server).chat.completions.create(model="llama-local", stream=True,
+                                                         messages=[{"role": "user", "content": "tell me"}])
+        chunks = iter(stream)
+        next(chunks)
+        assert services.chat_proxy.upstream.end_calls() == 1
+        with pytest.raises(openai.APIError) as ended:
+            for _ in chunks:
+                pass
+        assert "mateclaw-mem is stopping" in str(ended.value)
+        sent = len(_chat_requests(upstream))
+        with pytest.raises(openai.InternalServerError) as refused:
+            _client(server).chat.completions.create(model="llama-local", messages=[{"role": "user", "content": "hi"}])
+        assert refused.value.status_code == 503 and "mateclaw-mem is stopping" in str(refused.value)
+        assert len(_chat_requests(upstream)) == sent
+        time.sleep(0.3)  # (the stream's closing task counts failures after the client has its last chunk)
+        assert services.chat_proxy.stats.as_dict()["upstream_failures"] == 0
+    finally:
+        server.stop()
+        services.close()
+
+
 def test_memoryless_requests_are_answered_but_never_learned(daemon, upstream) -> None:
     services, server = daemon
     _client(server, default_headers={"X-Mateclaw-Memoryless": "true"}).chat.completions.create(

@@ -5,6 +5,9 @@ uses it too, and a failing model is an error that changes nothing — never a si
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,23 +109,93 @@ def test_sigterm_during_a_hanging_extraction_cancels_the_call_stops_cleanly_and_
 
 
 def test_a_stop_cut_short_at_the_deadline_exits_143_not_0(tmp_path: Path) -> None:
-    """SIGTERM while a chat client reads a proxied answer that streams for ever: the HTTP server waits
-    for the response, the stop's deadline passes, and the daemon exits with 128 + SIGTERM - not 0, a
-    clean stop's status, which a supervisor or script could not tell apart."""
+    """SIGTERM while a client is still sending a request's body: the HTTP server waits for that
+    request, the stop's deadline passes, and the daemon exits with 128 + SIGTERM - not 0, a clean
+    stop's status, which a supervisor or script could not tell apart."""
+    import socket
+    from urllib.parse import urlsplit
+
+    daemon = Daemon(tmp_path).start()
+    url = urlsplit(daemon.url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as slow:
+        # Headers and the first byte of a 1,000-byte body; the rest never comes (the body's read
+        # deadline, server.body-read-timeout-seconds, is 30 s: far past the stop's).
+        slow.sendall(f"POST /v1/aml/add HTTP/1.1\r\nHost: {url.netloc}\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 1000\r\n\r\n{".encode())
+        time.sleep(0.3)  # (read by the server: the request is in flight)
+        assert daemon.stop() == 128 + 15, daemon.log()
+    assert "exiting now with status 143" in daemon.log()
+
+
+def _proxy_config(tmp_path: Path, upstream: ModelServer) -> None:
+    (tmp_path / "mateclaw.yaml").write_text(
+        f"timezone: UTC\nproxy:\n  upstream:\n    base-url: {upstream.base_url}\n    model: llama-local\n"
+        "    timeout-seconds: 300\n    idle-timeout-seconds: 300\n", encoding="utf-8")
+
+
+def _in_thread(call: Callable[[], Any]) -> tuple[threading.Thread, list[BaseException]]:
+    """`call()` on a thread of its own; what it raised lands in the list."""
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as exc:  # (handed to the test)
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, raised
+
+
+def test_sigterm_ends_a_proxied_stream_with_an_error_the_sdk_raises_and_the_stop_is_clean(tmp_path: Path) -> None:
+    """SIGTERM while a chat client reads a proxied answer that streams for ever: MODEL_CALL_GRACE
+    after the signal the stream ends with an error event in OpenAI's shape - the real `openai` client
+    raises it, saying why - and the stop finishes cleanly (exit 0), not at its deadline. What the
+    stream had said is learnt as from any stream that broke off, and counts as no upstream failure."""
     import openai
 
     with ModelServer() as upstream:
         upstream.stream_forever(interval=0.05)
-        (tmp_path / "mateclaw.yaml").write_text(
-            f"timezone: UTC\nproxy:\n  upstream:\n    base-url: {upstream.base_url}\n    model: llama-local\n",
-            encoding="utf-8")
+        _proxy_config(tmp_path, upstream)
         daemon = Daemon(tmp_path).start()
         client = openai.OpenAI(base_url=f"{daemon.url}/v1", api_key="x", max_retries=0)
         stream = client.chat.completions.create(model="llama-local", stream=True,
                                                 messages=[{"role": "user", "content": "tell me a long story"}])
-        try:
-            next(iter(stream))  # the answer is streaming
-            assert daemon.stop() == 128 + 15, daemon.log()
-        finally:
-            stream.close()
-        assert "exiting now with status 143" in daemon.log()
+        chunks = iter(stream)
+        next(chunks)  # the answer is streaming
+        thread, raised = _in_thread(lambda: list(chunks))
+        t0 = time.monotonic()
+        status = daemon.stop()
+        took = time.monotonic() - t0
+        thread.join(10)
+        stream.close()
+    assert status == 0, daemon.log()
+    assert raised and isinstance(raised[0], openai.APIError), raised
+    assert "mateclaw-mem is stopping" in str(raised[0])
+    assert "ended 1 chat proxy answer(s) still open" in daemon.log()
+    assert "stopping took over" not in daemon.log()
+    assert took < 3.5, took  # (the deadline, which a forced exit waits out)
+
+
+def test_sigterm_answers_a_proxied_chat_still_awaited_with_a_503_and_the_stop_is_clean(tmp_path: Path) -> None:
+    """SIGTERM while a non-streamed chat waits for an upstream that does not answer: it is answered
+    503 with the reason (the `openai` client raises InternalServerError with it), and the stop is
+    clean."""
+    import openai
+
+    with ModelServer() as upstream:
+        upstream.hang(120)
+        _proxy_config(tmp_path, upstream)
+        daemon = Daemon(tmp_path).start()
+        client = openai.OpenAI(base_url=f"{daemon.url}/v1", api_key="x", max_retries=0, timeout=60)
+        thread, raised = _in_thread(lambda: client.chat.completions.create(
+            model="llama-local", messages=[{"role": "user", "content": "hello?"}]))
+        wait_for(lambda: upstream.chat_requests, "the chat at the upstream")
+        status = daemon.stop()
+        thread.join(10)
+    assert status == 0, daemon.log()
+    assert raised and isinstance(raised[0], openai.InternalServerError), raised
+    assert raised[0].status_code == 503
+    assert "mateclaw-mem is stopping" in str(raised[0])
+    assert "ended 1 chat proxy answer(s) still open" in daemon.log()

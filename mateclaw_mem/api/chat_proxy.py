@@ -93,7 +93,8 @@ async def chat_completions(request: Request, agent: str | None = None,
                                      headers=headers, background=learn)
         answer = await proxy.complete(prepared)
     except UpstreamError as exc:
-        proxy.upstream_failed(f"{exc.status}: {exc}")
+        if not exc.stopping:
+            proxy.upstream_failed(f"{exc.status}: {exc}")
         return JSONResponse(exc.body, status_code=exc.status)
     return JSONResponse(answer, headers=headers, background=BackgroundTask(_learn, proxy, prepared, answer))
 

@@ -14,11 +14,13 @@ upstream that fails answers in OpenAI's error shape: its own body and status whe
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
     from mateclaw_mem.settings import UpstreamSettings
 
 _ERROR_BODY_BYTES = 64_000  # an upstream's error body is read this far; the rest is not ours to carry
+STOPPING = "mateclaw-mem is stopping: the answer was cut short; send the request again once it is back"
+STOPPING_CODE = "daemon_stopping"
+T = TypeVar("T")
 
 
 def error_body(message: str, kind: str = "upstream_error", code: str | None = None) -> dict[str, Any]:
@@ -39,6 +44,19 @@ class UpstreamError(Exception):
         self.status = status
         self.body = body
 
+    @property
+    def stopping(self) -> bool:
+        """Ended by the daemon's stop (`Upstream.end_calls`), not by the upstream."""
+        return self.body.get("error", {}).get("code") == STOPPING_CODE
+
+
+def _stopping_error() -> UpstreamError:
+    return UpstreamError(503, error_body(STOPPING, "server_error", STOPPING_CODE))
+
+
+class _Ended(Exception):
+    """The daemon's stop ended the call (`Upstream.end_calls`)."""
+
 
 @dataclass
 class Streamed:
@@ -51,12 +69,20 @@ class Streamed:
     text: str = ""
     finished: bool = False  # the upstream said [DONE] or a finish_reason
     error: str | None = None  # why it stopped early, when it did
+    ended: bool = False  # ... the daemon's stop (`error` says so to the client; not the upstream's fault)
     _pending: bytes = b""
+    _calls: _Calls | None = None  # (what ends it at the daemon's stop)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         sent = 0
+        stop = self._calls.open() if self._calls is not None else None
+        chunks = self._response.aiter_raw()
         try:
-            async for chunk in self._response.aiter_raw():
+            while True:
+                try:
+                    chunk = await _unless(stop, anext(chunks))
+                except StopAsyncIteration:
+                    break
                 sent += len(chunk)
                 if sent > self._max_bytes:
                     self.error = (f"the upstream's answer passed {self._max_bytes} bytes "
@@ -67,11 +93,15 @@ class Streamed:
                 if time.monotonic() > self._deadline:
                     self.error = "the upstream's answer passed proxy.upstream.timeout-seconds"
                     break
+        except _Ended:
+            self.error, self.ended = STOPPING, True
         except httpx.TimeoutException:
             self.error = "the upstream sent nothing for proxy.upstream.idle-timeout-seconds"
         except httpx.HTTPError as exc:
             self.error = f"the upstream connection failed: {type(exc).__name__}"
         finally:
+            if stop is not None and self._calls is not None:
+                self._calls.close(stop)
             await self._response.aclose()
         if self.error is not None:  # the client learns why the stream ended, in the stream's own format
             yield b"data: " + json.dumps(error_body(self.error)).encode() + b"\n\n"
@@ -102,11 +132,67 @@ class Streamed:
                     self.finished = True
 
 
+class _Calls:
+    """The calls in flight, each with a future its end settles (on its own event loop), so that a
+    stop coming from another thread ends them where they wait."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[asyncio.Future[None]] = set()
+        self.ended = False
+
+    def open(self) -> asyncio.Future[None]:
+        stop = asyncio.get_running_loop().create_future()
+        with self._lock:
+            if self.ended:
+                stop.set_result(None)
+            self._open.add(stop)
+        return stop
+
+    def close(self, stop: asyncio.Future[None]) -> None:
+        with self._lock:
+            self._open.discard(stop)
+
+    def end(self) -> int:
+        with self._lock:
+            self.ended = True
+            stops = list(self._open)
+        for stop in stops:
+            stop.get_loop().call_soon_threadsafe(_settle, stop)
+        return len(stops)
+
+
+def _settle(stop: asyncio.Future[None]) -> None:
+    if not stop.done():
+        stop.set_result(None)
+
+
+async def _unless(stop: asyncio.Future[None] | None, step: Awaitable[T]) -> T:
+    """`await step`, unless `stop` is settled first: then the step is cancelled and _Ended raised."""
+    if stop is None:
+        return await step
+    task = asyncio.ensure_future(step)
+    await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        return task.result()
+    task.cancel()
+    try:
+        await task  # (unwound here, before the response is closed: never two at once on it)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # this call itself was cancelled meanwhile
+    except Exception:  # the step's own failure: the stop ends it all the same
+        pass
+    raise _Ended
+
+
 class Upstream:
     """One per daemon; safe to share between requests (httpx's async pool)."""
 
     def __init__(self, settings: UpstreamSettings) -> None:
         self.settings = settings
+        self._calls = _Calls()
         self.base_url = settings.base_url.rstrip("/")
         timeout = httpx.Timeout(connect=settings.connect_timeout_seconds, read=settings.idle_timeout_seconds,
                                 write=settings.idle_timeout_seconds, pool=settings.connect_timeout_seconds)
@@ -128,14 +214,26 @@ class Upstream:
         name = self.settings.model or "default"
         return {"object": "list", "data": [{"id": name, "object": "model", "created": 0, "owned_by": "upstream"}]}
 
+    def end_calls(self) -> int:
+        """From any thread (the daemon's stop): every answer still awaited or streaming ends now - a
+        stream with an error event saying so, in the stream's own format, a whole answer with a 503 -
+        and every later call is answered so at once. Returns how many were open."""
+        return self._calls.end()
+
     async def complete(self, body: dict[str, Any]) -> dict[str, Any]:
         """A non-streamed answer, as the upstream sent it. It comes whole after the generation, so
         the wait for its first byte is the whole deadline, not the idle timeout."""
         timeout = httpx.Timeout(self.settings.timeout_seconds, connect=self.settings.connect_timeout_seconds)
         late = "the upstream did not answer within its timeout (proxy.upstream.idle-timeout-seconds / timeout-seconds)"
-        r = await self._send(body, timeout, late)
-        cap = self.settings.max_answer_bytes
-        raw = await _read(r, cap, late)
+        stop = self._calls.open()
+        try:
+            r = await _unless(stop, self._send(body, timeout, late))
+            cap = self.settings.max_answer_bytes
+            raw = await _unless(stop, _read(r, cap, late))
+        except _Ended:
+            raise _stopping_error() from None
+        finally:
+            self._calls.close(stop)
         if len(raw) > cap:
             raise UpstreamError(502, error_body("the upstream's answer passed proxy.upstream.max-answer-bytes"))
         data = _json(raw)
@@ -148,13 +246,20 @@ class Upstream:
     async def open_stream(self, body: dict[str, Any]) -> Streamed:
         """Send a streamed request and wait for the upstream's status: an error is raised here (the
         client gets it with the upstream's status), a 200 is handed back to be relayed."""
-        r = await self._send(body, None, "the upstream did not start its answer within "
-                                         "proxy.upstream.idle-timeout-seconds")
+        stop = self._calls.open()
+        try:
+            r = await _unless(stop, self._send(body, None, "the upstream did not start its answer within "
+                                                           "proxy.upstream.idle-timeout-seconds"))
+        except _Ended:
+            raise _stopping_error() from None
+        finally:
+            self._calls.close(stop)
         if r.status_code != 200:
             raw = await _read(r, _ERROR_BODY_BYTES, "")
             raise UpstreamError(r.status_code, _as_error(_json(raw), r.status_code, raw))
         headers = {k: v for k, v in r.headers.items() if k.lower() in ("content-type", "x-request-id")}
-        return Streamed(r, time.monotonic() + self.settings.timeout_seconds, self.settings.max_answer_bytes, headers)
+        return Streamed(r, time.monotonic() + self.settings.timeout_seconds, self.settings.max_answer_bytes, headers,
+                        _calls=self._calls)
 
     async def _send(self, body: dict[str, Any], timeout: httpx.Timeout | None, late: str) -> httpx.Response:
         """The request sent, its status and headers read (its body not yet); a failure to get that

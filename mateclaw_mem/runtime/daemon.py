@@ -287,10 +287,21 @@ class Daemon:
         finishes in time: a local model takes tens of seconds an extraction, a hung one for ever, and
         the workers' stop waits for the run in flight. A cancelled run stays pending and resumes at
         the next start, as a run cut short by a crash does; the stop itself is clean (exit 0, the
-        clean-stop mark written: the next start skips the page-by-page check)."""
+        clean-stop mark written: the next start skips the page-by-page check).
+
+        So do the chat proxy's answers still streaming or awaited: the HTTP server's stop waits for
+        every open response, and a chat client reading a long answer held the stop to its deadline.
+        Each ends with an error that says why, in OpenAI's shape (a stream's last event, else a 503),
+        which every OpenAI SDK raises as such; what a stream had said is learnt as from any stream."""
         if self.services.built("model") and self.services.model is not None:
             log.info("cancelling the model calls still running %.1f s after the stop began", MODEL_CALL_GRACE)
             self.services.model.close()
+        proxy = self.services.chat_proxy if self.services.built("chat_proxy") else None
+        if proxy is not None and proxy.upstream is not None:
+            ended = proxy.upstream.end_calls()
+            if ended:
+                log.info("ended %d chat proxy answer(s) still open %.1f s after the stop began", ended,
+                         MODEL_CALL_GRACE)
 
     def _forced_exit(self, signum: int) -> None:
         waiting = self._stopping or "the start"

@@ -193,7 +193,7 @@ class ChatProxy:
 
     def record_stream(self, prepared: Prepared, streamed: Streamed) -> None:
         """Learn from a relayed stream once it ended: what it said, and why it stopped early if it did."""
-        if streamed.error is not None:
+        if streamed.error is not None and not streamed.ended:  # (ended by the daemon's stop: not the upstream)
             self.upstream_failed(streamed.error)
         if streamed.finished or streamed.text:
             self.record(prepared, streamed.text)
