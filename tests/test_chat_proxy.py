@@ -170,6 +170,26 @@ def test_an_upstream_that_hangs_or_streams_forever_is_bounded(tmp_path: Path, up
         services.close()
 
 
+def test_a_client_that_leaves_a_stream_closes_it_at_the_upstream(tmp_path: Path, upstream: ModelServer) -> None:
+    """A chat client that hangs up mid-stream: the daemon stops reading the upstream and hangs up
+    there too (nothing keeps generating, or holds a connection, for nobody), and goes on serving."""
+    services, server = _daemon(tmp_path, upstream)
+    try:
+        for n in range(1, 4):
+            upstream.stream_forever(interval=0.02)
+            stream = _client(server).chat.completions.create(model="llama-local", stream=True,
+                                                             messages=[{"role": "user", "content": f"story {n}"}])
+            next(iter(stream))
+            stream.close()
+            assert _wait(lambda n=n: upstream.disconnects == n), upstream.disconnects
+        upstream.push("still here")
+        answer = _client(server).chat.completions.create(model="llama-local", messages=[{"role": "user", "content": "hi"}])
+        assert answer.choices[0].message.content == "still here"
+    finally:
+        server.stop()
+        services.close()
+
+
 def test_the_daemons_stop_ends_open_answers_and_refuses_later_ones_as_no_upstream_failure(
         tmp_path: Path, upstream: ModelServer) -> None:
     """`Upstream.end_calls` (the daemon's stop, MODEL_CALL_GRACE after the signal): a stream still

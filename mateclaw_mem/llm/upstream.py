@@ -172,19 +172,24 @@ async def _unless(stop: asyncio.Future[None] | None, step: Awaitable[T]) -> T:
     if stop is None:
         return await step
     task = asyncio.ensure_future(step)
-    await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+    try:
+        await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+    except BaseException:  # this call cancelled (its client left): the step goes with it
+        await _unwound(task)
+        raise
     if task.done():
         return task.result()
-    task.cancel()
-    try:
-        await task  # (unwound here, before the response is closed: never two at once on it)
-    except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
-            raise  # this call itself was cancelled meanwhile
-    except Exception:  # the step's own failure: the stop ends it all the same
-        pass
+    await _unwound(task)
     raise _Ended
+
+
+async def _unwound(task: asyncio.Future[Any]) -> None:
+    """`task` cancelled and finished, before the caller closes the response it reads: never two
+    at once on one connection."""
+    task.cancel()
+    await asyncio.wait((task,))  # (raises nothing of the task's own)
+    if not task.cancelled():
+        task.exception()  # (retrieved: the stop or the caller's cancellation ends it all the same)
 
 
 class Upstream:
