@@ -141,10 +141,39 @@ def test_a_newer_daemons_migration_under_a_running_one_is_a_503_not_a_500(tmp_pa
         # What a later version's migration could do while this daemon runs (a rolling upgrade).
         _admin(pg_database, "ALTER TABLE docs RENAME TO docs_v9",
                f"INSERT INTO schema_version (version, name, applied_ms) VALUES ({LATEST + 1}, 'later', 0)")
-        with pytest.raises(StoreUnavailableError, match="no longer those this mateclaw-mem knows"):
+        # (Either way a 503: the statement's missing table, or the schema check when a second has passed.)
+        with pytest.raises(StoreUnavailableError, match=r"no longer those this mateclaw-mem knows|newer than this"):
             svc.search("lighthouse", "u1", 5)
         health = pg_health(svc)
         assert health["state"] == "unavailable" and "newer than this" in health["reason"], health
+    finally:
+        svc.stop()
+
+
+def test_a_newer_migration_that_renames_nothing_this_daemon_reads_is_refused_within_a_second(
+        tmp_path: Path, pg_database: str) -> None:
+    """A later version's migration may change what this daemon reads without removing anything it
+    names (migrations 5-7 moved the messages' text): its statements would then succeed and its answers
+    quietly lack what moved. Within `Checkout.SCHEMA_EVERY` every call is refused instead (a 503 naming
+    both versions), Adds included; and once the schema is one this daemon knows again, it serves."""
+    import time
+
+    from mateclaw_mem.conversations.pg.connection import Checkout
+    from mateclaw_mem.conversations.pg.schema import LATEST
+
+    svc = _service(tmp_path, pg_database)
+    try:
+        assert ["the lighthouse keeper" in i.content for i in svc.search("lighthouse", "u1", 5)] == [True]
+        _admin(pg_database, f"INSERT INTO schema_version (version, name, applied_ms) VALUES ({LATEST + 1}, 'later', 0)")
+        time.sleep(Checkout.SCHEMA_EVERY + 0.1)
+        with pytest.raises(StoreUnavailableError, match=f"version {LATEST + 1}, newer than this mateclaw-mem knows"
+                                                        f" \\({LATEST}\\)"):
+            svc.search("lighthouse", "u1", 5)
+        with pytest.raises(StoreUnavailableError, match="newer than this"):
+            svc.add("r2", "u1", "s1", [AmlMessage("user", "Ann: written by an older daemon", 1683554220000)])
+        _admin(pg_database, f"DELETE FROM schema_version WHERE version = {LATEST + 1}")
+        time.sleep(Checkout.SCHEMA_EVERY + 0.1)
+        assert ["the lighthouse keeper" in i.content for i in svc.search("keeper", "u1", 5)] == [True]
     finally:
         svc.stop()
 

@@ -117,7 +117,7 @@ def open_store(dsn: str, *, ranking: Ranking | None = None, cache_bytes: int = 6
     except BaseException:
         pool.close()
         raise
-    checkout = Checkout(pool, timeout)
+    checkout = Checkout(pool, timeout, latest=schema.LATEST)
     storage = PgStorage(checkout)
     log = PgLog(checkout, storage)
     index = PgIndex(storage, ranking, cache_bytes=cache_bytes)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -293,13 +294,25 @@ class Connection:
 class Checkout:
     """The lock of the PostgreSQL store's classes: entering it binds a pooled connection to this
     thread until the outermost exit (re-entrant, like the RLock it stands for). Threads do not wait
-    for each other here: writers of one owner wait in the database (`lock_owner`)."""
+    for each other here: writers of one owner wait in the database (`lock_owner`).
 
-    def __init__(self, pool: ConnectionPool, timeout: float) -> None:
+    With `latest` (the newest migration this code knows), the schema's version is read again at an
+    outermost entry at most every `SCHEMA_EVERY` seconds, and a schema a newer mateclaw-mem migrated
+    is refused (503) until it is checked again: some migrations change what this code reads without
+    removing anything it names (migrations 5-7 moved the messages' text), so its statements would not
+    fail - its answers would quietly lack what moved. A balancer's health checks come seconds apart;
+    this closes the gap to a second."""
+
+    SCHEMA_EVERY = 1.0
+
+    def __init__(self, pool: ConnectionPool, timeout: float, latest: int | None = None) -> None:
         self.pool = pool
         self.timeout = timeout
+        self.latest = latest
         self._local = threading.local()
         self.last_error: str | None = None  # the last time the database was out of reach (`pg_health`)
+        self._schema_at = -float("inf")
+        self.newer: int | None = None  # the schema's version when a newer mateclaw-mem migrated it
 
     def current(self) -> Connection:
         conn = getattr(self._local, "conn", None)
@@ -317,8 +330,34 @@ class Checkout:
                 self.last_error = str(lost)
                 raise lost from exc
             self._local.conn = Connection(raw, self)
+            if self.latest is not None and (self.newer is not None
+                                            or time.monotonic() - self._schema_at >= self.SCHEMA_EVERY):
+                try:
+                    self._check_schema(raw)
+                except BaseException:
+                    self._local.conn = None
+                    self.pool.putconn(raw)
+                    raise
         self._local.depth = depth + 1
         return self
+
+    def _check_schema(self, raw: psycopg.Connection[Any]) -> None:
+        """Refuse a schema newer than `latest` (StoreUnavailableError: a 503)."""
+        now = time.monotonic()
+        if self.newer is None or now - self._schema_at >= self.SCHEMA_EVERY:
+            try:
+                row = raw.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+            except psycopg.Error as exc:
+                raise Connection(raw, self)._failed(exc) from exc
+            self._schema_at = now
+            version = int(row[0]) if row is not None else 0
+            self.newer = version if self.latest is not None and version > self.latest else None
+        if self.newer is not None:
+            lost = StoreUnavailableError(f"the PostgreSQL store's schema is version {self.newer}, newer than this"
+                                         f" mateclaw-mem knows ({self.latest}): a newer version migrated it;"
+                                         " upgrade or restart this daemon")
+            self.last_error = str(lost)
+            raise lost
 
     def __exit__(self, *exc: object) -> None:
         self._local.depth -= 1
