@@ -137,6 +137,25 @@ def test_the_disk_index_ranks_exactly_like_the_in_memory_view(tmp_path: Path, se
         x.close()
 
 
+def test_the_name_boosts_test_of_each_candidate_is_the_subset_test_of_its_names(tmp_path: Path) -> None:
+    """`Columns.names_within` (a who/where question's boost: each distinct set of names tested once)
+    gives, for every turn of both views, what `names <= known` of the turn itself gives."""
+    rng, _log, index = _grown(tmp_path, 11, ("u1",), adds=60, convs=4)
+    ref = reference_view(index, "aml", "u1")
+    with index.lock:
+        view = disk_view(index, "aml", "u1")
+        rank(view, "Who went where with the dog?", [], BASE, limit=100)  # (positions for the turns it met)
+        pos = np.arange(len(view.ids))
+        view.prepare(pos)
+    every = sorted({n for i in ref.ids for n in ref.by_id[i].names})
+    assert len(every) > 3 and len(pos) > 50
+    for known in (frozenset(), frozenset(every), *(frozenset(rng.sample(every, k)) for k in (1, 2, 3, 3))):
+        for v, at in ((view, pos), (ref, np.arange(len(ref.ids)))):
+            want = [v.by_id[int(v.ids[p])].names <= known for p in at.tolist()]
+            assert v.cols.names_within(at, known).tolist() == want, (sorted(known), type(v).__name__)
+            assert sum(want) not in (0, len(want)) or known in (frozenset(), frozenset(every))
+
+
 def _pending(index: MessageIndex, owner: str) -> int:
     with index._lock:
         r = index._storage._conn.execute("SELECT pending FROM powners WHERE agent = 'aml' AND owner = ?",

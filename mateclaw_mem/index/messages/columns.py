@@ -35,15 +35,21 @@ class Columns:
         self.echo: Any = np.zeros(0)
         self.has_time: Any = np.zeros(0, dtype=bool)
         self.has_number: Any = np.zeros(0, dtype=bool)
+        # Names (`Doc.names`, space-joined) as codes into `values`: a who/where question's boost tests
+        # each distinct set once, not each of its few hundred candidates (a Python object per candidate
+        # was a third of such a search).
+        self.names: Any = np.zeros(0, dtype=np.int32)
         self.conv_codes: dict[str, int] = {}
         self.speaker_codes: dict[str, int] = {}
+        self.names_codes: dict[str, int] = {}
+        self.values: list[str] = []  # the strings of `names` codes (the on-disk view: its row tables')
 
     def _grow(self, p: int) -> None:
         import numpy as np
 
         cap = max(64, p + p // 4)
         for name in ("ids", "links", "conv", "speaker", "question_share", "is_question", "echo", "has_time",
-                     "has_number"):
+                     "has_number", "names"):
             old = getattr(self, name)
             new = np.full((cap, 4), -1, dtype=old.dtype) if old.ndim == 2 and not self.links_set_when_read \
                 else np.zeros((cap, *old.shape[1:]), dtype=old.dtype)
@@ -68,6 +74,20 @@ class Columns:
         self.echo[p] = d.echo
         self.has_time[p] = d.has_time
         self.has_number[p] = d.has_number
+        names = " ".join(sorted(d.names))
+        code = self.names_codes.get(names)
+        if code is None:
+            code = self.names_codes[names] = len(self.values)
+            self.values.append(names)
+        self.names[p] = code
+
+    def names_within(self, pos: Any, known: frozenset[str]) -> Any:
+        """Whether each turn at `pos` names no one outside `known` (a bool array)."""
+        import numpy as np
+
+        distinct, inverse = np.unique(self.names[pos], return_inverse=True)
+        values = self.values
+        return np.array([frozenset(values[c].split()) <= known for c in distinct.tolist()], dtype=bool)[inverse]
 
     def put_echo(self, p: int, echo: float) -> None:
         self.echo[p] = echo

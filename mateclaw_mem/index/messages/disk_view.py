@@ -608,13 +608,12 @@ class DiskView:
             return
         cols = self.cols
         at = self._lookup(self._id_index(), rows.ids)
-        cols.conv[at] = rows.conv
-        cols.speaker[at] = rows.speaker
+        cols.conv[at], cols.speaker[at] = rows.conv, rows.speaker
         cols.is_question[at] = rows.is_question
         cols.question_share[at] = rows.qshare
         cols.echo[at] = rows.echo
-        cols.has_time[at] = (rows.flags & HAS_TIME) != 0
-        cols.has_number[at] = (rows.flags & HAS_NUMBER) != 0
+        cols.has_time[at], cols.has_number[at] = (rows.flags & HAS_TIME) != 0, (rows.flags & HAS_NUMBER) != 0
+        cols.names[at] = rows.names
         self._feat[at] = True
         cols.links[at] = -1
         present = rows.links >= 0
@@ -650,6 +649,7 @@ class DiskView:
         if self.tables is None:
             self.tables = store.tables if store is not None else RowTables()
             self.cols.speaker_codes = self.cols.conv_codes = self.tables.codes
+            self.cols.values = self.tables.values  # (`names` codes too: `prepare`)
         if store is not None and store.tables is not self.tables:
             store = None
         parts, missing = store.find(want) if store is not None else ([], want)

@@ -43,9 +43,7 @@ def factors(view: View, pos: Any, q: Boosts, r: Ranking) -> list[Any]:
     if q.count:
         out.append(np.where(cols.has_number[pos], r.count_boost, 1.0))
     if q.known_names is not None:
-        known, docs, ids = q.known_names, view.by_id, view.ids
-        out.append(np.fromiter((1.0 if docs[ids[p]].names <= known else r.name_boost for p in pos.tolist()),
-                               dtype=np.float64, count=len(pos)))
+        out.append(np.where(cols.names_within(pos, q.known_names), 1.0, r.name_boost))
     return out
 
 
