@@ -18,7 +18,8 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -100,7 +101,7 @@ class Streamed:
         except httpx.HTTPError as exc:
             self.error = f"the upstream connection failed: {type(exc).__name__}"
         finally:
-            if stop is not None and self._calls is not None:
+            if self._calls is not None and stop is not None:
                 self._calls.close(stop)
             await self._response.aclose()
         if self.error is not None:  # the client learns why the stream ended, in the stream's own format
@@ -152,6 +153,17 @@ class _Calls:
     def close(self, stop: asyncio.Future[None]) -> None:
         with self._lock:
             self._open.discard(stop)
+
+    @contextmanager
+    def call(self) -> Iterator[asyncio.Future[None]]:
+        """A call's stop future while it runs; a stop that ends it is the 503 a client gets."""
+        stop = self.open()
+        try:
+            yield stop
+        except _Ended:
+            raise _stopping_error() from None
+        finally:
+            self.close(stop)
 
     def end(self) -> int:
         with self._lock:
@@ -230,15 +242,10 @@ class Upstream:
         the wait for its first byte is the whole deadline, not the idle timeout."""
         timeout = httpx.Timeout(self.settings.timeout_seconds, connect=self.settings.connect_timeout_seconds)
         late = "the upstream did not answer within its timeout (proxy.upstream.idle-timeout-seconds / timeout-seconds)"
-        stop = self._calls.open()
-        try:
+        cap = self.settings.max_answer_bytes
+        with self._calls.call() as stop:
             r = await _unless(stop, self._send(body, timeout, late))
-            cap = self.settings.max_answer_bytes
             raw = await _unless(stop, _read(r, cap, late))
-        except _Ended:
-            raise _stopping_error() from None
-        finally:
-            self._calls.close(stop)
         if len(raw) > cap:
             raise UpstreamError(502, error_body("the upstream's answer passed proxy.upstream.max-answer-bytes"))
         data = _json(raw)
@@ -251,14 +258,9 @@ class Upstream:
     async def open_stream(self, body: dict[str, Any]) -> Streamed:
         """Send a streamed request and wait for the upstream's status: an error is raised here (the
         client gets it with the upstream's status), a 200 is handed back to be relayed."""
-        stop = self._calls.open()
-        try:
+        with self._calls.call() as stop:
             r = await _unless(stop, self._send(body, None, "the upstream did not start its answer within "
                                                            "proxy.upstream.idle-timeout-seconds"))
-        except _Ended:
-            raise _stopping_error() from None
-        finally:
-            self._calls.close(stop)
         if r.status_code != 200:
             raw = await _read(r, _ERROR_BODY_BYTES, "")
             raise UpstreamError(r.status_code, _as_error(_json(raw), r.status_code, raw))

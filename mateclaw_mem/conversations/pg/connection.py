@@ -329,11 +329,10 @@ class Checkout:
                 lost = unavailable(exc, f"PostgreSQL (no connection within {self.timeout:g} s)")
                 self.last_error = str(lost)
                 raise lost from exc
-            self._local.conn = Connection(raw, self)
-            if self.latest is not None and (self.newer is not None
-                                            or time.monotonic() - self._schema_at >= self.SCHEMA_EVERY):
+            self._local.conn = conn = Connection(raw, self)
+            if self.latest is not None:
                 try:
-                    self._check_schema(raw)
+                    self._check_schema(conn)
                 except BaseException:
                     self._local.conn = None
                     self.pool.putconn(raw)
@@ -341,14 +340,15 @@ class Checkout:
         self._local.depth = depth + 1
         return self
 
-    def _check_schema(self, raw: psycopg.Connection[Any]) -> None:
-        """Refuse a schema newer than `latest` (StoreUnavailableError: a 503)."""
+    def _check_schema(self, conn: Connection) -> None:
+        """Refuse a schema newer than `latest` (StoreUnavailableError: a 503), read at most every
+        SCHEMA_EVERY seconds."""
         now = time.monotonic()
-        if self.newer is None or now - self._schema_at >= self.SCHEMA_EVERY:
+        if now - self._schema_at >= self.SCHEMA_EVERY:
             try:
-                row = raw.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
+                row = conn.raw.execute("SELECT COALESCE(MAX(version), 0) FROM schema_version").fetchone()
             except psycopg.Error as exc:
-                raise Connection(raw, self)._failed(exc) from exc
+                raise conn._failed(exc) from exc
             self._schema_at = now
             version = int(row[0]) if row is not None else 0
             self.newer = version if self.latest is not None and version > self.latest else None
