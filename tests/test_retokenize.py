@@ -11,12 +11,12 @@ from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION
 from mateclaw_mem.runtime.services import Services
 
 
-def _age(db: Path, table: str, columns: tuple[str, ...]) -> None:
-    """Make `db` look built by an older tokenizer: other tokens, another version in meta."""
+def _age(db: Path, table: str, columns: tuple[str, ...], key: str = "rowid") -> None:
+    """Make `db` look built by an older tokenizer: other tokens (distinct per `key`), another version in meta."""
     conn = sqlite3.connect(db)
     with conn:
         for col in columns:
-            conn.execute(f"UPDATE {table} SET {col} = 'oldstem' || rowid")
+            conn.execute(f"UPDATE {table} SET {col} = 'oldstem' || {key}")
         conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('tokenizer', 'light-0')")
     conn.close()
 
@@ -58,7 +58,7 @@ def test_the_message_index_is_rebuilt_when_its_tokenizer_is_outdated(settings, c
     assert svc.message_index.search("aml", "u1", "adopting", limit=5)
     svc.close()
     db = settings.state_dir / "messages.db"
-    _age(db, "postings", ("term",))  # (the fields are made from the text when read: only the terms are stored)
+    _age(db, "postings", ("term",), key="term")  # (the fields are made from the text when read: only the terms are stored)
 
     svc = Services(settings, clock)
     try:

@@ -7,14 +7,15 @@ bumped by every write) each document gets an ordinal, 0, 1, ... in the order it 
 
 - `pdocs`: per segment of `SEG_DOCS` ordinals, the documents' ids (int64) and field lengths (four
   uint32 each) - what a term's saturated BM25F scores divide by.
-- `postings`: per (owner, term) segments of at most `SEG_POSTINGS` entries, ascending ordinals
-  with the four field counts packed in one uint64 (`turns.unpack`), stored gap-encoded and as narrow
-  as the segment allows in one blob (`delta.pack_segment`; rows an older version wrote, ordinals as
-  uint32 and counts in `packed`, read as they are: `delta.unpack_segment`), keyed by their first
-  ordinal. An Add appends to the last segment of each term it touches (rewriting a few KB, not the
-  term's history; a merge splices the new entries into the stored blob as bytes, `delta.extend`,
-  decoding it only when they need wider widths); the last segment's `df` is the term's body
-  document frequency.
+- `postings`: per (owner, term) segments of at most `SEG_POSTINGS` entries (a table clustered by its
+  key, with no rowid; a file made before it keeps its rowid table and unique index, read and written
+  the same, until a rebuild: `mateclaw-mem reindex`), ascending ordinals with the four field counts
+  packed in one uint64 (`turns.unpack`), stored gap-encoded and as narrow as the segment allows in
+  one blob (`delta.pack_segment`; rows an older version wrote, ordinals as uint32 and counts in
+  `packed`, read as they are: `delta.unpack_segment`), keyed by their first ordinal. An Add appends
+  to the last segment of each term it touches (rewriting a few KB, not the term's history; a merge
+  splices the new entries into the stored blob as bytes, `delta.extend`, decoding it only when they
+  need wider widths); the last segment's `df` is the term's body document frequency.
 - `pfeat`: per document, what the later ranking steps read (question share, echo, a time, a number,
   names) and its links: the turns before and after it in its conversation, and the same speaker's
   turns two steps away (the in-memory view's `Doc.around` / `Doc.thread`).
@@ -50,10 +51,14 @@ from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 
 SEG_DOCS = 512  # ordinals per `pdocs` row: 12 KB of ids and lengths, rewritten by an Add
-# Entries per `postings` row: at most 4 KB (6 KB wide) rewritten per term a merge touches. Rows of
-# 256 left a third of their pages unused once merges had rewritten them (the growing last segments
-# move to the end of the table); 512 halves that (aml_scale, 10k turns: 754 -> 553 B a message).
-SEG_POSTINGS = 512
+# Entries per `postings` row. The table is clustered by (okey, term, first) with no rowid: its
+# unique index repeated every key (~60 B a message at 1,000 owners x 300 turns, a fifth of the
+# file). A row of such a table is kept inside its page only up to ~1 KB (SQLite's index-page
+# payload limit at 4 KB pages), the rest spilling to an overflow page mostly empty: 512 entries
+# (1-2 KB at 100k turns) made messages.db 1.7x larger there; 256 keep nearly every row inside.
+# (In the rowid table older files keep, 256 left a third of the pages unused once merges had moved
+# the growing last segments to the end of the table, and 512 halved that.)
+SEG_POSTINGS = 256
 _CHUNK = 500  # ids per `IN (...)` read
 
 # Flags of `pfeat.flags`.
@@ -72,7 +77,7 @@ CREATE TABLE IF NOT EXISTS pspeakers{s} (okey INTEGER NOT NULL, speaker TEXT NOT
 CREATE TABLE IF NOT EXISTS pdocs{s} (okey INTEGER NOT NULL, seg INTEGER NOT NULL, ids BLOB NOT NULL,
     lens BLOB NOT NULL, PRIMARY KEY (okey, seg)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS postings{s} (okey INTEGER NOT NULL, term TEXT NOT NULL, first INTEGER NOT NULL,
-    df INTEGER NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL, UNIQUE (okey, term, first));
+    df INTEGER NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL, PRIMARY KEY (okey, term, first)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS pdelta{s} (id INTEGER PRIMARY KEY, okey INTEGER NOT NULL, first_new INTEGER NOT NULL,
     terms TEXT NOT NULL, counts BLOB NOT NULL, ords BLOB NOT NULL, packed BLOB NOT NULL);
 CREATE INDEX IF NOT EXISTS pdelta_by_owner{s} ON pdelta{s} (okey, id);
@@ -80,6 +85,12 @@ CREATE TABLE IF NOT EXISTS pfeat{s} (id INTEGER PRIMARY KEY, ord INTEGER NOT NUL
     echo REAL NOT NULL, flags INTEGER NOT NULL, names TEXT NOT NULL,
     prev INTEGER, next INTEGER, tprev INTEGER, tnext INTEGER);
 """
+
+
+def has_rowid(conn: sqlite3.Connection, s: str = "") -> bool:
+    """Whether this file's `postings{s}` is the rowid table (with a unique index) older versions made."""
+    row = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", (f"postings{s}",)).fetchone()
+    return row is not None and "WITHOUT ROWID" not in row[0].upper()
 
 
 TABLES = ("powners", "pspeakers", "pdocs", "postings", "pdelta", "pfeat")

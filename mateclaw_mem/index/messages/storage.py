@@ -288,6 +288,8 @@ class MessageStorage:
         """`_PACKED`: every segment an older version wrote rewritten as an Add writes one now (same
         ordinals and counts, a third of the bytes); the rows rewritten."""
         done, after = 0, 0
+        if not postings.has_rowid(conn):
+            return 0  # (made by this version: never written in the older format)
         while rows := conn.execute("SELECT rowid, ords, packed FROM postings WHERE rowid > ?"
                                    " AND length(packed) > 0 ORDER BY rowid LIMIT 2000", (after,)).fetchall():
             conn.executemany("UPDATE postings SET ords = ?, packed = X'' WHERE rowid = ?",
