@@ -8,12 +8,14 @@ import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from mateclaw_mem.clock import ManualClock
 from mateclaw_mem.conversations.aml import AmlMessage, AmlService
 from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages import worker
 from mateclaw_mem.index.messages.index import MessageIndex
 
 TS = 1683554160000
@@ -95,3 +97,19 @@ def test_another_process_writing_the_index_holds_no_add_back(svc: AmlService, tm
     assert _found(svc, "axolotl") == 1
     assert svc.add_json_now("r1", "u1", "s1", _msgs("axolotl")) == answer  # a replay, not a second copy
     assert len(svc.log.since(0)) == 1 and _found(svc, "axolotl") == 1
+
+
+def test_an_add_answered_on_the_event_loop_is_served_so(svc: AmlService, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's threads pause their indexing while it runs (tests/test_index_give_way.py)."""
+    seen: list[int] = []
+    append_once = svc.log.append_once
+
+    def watched(*args: Any, **kw: Any) -> Any:
+        seen.append(worker.serving.n)
+        return append_once(*args, **kw)
+
+    monkeypatch.setattr(svc.log, "append_once", watched)
+    assert svc.add_json_now("r1", "u1", "s1", [AmlMessage("user", "Caroline: the walrus was lovely", TS)]) is not None
+    assert svc.add_json("r2", "u1", "s1", [AmlMessage("user", "Caroline: the narwhal too", TS)])
+    assert seen == [1, 0]  # (the waiting Add, on a pool's thread, may wait on the index: not served so)
+    assert worker.serving.n == 0

@@ -35,6 +35,7 @@ from mateclaw_mem.errors import InvalidInputError
 from mateclaw_mem.index.messages import ranking
 from mateclaw_mem.index.messages.index import Hit, MessageIndex
 from mateclaw_mem.index.messages.storage import FACT_BASE, split_speaker
+from mateclaw_mem.index.messages.worker import serving
 from mateclaw_mem.index.sources import AML_TRIGGER
 from mateclaw_mem.index.tokenizer import MAX_QUERY_CHARS
 from mateclaw_mem.llm.rerank import Candidate, Reranker
@@ -349,7 +350,9 @@ class AmlService:
         if not self.log.lock.acquire(blocking=False):
             return None
         try:
-            with self.log.without_waiting():
+            # The index's threads pause their indexing meanwhile (it waits on none of them): at each
+            # of this Add's SQLite calls they would take the interpreter until it is handed back.
+            with serving(), self.log.without_waiting():
                 try:
                     return self.add_json(request_id, user_id, session_id, messages, index_lag=False)
                 except sqlite3.OperationalError as exc:

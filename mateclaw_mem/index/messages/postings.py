@@ -49,6 +49,7 @@ from mateclaw_mem.index.messages.delta import (
 )
 from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
+from mateclaw_mem.index.messages.worker import give_way
 
 SEG_DOCS = 512  # ordinals per `pdocs` row: 12 KB of ids and lengths, rewritten by an Add
 # Entries per `postings` row. The table is clustered by (okey, term, first) with no rowid: its
@@ -543,8 +544,11 @@ def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache:
     w = PostingWriter(conn, s, cache, background=background)
     w.prefetch(unique)
     for r in sorted(rows, key=lambda r: r["id"]):
+        give_way()
         w.put(r["agent"], r["owner"], parse_doc(r))
+    give_way()
     w.flush()
+    give_way()
     return w.due
 
 

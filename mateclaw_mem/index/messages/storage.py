@@ -36,7 +36,7 @@ from mateclaw_mem.index.messages import docfields, postings
 from mateclaw_mem.index.messages.delta import pack_segment, unpack_segment
 from mateclaw_mem.index.messages.docfields import body_tokens, date_tokens
 from mateclaw_mem.index.messages.fields import FACT_BASE, _is_question, split_speaker
-from mateclaw_mem.index.messages.worker import Worker
+from mateclaw_mem.index.messages.worker import Worker, give_way
 from mateclaw_mem.index.sources import FactSource, LoggedMessage, MessageSource, StoredFact
 from mateclaw_mem.index.tokenizer import TOKENIZER_VERSION, tokenize
 from mateclaw_mem.redaction import redact
@@ -417,6 +417,7 @@ class MessageStorage:
                     row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
                     mark = int(row["value"]) if row else 0
                     msgs = log.since(mark, limit=batch)
+                    give_way()
                     full = len(msgs) == batch
                     if upto is not None and msgs and msgs[-1].id > upto:
                         msgs, full = [m for m in msgs if m.id <= upto], False
@@ -434,6 +435,7 @@ class MessageStorage:
                 self._conn.execute("COMMIT")
                 self.indexed_to = max(self.indexed_to, mark)
                 if msgs:
+                    give_way()
                     self.committed()
                 done += len(msgs)
                 if not full:
@@ -550,6 +552,7 @@ class MessageStorage:
         pending: list[_Pending] = []
         grown: dict[int, int] = {}  # already indexed turns whose next neighbour arrived now: their nb_len
         for m in msgs:
+            give_way()
             key = (m.agent, owner_column(m.owner), m.conversation_id)
             if key not in last:
                 last[key] = conn.execute(
