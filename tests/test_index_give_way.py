@@ -98,6 +98,20 @@ def test_the_index_thread_pauses_its_indexing_while_a_request_is_served(tmp_path
     log.close()
 
 
+def test_far_behind_the_index_thread_makes_no_way(tmp_path: Path, long_wait: None) -> None:
+    """Half its lag bound behind (`_Indexer.courteous`), it indexes through the requests being served:
+    making way, it fell behind until Adds past the bound waited for whole batches of its indexing."""
+    log, index = ConversationLog(tmp_path / "log.db"), MessageIndex(tmp_path / "messages.db")
+    log.append("aml", "s1", [NewMessage("user", f"Caroline: turn {i} about the walrus", TS + i) for i in range(5)],
+               owner="u1", now_ms=TS)
+    index._indexer.logged(MessageIndex.MAX_LAG // 2)  # (as if this process's Adds had logged that far)
+    with serving():
+        index.sync_later(log, wait=False)
+        assert _until(lambda: index._storage.indexed_to > 0, 10)
+    index.close()
+    log.close()
+
+
 def _until(cond: Any, seconds: float) -> bool:
     done = threading.Event()
     deadline = threading.Timer(seconds, done.set)

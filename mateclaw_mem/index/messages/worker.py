@@ -49,8 +49,9 @@ def give_way() -> None:
     switch, at every such point: Adds sent in a burst beside the indexing took 1.7-2.0x the floor's
     p50 (`scripts/bench/aml_scale.py --sizes 1000`; without any indexing 1.3x). A lower switch
     interval did not help. On any other thread (a search catching up, a rebuild, the index process)
-    this does nothing."""
-    if not getattr(_on_worker, "yes", False):
+    this does nothing, nor on a worker that is not `courteous()` at the moment."""
+    worker: Worker | None = getattr(_on_worker, "worker", None)
+    if worker is None or not worker.courteous():
         return
     if serving.n:
         now = time.monotonic()
@@ -88,8 +89,12 @@ class Worker:
         return True
 
     def _run_here(self) -> None:
-        _on_worker.yes, _on_worker.window, _on_worker.paused = True, 0.0, 0.0
+        _on_worker.worker, _on_worker.window, _on_worker.paused = self, 0.0, 0.0
         self._run()
+
+    def courteous(self) -> bool:
+        """Whether `give_way` makes way now (False: the work is urgent, e.g. far behind)."""
+        return True
 
     def _run(self) -> None:
         raise NotImplementedError
