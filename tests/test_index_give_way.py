@@ -124,3 +124,43 @@ def _until(cond: Any, seconds: float) -> bool:
         return bool(cond())
     finally:
         deadline.cancel()
+
+
+
+def test_an_add_past_the_lag_bound_waits_for_the_index_threads_batch_not_its_whole_tail(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `MAX_LAG` an Add waits until the index is at its bound. While the index's thread is
+    indexing, that is a wait for the thread's batches (`wait_indexed`), each of which it reports;
+    waiting for the storage's lock instead was waiting for the whole tail (a thread that lets a lock
+    go and takes it again at once keeps it)."""
+    log, index = ConversationLog(tmp_path / "log.db"), MessageIndex(tmp_path / "messages.db")
+    batch = type(index._indexer).BATCH
+    log.append("aml", "s1", [NewMessage("user", f"Caroline: turn {i} about the walrus", TS + i)
+                             for i in range(2 * batch + 10)], owner="u1", now_ms=TS)
+    assert not index._indexer.wait_indexed(1, 30.0), "nobody is indexing: the caller must"
+    storage = index._storage
+    gates = [threading.Event(), threading.Event()]
+    entered = [threading.Event(), threading.Event()]
+    add_batch = storage._add_batch
+
+    def gated(msgs: Any, s: str = "") -> None:
+        k = next((i for i, e in enumerate(entered) if not e.is_set()), None)
+        if k is not None:
+            entered[k].set()
+            gates[k].wait(10)
+        add_batch(msgs, s)
+
+    monkeypatch.setattr(storage, "_add_batch", gated)
+    index.sync_later(log, wait=False)
+    assert entered[0].wait(10)
+    got: list[bool] = []
+    waiter = threading.Thread(target=lambda: got.append(index._indexer.wait_indexed(batch, 30.0)))
+    waiter.start()
+    gates[0].set()  # the first batch commits; the thread stops in the second
+    waiter.join(10)
+    assert got == [True]  # before the second batch could end (its gate is shut):
+    assert entered[1].wait(10) and storage.indexed_to == batch  # it waited for one batch, not the tail
+    gates[1].set()
+    assert _until(lambda: storage.indexed_to == 2 * batch + 10, 10)
+    index.close()
+    log.close()

@@ -67,7 +67,8 @@ class PgStorage(MessageStorage):
         with self._due_lock:  # (several threads commit at once here, each on its own connection)
             super().committed(documents=documents)
 
-    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None) -> int:
+    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None,
+             committed: Callable[[], None] | None = None) -> int:
         return 0  # every Add indexed its messages in its own transaction
 
     def sync_facts(self, facts: FactSource, *, batch: int = 1000) -> int:

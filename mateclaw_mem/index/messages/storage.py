@@ -403,13 +403,14 @@ class MessageStorage:
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
         return int(row["value"]) if row else 0
 
-    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None) -> int:
+    def sync(self, log: MessageSource, *, batch: int = 1000, upto: int | None = None,
+             committed: Callable[[], None] | None = None) -> int:
         """Index every log message after the watermark (`upto`: only those up to that id); returns
-        how many were indexed."""
+        how many were indexed. `committed` is called after each batch's commit, outside the lock."""
         done = 0
         self.follow(log)
-        with self.lock:
-            while True:
+        while True:
+            with self.lock:
                 self._conn.execute("BEGIN IMMEDIATE")
                 try:
                     # Read the watermark inside the write transaction: another process may have
@@ -438,8 +439,10 @@ class MessageStorage:
                     give_way()
                     self.committed()
                 done += len(msgs)
-                if not full:
-                    return done
+            if committed is not None:
+                committed()
+            if not full:
+                return done
 
     def rebuild(self, log: MessageSource, facts: FactSource | None = None, *, batch: int = 1000) -> int:
         """Index the whole log (and the facts, when given) again, into tables built aside and swapped
