@@ -8,6 +8,7 @@ test_aml_scoring.py)."""
 
 from __future__ import annotations
 
+import logging
 import random
 import sqlite3
 import threading
@@ -413,7 +414,8 @@ def test_segments_are_stored_gap_encoded_and_narrow_and_older_segments_are_packe
         x.close()
 
 
-def test_a_new_file_clusters_postings_by_term_and_a_rebuild_moves_an_older_file_to_it(tmp_path: Path) -> None:
+def test_a_new_file_clusters_postings_by_term_and_a_rebuild_moves_an_older_file_to_it(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """`postings` is a table clustered by (owner, term, first) with no rowid and no second index
     (what the unique index cost: ~60 B a message at 1,000 owners x 300 turns); its segments stay
     small enough to be stored inside a page. An older file's rowid table is read and written as it
@@ -426,7 +428,10 @@ def test_a_new_file_clusters_postings_by_term_and_a_rebuild_moves_an_older_file_
                             ).fetchone()[0] == 0
     index.close()
     _as_older_layout(path)
-    index = MessageIndex(path)
+    with caplog.at_level(logging.INFO, logger="mateclaw_mem.index.messages.storage"):
+        index = MessageIndex(path)
+    assert "`mateclaw-mem reindex` rebuilds it" in caplog.text  # (said at every open until then)
+    caplog.clear()
     assert index.rebuild(log) > 0
     with closing(sqlite3.connect(path)) as conn:
         assert not postings.has_rowid(conn)
@@ -437,8 +442,11 @@ def test_a_new_file_clusters_postings_by_term_and_a_rebuild_moves_an_older_file_
             query, options = random_query(rng)
             assert rank(disk_view(index, "aml", u), query, options, BASE, limit=100) == \
                 rank(ref[u], query, options, BASE, limit=100)
-    for x in (index, log):
-        x.close()
+    index.close()
+    with caplog.at_level(logging.INFO, logger="mateclaw_mem.index.messages.storage"):
+        MessageIndex(path).close()
+    assert "reindex" not in caplog.text
+    log.close()
 
 
 def test_a_packed_segment_reads_back_every_ordinal_and_count() -> None:

@@ -219,6 +219,11 @@ class MessageStorage:
         # once ever: every later start finds the marker and goes on at once).
         run_once(self._conn, self.lock, _POSTINGS, postings.migrate)
         self._postings = True
+        with self.lock:
+            older = postings.has_rowid(self._conn)
+        if older:  # (kept as it is: converting it is a rebuild the size of the history)
+            log.info("%s keeps the older layout of its postings (a rowid table and an index); "
+                     "`mateclaw-mem reindex` rebuilds it in the current one, about a tenth smaller", self.path.name)
 
     def texts(self) -> None:
         """Point `messages` (the documents' text, docfields.TEXT) at the attached log's table; while the
