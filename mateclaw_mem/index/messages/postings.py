@@ -547,8 +547,7 @@ def index_docs(conn: sqlite3.Connection, ids: Sequence[int], s: str = "", cache:
         give_way()
         w.put(r["agent"], r["owner"], parse_doc(r))
     give_way()
-    w.flush()
-    give_way()
+    w.flush()  # (the caller commits and gives way next)
     return w.due
 
 

@@ -423,7 +423,6 @@ class MessageStorage:
                     row = self._conn.execute("SELECT value FROM meta WHERE key = 'watermark'").fetchone()
                     mark = int(row["value"]) if row else 0
                     msgs = log.since(mark, limit=batch)
-                    give_way()
                     full = len(msgs) == batch
                     if upto is not None and msgs and msgs[-1].id > upto:
                         msgs, full = [m for m in msgs if m.id <= upto], False
