@@ -290,8 +290,8 @@ class AmlSettings(Section):
     cache_bytes: int = Field(64 << 20, ge=0)
     # A stream of Adds indexed by a child process (index/messages/index_process.py: its own interpreter, so no
     # request waits behind the indexing), started once the daemon's indexing thread is busy a fifth of a
-    # second, ended 2 s after the last Add; false: always that thread. The sqlite store only (PostgreSQL
-    # indexes in the Add's transaction).
+    # second, ended 2 s after the last Add (or by a search once it has caught up); false: always that
+    # thread. The sqlite store only (PostgreSQL indexes in the Add's transaction).
     index_process: bool = True
     # Image parts of Adds (conversations/aml_images.py): refs keeps links and data: images' hashes only
     # (the desktop's privacy); keep stores data: images' bytes, returns messages as ordered content parts

@@ -195,6 +195,47 @@ def test_the_idle_time_counts_from_the_last_add_not_from_the_thread_waking(setup
     assert left is not None and 0.0 < left <= 1.0
 
 
+def test_a_search_ends_a_child_that_has_indexed_every_add(setup: Setup) -> None:
+    """Searches after a stream of Adds (an import, then questions): the child, caught up, ends at the
+    first search `SEARCH_QUIET` s after the last Add, not `IDLE` (60 s here) later - while it lives its
+    memory is taken from the daemon's search cache."""
+    ix = setup.index._indexer
+    setup.add()
+    first = setup.child()._proc
+    setup.indexed()
+    wait_until(lambda: setup.index._storage.indexed_to >= setup.last_id(), "the child's report of its watermark")
+    assert setup.index.search("aml", "u1", "camping lake", limit=1)
+    wait_until(lambda: first.poll() is not None, "the child to end after the search")
+    assert first.returncode == 0
+    wait_until(lambda: ix._child is None, "the parent to forget the child")
+    setup.add("Melanie: a stream of Adds again")  # (BUSY 0 here: the next Add starts another)
+    assert setup.child()._proc.pid != first.pid
+    setup.indexed()
+    assert "stream of Adds again" in setup.index.search("aml", "u1", "stream again", limit=1)[0].content
+
+
+def test_a_search_leaves_a_child_that_is_behind_and_an_add_keeps_it(setup: Setup) -> None:
+    ix = setup.index._indexer
+    setup.add()
+    setup.child()
+    setup.indexed()
+    wait_until(lambda: setup.index._storage.indexed_to >= setup.last_id(), "the child's report of its watermark")
+    ix.SEARCH_QUIET = 60.0  # (the thread would end it meanwhile otherwise)
+    ix.logged_to = setup.index._storage.indexed_to + 5  # an Add it has not indexed yet
+    ix.searched()
+    assert not ix._searched
+    left = ix.idle_left()
+    assert left is not None and left > ix.IDLE - 5.0
+    ix.logged_to = setup.index._storage.indexed_to
+    ix.searched()
+    assert ix._searched
+    setup.add("Melanie: another Add")  # the stream goes on: the child keeps going for IDLE s
+    assert not ix._searched
+    left = ix.idle_left()
+    assert left is not None and left > ix.IDLE - 5.0
+    assert ix._child is not None
+
+
 _PARENT = textwrap.dedent("""
     import sys, time
     from datetime import UTC, datetime

@@ -55,6 +55,42 @@ def test_a_freed_large_block_does_not_keep_the_next_ones_out_of_mmap() -> None:
     assert _probe("tune") == ["True", "True"]
 
 
+_TOP = """
+import ctypes, sys
+sys.path.insert(0, {root!r})
+from mateclaw_mem.runtime import malloc
+if sys.argv[1] == "tune":
+    malloc.tune()
+
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                  "fsmblks", "uordblks", "fordblks", "keepcost")]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+libc.malloc.restype = ctypes.c_void_p
+libc.malloc.argtypes = [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+before = libc.mallinfo2().arena
+blocks = [libc.malloc(64 << 10) for _ in range(128)]  # 8 MB in blocks under both mmap thresholds
+grown = libc.mallinfo2().arena - before
+for b in reversed(blocks):
+    libc.free(b)
+print(grown >= 8 << 20, libc.mallinfo2().arena - before >= 8 << 20)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator")
+@pytest.mark.parametrize(("mode", "kept"), [("plain", "False"), ("tune", "True")])
+def test_what_is_freed_at_the_top_of_the_heap_is_kept(mode: str, kept: str) -> None:
+    """A search's arrays under 1 MB, freed: glibc's default gives the heap's top back at once (and the
+    next search faults it in again); tuned, up to 16 MB of it stays for the next."""
+    root = str(Path(__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, "-c", _TOP.format(root=root), mode], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", kept]
+
+
 _HEAP = 64 << 20  # glibc's HEAP_MAX_SIZE on 64-bit: a thread arena's heap is reserved at this alignment
 
 

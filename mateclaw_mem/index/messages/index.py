@@ -198,6 +198,7 @@ class MessageIndex:
         the agent's messages that have no owner; "" is taken to mean the same)."""
         if limit <= 0:
             return []
+        self._indexer.searched()
         owner = owner or None
         q = None
         if self.dense is not None:
@@ -260,6 +261,10 @@ class _Indexer(Worker):
     # s without an Add before the child process ends: its memory counts against the daemon's cache
     # while it runs (runtime/malloc.bound_cache), and a new stream starts another in ~0.3 s.
     IDLE = 2.0
+    # ... or after this long, once a search finds it caught up (`searched`): while it lives its memory
+    # counts against the daemon's byte cache (runtime/malloc.bound_cache), and the searches that follow
+    # a stream of Adds (an import, then questions) found the cache squeezed to a few MB for those 2 s.
+    SEARCH_QUIET = 0.1
     RETRY = 60.0  # s after a child process died unasked before another is started
     name = "aml-index"
 
@@ -272,6 +277,7 @@ class _Indexer(Worker):
         self._child: IndexProcess | None = None
         self._source: MessageSource | None = None  # the log last handed over (the child's wake-ups)
         self._last_want = 0.0
+        self._searched = False  # a search found the child idle (`searched`): it ends now
         self._died_at = -self.RETRY
         self._window_at, self._busy = 0.0, 0.0  # the current window's start, and the s indexed here in it
         self._progress = threading.Condition()  # notified at each watermark the child reports, each batch here
@@ -283,6 +289,7 @@ class _Indexer(Worker):
 
     def want(self, source: MessageSource) -> None:
         self._last_want = time.monotonic()
+        self._searched = False
         child = self._child
         if child is not None and child.ready and source is self._source and child.poke():
             return  # (no wake-up of this thread: the child reads the log itself)
@@ -338,7 +345,19 @@ class _Indexer(Worker):
         `IDLE` from whenever it last woke kept a child up to twice `IDLE` after a stream's end."""
         if self._child is None:
             return None
-        return self.IDLE - (time.monotonic() - self._last_want)
+        return (self.SEARCH_QUIET if self._searched else self.IDLE) - (time.monotonic() - self._last_want)
+
+    def searched(self) -> None:
+        """A search is under way: a child that has indexed every Add of this process and had none for
+        `SEARCH_QUIET` s ends now, not `IDLE` s after the last Add (a stream of Adds resumed starts
+        another, as after `IDLE`). Cheap when there is no child: a search calls it every time."""
+        child = self._child
+        if (child is None or self._searched or not child.ready
+                or self.index._storage.indexed_to < self.logged_to):
+            return
+        with self._cv:
+            self._searched = True
+            self._wake()
 
     # -- the child process ---------------------------------------------------------------------------
 
