@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-_PROBE = """
+# What both probes begin with: tuned or not (argv[1]), and glibc's malloc, free and mallinfo2.
+_LIBC = """
 import ctypes, sys, threading
 sys.path.insert(0, {root!r})
 from mateclaw_mem.runtime import malloc
@@ -25,7 +26,9 @@ libc.mallinfo2.restype = Info
 libc.malloc.restype = ctypes.c_void_p
 libc.malloc.argtypes = [ctypes.c_size_t]
 libc.free.argtypes = [ctypes.c_void_p]
-out = []
+"""
+
+_PROBE = _LIBC + """out = []
 
 def work():
     libc.free(libc.malloc(8 << 20))  # a large block freed: glibc's default now serves up to 8 MB from its arenas
@@ -55,21 +58,7 @@ def test_a_freed_large_block_does_not_keep_the_next_ones_out_of_mmap() -> None:
     assert _probe("tune") == ["True", "True"]
 
 
-_TOP = """
-import ctypes, sys
-sys.path.insert(0, {root!r})
-from mateclaw_mem.runtime import malloc
-if sys.argv[1] == "tune":
-    malloc.tune()
-
-class Info(ctypes.Structure):
-    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
-                                                  "fsmblks", "uordblks", "fordblks", "keepcost")]
-libc = ctypes.CDLL(None)
-libc.mallinfo2.restype = Info
-libc.malloc.restype = ctypes.c_void_p
-libc.malloc.argtypes = [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
+_TOP = _LIBC + """
 before = libc.mallinfo2().arena
 blocks = [libc.malloc(64 << 10) for _ in range(128)]  # 8 MB in blocks under both mmap thresholds
 grown = libc.mallinfo2().arena - before
