@@ -254,3 +254,30 @@ def test_an_adds_row_is_sorted_by_term_then_ordinal_however_its_documents_came(s
             np.array([o for _, o in order], dtype=np.uint32).tobytes(),
             np.array([entries[k] for k in order], dtype=np.uint64).tobytes())
     assert delta.encode_docs(docs) == delta.encode(entries) == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_terms_segments_decoded_together_are_each_decoded_in_turn(seed: int) -> None:
+    """`unpack_segments` (a cold search's read of a common word: hundreds of segments at once) gives
+    what `unpack_segment` of each gives, concatenated: every gap and count width, mixed within a term,
+    segments of one entry, ordinals near the top of uint32."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        at = rng.choice([0, rng.randint(0, 1 << 20), (1 << 32) - 250_000_000])  # (12 x 256 x 70,000 below: < 2^32)
+        blobs, want_o, want_p = [], [], []
+        for _ in range(rng.randint(1, 12)):
+            n = rng.choice([1, 2, 3, rng.randint(1, 256)])
+            top_gap = rng.choice([3, 300, 70_000])
+            o = np.cumsum(np.array([rng.randint(1, top_gap) for _ in range(n)], dtype=np.int64)) + at
+            at = int(o[-1])
+            top = rng.choice([3, 15, 255, 65_535])
+            c = np.array([[rng.randint(0, top) for _ in range(4)] for _ in range(n)], dtype=np.uint64)
+            p = c[:, 0] | c[:, 1] << np.uint64(16) | c[:, 2] << np.uint64(32) | c[:, 3] << np.uint64(48)
+            blobs.append(pack_segment(o.astype(np.uint32), p))
+            want_o.append(o)
+            want_p.append(p)
+        got_o, got_p = delta.unpack_segments(blobs)
+        each = [unpack_segment(b, b"") for b in blobs]
+        assert got_o.dtype == np.uint32 and got_p.dtype == np.uint64
+        assert got_o.tolist() == np.concatenate([e[0] for e in each]).tolist() == np.concatenate(want_o).tolist()
+        assert got_p.tolist() == np.concatenate([e[1] for e in each]).tolist() == np.concatenate(want_p).tolist()
