@@ -60,11 +60,11 @@ def test_a_freed_large_block_does_not_keep_the_next_ones_out_of_mmap() -> None:
 
 _TOP = _LIBC + """
 before = libc.mallinfo2().arena
-blocks = [libc.malloc(64 << 10) for _ in range(128)]  # 8 MB in blocks under both mmap thresholds
+blocks = [libc.malloc(64 << 10) for _ in range(48)]  # 3 MB in blocks under both mmap thresholds
 grown = libc.mallinfo2().arena - before
 for b in reversed(blocks):
     libc.free(b)
-print(grown >= 8 << 20, libc.mallinfo2().arena - before >= 8 << 20)
+print(grown >= 5 << 19, libc.mallinfo2().arena - before >= 5 << 19)  # (2.5 MB: some came from free room)
 """
 
 
@@ -72,7 +72,7 @@ print(grown >= 8 << 20, libc.mallinfo2().arena - before >= 8 << 20)
 @pytest.mark.parametrize(("mode", "kept"), [("plain", "False"), ("tune", "True")])
 def test_what_is_freed_at_the_top_of_the_heap_is_kept(mode: str, kept: str) -> None:
     """A search's arrays under 1 MB, freed: glibc's default gives the heap's top back at once (and the
-    next search faults it in again); tuned, up to 16 MB of it stays for the next."""
+    next search faults it in again); tuned, up to 4 MB of it stays for the next."""
     root = str(Path(__file__).resolve().parents[1])
     done = subprocess.run([sys.executable, "-c", _TOP.format(root=root), mode], capture_output=True, text=True,
                           timeout=60)

@@ -11,11 +11,12 @@ threads searching, the byte cache full at 67 MB, RSS 222 MB, 160 after the cache
 one thread, interleaved: hot p50 6.9 vs 7.2-7.5 ms, ~380 page faults a search instead of ~105).
 Python's own small objects are unaffected (pymalloc keeps them in its own arenas).
 
-What is freed at the top of the heap is kept up to 16 MB (`TRIM_THRESHOLD`; glibc's default gives back
+What is freed at the top of the heap is kept up to 4 MB (`TRIM_THRESHOLD`; glibc's default gives back
 all but 128 KB at each free): a search's arrays under 1 MB were otherwise faulted in afresh by every
-search. At 100k messages of one user, in-process, 3 runs each: the same questions again p50 4.6-5.6 ->
-4.3-4.4 ms, p95 6.7-8.3 -> 5.5-5.9; the first pass 8.1-8.2 -> 7.2-7.4 ms; RSS the same (113 MB). The RSS
-budget counts what the heap keeps as the rest of the daemon, and trims it when RSS nears the bound.
+search. At 100k messages of one user, in-process, 2-3 runs each: the same questions again p50 4.6-5.6 ->
+4.4-4.7 ms, p95 6.7-8.3 -> 5.6-6.0; the first pass 8.0-8.2 -> 7.2-7.3 ms; RSS the same (113 MB). 2 MB gave
+a little less, 16 MB no more (and is more a swing between two looks of the RSS budget, which counts what
+the heap keeps as the rest of the daemon and trims it when RSS nears the bound).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("mateclaw_mem.daemon")
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8  # mallopt's parameters (malloc.h)
 MMAP_THRESHOLD = 1 << 20
-TRIM_THRESHOLD = 16 << 20
+TRIM_THRESHOLD = 4 << 20
 
 
 def tune() -> bool:
