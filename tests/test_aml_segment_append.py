@@ -281,3 +281,29 @@ def test_a_terms_segments_decoded_together_are_each_decoded_in_turn(seed: int) -
         assert got_o.dtype == np.uint32 and got_p.dtype == np.uint64
         assert got_o.tolist() == np.concatenate([e[0] for e in each]).tolist() == np.concatenate(want_o).tolist()
         assert got_p.tolist() == np.concatenate([e[1] for e in each]).tolist() == np.concatenate(want_p).tolist()
+
+
+def test_a_merge_asks_its_cache_for_room_for_what_it_folds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a merge holds its rows beside the search cache, the cache is told how much (`make_room`: the
+    daemon's RSS budget shrinks it first where the two would pass the bound, runtime/malloc.py)."""
+    monkeypatch.setattr(postings, "DELTA_MAX", 60)
+    monkeypatch.setattr(_Merger, "QUIET", 3600.0)
+    monkeypatch.setattr(_Merger, "PATIENCE", 3600.0)
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    asked: list[int] = []
+    index.cache.room = asked.append
+    rng = random.Random(5)
+    for turn in range(0, 400, 8):
+        log.append("aml", "u1-c0", [NewMessage("user", _lines(rng, turn + i), 1683554160000 + turn + i)
+                                    for i in range(8)], owner="u1", now_ms=1683554160000)
+        index.sync(log)
+    with index.lock:
+        pending = index._storage._conn.execute("SELECT pending FROM powners").fetchone()[0]
+    assert pending > 60 and not asked
+    index._storage.merger.run_now()
+    assert asked == [pending * postings.MERGE_BYTES]
+    with index.lock:
+        assert index._storage._conn.execute("SELECT pending FROM powners").fetchone()[0] == 0
+    index.close()
+    log.close()

@@ -139,9 +139,60 @@ class RssBudget:
         self._at = -float("inf")
         self._cap = bound
         self._lock = threading.Lock()
+        self._cache: ByteCache | None = None  # (`follow`)
+        self._asked = threading.Event()  # the cache asked since the trailing look (`follow`)
+        self._asked_at = 0.0
 
-    def __call__(self, cached: int) -> int:
+    def follow(self, cache: ByteCache) -> None:
+        """Look once more `every` s after the cache last asked (a thread of its own), the cache shrunk
+        to what that look leaves and what it freed handed back. The cache asks at its stores and
+        writes only, at most every `every` s: a search's last store, then a merge or the search's own
+        temporaries, and RSS stood over the bound for as long as nothing more was stored (at 100k
+        messages of one user, after 200 more turns and a first search: up to 2.3 MB over, in 4 of 6
+        runs)."""
+        self._cache = cache
+        threading.Thread(target=self._trail, name="rss-budget", daemon=True).start()
+
+    def _trail(self) -> None:
+        while True:
+            self._asked.wait()
+            while (left := self._asked_at + self.every - time.monotonic()) > 0:
+                time.sleep(left)
+            self._asked.clear()
+            if self._cache is not None:
+                self.settle(self._cache)
+
+    def make_room(self, cache: ByteCache, nbytes: int) -> None:
+        """Before work that holds `nbytes` beside the cache for a moment (a merge, `ByteCache.make_room`):
+        a look now, and where RSS with that work would pass the bound, the cache shrunk by the
+        difference and what it freed handed back first. A merge after 200 turns at 100k messages of one
+        user took RSS up to 17 MB up at once, with the cache at its limit: up to 3.8 MB over the bound in
+        5 of 10 runs, none in 6 with this."""
+        with self._lock:
+            self._at = -float("inf")
+        self(cache.size, asked=False)
+        if self._other is None:
+            return
+        need = self._other + cache.size + nbytes - self.bound
+        if need > 0 and cache.shrink_to(max(0, cache.size - need)):
+            trim()
+            self.trims += 1
+
+    def settle(self, cache: ByteCache) -> None:
+        """A look now, however recent the last; the cache shrunk to what it leaves, and what that
+        freed handed back to the system."""
+        with self._lock:
+            self._at = -float("inf")
+        if cache.shrink_to(self(cache.size, asked=False)):
+            trim()
+            self.trims += 1
+
+    def __call__(self, cached: int, *, asked: bool = True) -> int:
         now = time.monotonic()
+        if asked and self._cache is not None:
+            self._asked_at = now
+            if not self._asked.is_set():
+                self._asked.set()
         if now - self._at < self.every:
             return self._cap
         with self._lock:
@@ -200,6 +251,8 @@ def bound_cache(cache: ByteCache, bound: int) -> RssBudget:
 
     budget = RssBudget(bound, quiet=-1.0, others=private_bytes, slack=bound // SLACK)
     cache.limit = budget
+    cache.room = lambda nbytes: budget.make_room(cache, nbytes)
+    budget.follow(cache)
     log.info("RSS %.0f MB idle; the Add/Search cache keeps it within aml.cache-bytes (%.0f MB) of that",
              budget.baseline / 1e6, bound / 1e6)
     return budget

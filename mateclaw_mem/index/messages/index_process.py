@@ -229,6 +229,9 @@ class _Relay:
         self._held.append([okey, old_version, new_version, list(terms), list(segs), speakers, list(docs),
                            dict(cuts) if cuts else None])
 
+    def make_room(self, nbytes: int) -> None:
+        """(The parent counts this process's memory as its own while it runs: `private_bytes`.)"""
+
     def committed(self) -> None:
         """Send what the committed write rewrote. (A write rolled back leaves its entries to go with the
         next commit: told a version that never was, the parent's cache drops those entries, no more.)"""

@@ -51,6 +51,9 @@ from mateclaw_mem.index.messages.fields import FACT_BASE
 from mateclaw_mem.index.messages.turns import Doc, echo_of, parse_doc
 from mateclaw_mem.index.messages.worker import give_way
 
+# RSS a merge holds per entry folded, at most about (its rows, the terms' last segments and their new
+# blobs, SQLite's dirty pages): at 100k messages of one user, 17 MB for 24k entries at the most.
+MERGE_BYTES = 1024
 SEG_DOCS = 512  # ordinals per `pdocs` row: 12 KB of ids and lengths, rewritten by an Add
 # Entries per `postings` row. The table is clustered by (okey, term, first) with no rowid: its
 # unique index repeated every key (~60 B a message at 1,000 owners x 300 turns, a fifth of the
@@ -102,6 +105,9 @@ class Invalidate(Protocol):
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
               speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None: ...
+
+    def make_room(self, nbytes: int) -> None:
+        """Before a write that holds about `nbytes` beside the cache for a moment (a merge)."""
 
 
 @dataclass
@@ -558,6 +564,8 @@ def merge_owner(conn: sqlite3.Connection, okey: int, cache: Invalidate | None = 
     r = conn.execute("SELECT agent, owner, pending FROM powners WHERE okey = ?", (okey,)).fetchone()
     if r is None or r[2] <= above or r[2] == 0:
         return 0
+    if cache is not None:
+        cache.make_room(r[2] * MERGE_BYTES)
     w = PostingWriter(conn, "", cache)
     w._merge(w._owner(r[0], r[1]))
     w.flush()

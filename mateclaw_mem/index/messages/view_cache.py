@@ -58,6 +58,9 @@ class ByteCache:
         # (runtime/malloc.RssBudget) gives it what the rest of the process leaves of the bound.
         # Asked at each store and each write.
         self.limit: Callable[[int], int] | None = None
+        # (bytes a write is about to hold beside the cache) -> None, the room made: the budget's
+        # (runtime/malloc.RssBudget.make_room). None: nothing to do, as without a budget.
+        self.room: Callable[[int], None] | None = None
         self.size = 0
         self._lock = threading.Lock()
         self._d: OrderedDict[tuple[Any, ...], list[Any]] = OrderedDict()  # key -> [value, bytes counted]
@@ -114,11 +117,27 @@ class ByteCache:
             self._evict()
 
     def _evict(self) -> None:
-        cap = self.max_bytes if self.limit is None else min(self.max_bytes, self.limit(self.size))
+        self._evict_to(self.max_bytes if self.limit is None else min(self.max_bytes, self.limit(self.size)))
+
+    def _evict_to(self, cap: int) -> int:
+        freed = 0
         while self.size > cap and self._d:
             k, (_, b) = self._d.popitem(last=False)
             self.size -= b
+            freed += b
             self._owners.get(k[1], set()).discard(k)
+        return freed
+
+    def make_room(self, nbytes: int) -> None:
+        """Before a write that holds about `nbytes` beside the cache for a moment (a merge: postings.
+        Invalidate): room made for it now (`room`), not found over the bound afterwards."""
+        if self.room is not None:
+            self.room(nbytes)
+
+    def shrink_to(self, cap: int) -> int:
+        """The least recently used entries evicted until it holds at most `cap` bytes; bytes freed."""
+        with self._lock:
+            return self._evict_to(cap)
 
     def wrote(self, okey: int, old_version: int, new_version: int, terms: Iterable[str], segs: Iterable[int],
               speakers: bool, docs: Iterable[int], cuts: Mapping[str, int] | None = None) -> None:
