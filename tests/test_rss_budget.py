@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -318,5 +319,10 @@ def test_the_daemon_bounds_its_cache_once_started(tmp_path: Path) -> None:
         assert isinstance(limit, RssBudget)
         assert limit.bound == services.settings.aml.cache_bytes and limit.baseline > 0
         assert limit.others is private_bytes  # (its index processes' own memory counted as its own)
+        trailing = [t for t in threading.enumerate() if t.name == "rss-budget"]
+        assert trailing  # its look after the cache's last ask (RssBudget.follow)
     finally:
         daemon.stop()
+    for t in trailing:
+        t.join(10)
+        assert not t.is_alive(), "the budget's thread outlived the daemon"

@@ -54,6 +54,7 @@ class AmlOnlyDaemon:
         self._thread: threading.Thread | None = None
         self._deadline: threading.Timer | None = None
         self._pidfile = False
+        self._budget: malloc.RssBudget | None = None
 
     def start(self) -> None:
         malloc.tune()  # (before the threads: their memory in one arena, large blocks given back)
@@ -69,7 +70,7 @@ class AmlOnlyDaemon:
                      (time.perf_counter() - t0) * 1000)
             self._serve(sock)
             self.node.start()
-            malloc.bound_cache(self.node.aml.index.cache, self.settings.aml.cache_bytes)
+            self._budget = malloc.bound_cache(self.node.aml.index.cache, self.settings.aml.cache_bytes)
             if self.settings.aml.store == "sqlite":  # `status` of the workspace finds this daemon
                 self._write_pidfile()
         except BaseException:
@@ -114,6 +115,9 @@ class AmlOnlyDaemon:
             self._server.should_exit = True
             self._thread.join(HTTP_STOP_GRACE + 5)
             self._server = None
+        if self._budget is not None:
+            self._budget.stop()
+            self._budget = None
         if self.node is not None:
             self.node.close()
             self.node = None

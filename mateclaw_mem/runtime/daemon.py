@@ -196,7 +196,8 @@ class Daemon:
     def _bound_memory(self) -> None:
         """From now on the Add/Search cache keeps RSS within `aml.cache-bytes` of what the daemon
         takes now, idle (runtime/malloc.RssBudget)."""
-        malloc.bound_cache(self.services.message_index.cache, self.services.settings.aml.cache_bytes)
+        budget = malloc.bound_cache(self.services.message_index.cache, self.services.settings.aml.cache_bytes)
+        self.add_stopper("RSS budget", budget.stop)
 
     def _write_pidfile(self) -> None:
         from mateclaw_mem import __version__

@@ -153,14 +153,21 @@ class RssBudget:
         self._cache = cache
         threading.Thread(target=self._trail, name="rss-budget", daemon=True).start()
 
+    def stop(self) -> None:
+        """The thread `follow` started ends (the cache is no longer followed)."""
+        self._cache = None
+        self._asked.set()
+
     def _trail(self) -> None:
         while True:
             self._asked.wait()
             while (left := self._asked_at + self.every - time.monotonic()) > 0:
                 time.sleep(left)
             self._asked.clear()
-            if self._cache is not None:
-                self.settle(self._cache)
+            cache = self._cache
+            if cache is None:
+                return
+            self.settle(cache)
 
     def make_room(self, cache: ByteCache, nbytes: int) -> None:
         """Before work that holds `nbytes` beside the cache for a moment (a merge, `ByteCache.make_room`):

@@ -121,6 +121,9 @@ class PgIndex(MessageIndex):
     def catch_up(self, log: MessageSource) -> int:
         return 0  # (the same)
 
+    def _searching(self) -> None:
+        pass  # (no index process: each Add indexes in its own transaction)
+
     def close(self) -> None:
         self._storage.close()  # (no indexing thread here)
 

@@ -198,7 +198,7 @@ class MessageIndex:
         the agent's messages that have no owner; "" is taken to mean the same)."""
         if limit <= 0:
             return []
-        self._indexer.searched()
+        self._searching()
         owner = owner or None
         q = None
         if self.dense is not None:
@@ -230,6 +230,10 @@ class MessageIndex:
             rows = view.hit_rows([i for _, i in top])
         return [Hit(id=i, agent=agent, owner=owner, conversation_id=r[1], role=r[2], speaker=r[3], content=r[4],
                     ts_ms=r[5], score=round(s, 6)) for s, i in top if (r := rows.get(i)) is not None]
+
+    def _searching(self) -> None:
+        """At each search's start: an idle index process ends now (`_Indexer.searched`)."""
+        self._indexer.searched()
 
     def delete_owner(self, agent: str, owner: str) -> int:
         """Every document of one owner deleted (conversations/aml_users.py); how many."""
