@@ -192,6 +192,15 @@ def unpack_segments(blobs: Sequence[bytes]) -> tuple[Any, Any]:
     return d, packed
 
 
+def unpack_rows(rows: Sequence[Sequence[Any]]) -> list[tuple[Any, Any]]:
+    """Stored `postings` rows' (..., ords, packed) segments, ascending, decoded: from a few rows on
+    together (`unpack_segments`: its set-up costs less than a decode each there), else, and for rows
+    an older version wrote, one by one."""
+    if len(rows) >= 4 and not any(r[-1] for r in rows):
+        return [unpack_segments([r[-2] for r in rows])]
+    return [unpack_segment(r[-2], r[-1]) for r in rows]
+
+
 def _tail_ends(tails: Sequence[tuple[int, int, bytes] | None]) -> tuple[Any, ...]:
     """Per stored segment (first, df, blob as `pack_segment` wrote it; None: none): whether there is
     one, its entries, gap and count width codes, first and last ordinal and df (int64 numpy). The last

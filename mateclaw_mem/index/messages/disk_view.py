@@ -33,7 +33,7 @@ from mateclaw_mem.index.messages.bm25f import (
     stepped_averages,
 )
 from mateclaw_mem.index.messages.columns import Columns
-from mateclaw_mem.index.messages.delta import combine, decode, unpack_segment, unpack_segments
+from mateclaw_mem.index.messages.delta import combine, decode, unpack_rows
 from mateclaw_mem.index.messages.disk_docs import CHUNK, Bodies, Docs, FetchedRows, Frequencies
 from mateclaw_mem.index.messages.docfields import TEXT
 from mateclaw_mem.index.messages.ordinals import EMPTY_I64, among_small, distinct, kept_of, union
@@ -207,12 +207,7 @@ class DiskView:
     def _kept(self, term: str, rows: list[Any], kept: Any) -> tuple[Any, Any, int]:
         """A term's postings from its (df, ords, packed) rows ascending, after `kept`'s (what a merge
         left), put in the cache."""
-        # (From a few rows on, where the batch's set-up costs less than a decode each; rows an older
-        # version wrote, one by one.)
-        if len(rows) >= 4 and not any(r[2] for r in rows):
-            segs = [unpack_segments([r[1] for r in rows])]
-        else:
-            segs = [unpack_segment(r[1], r[2]) for r in rows]
+        segs = unpack_rows(rows)
         if kept is not None:
             segs.insert(0, kept[:2])
         if not rows:
