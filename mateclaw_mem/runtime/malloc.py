@@ -148,8 +148,7 @@ class RssBudget:
         to what that look leaves and what it freed handed back. The cache asks at its stores and
         writes only, at most every `every` s: a search's last store, then a merge or the search's own
         temporaries, and RSS stood over the bound for as long as nothing more was stored (at 100k
-        messages of one user, after 200 more turns and a first search: up to 2.3 MB over, in 4 of 6
-        runs)."""
+        messages of one user, after 200 more turns and a first search, with `make_room`'s: see there)."""
         self._cache = cache
         threading.Thread(target=self._trail, name="rss-budget", daemon=True).start()
 
@@ -175,22 +174,26 @@ class RssBudget:
         difference and what it freed handed back first. A merge after 200 turns at 100k messages of one
         user took RSS up to 17 MB up at once, with the cache at its limit: up to 2.3 MB over the bound in
         7 of 12 runs; with room for 512 B an entry, 3.8 MB in 3 of 7; with 1 KB, none in 6."""
-        with self._lock:
-            self._at = -float("inf")
-        self(cache.size, asked=False)
+        self._look_now(cache)
         if self._other is None:
             return
         need = self._other + cache.size + nbytes - self.bound
-        if need > 0 and cache.shrink_to(max(0, cache.size - need)):
-            trim()
-            self.trims += 1
+        if need > 0:
+            self._shrink(cache, max(0, cache.size - need))
 
     def settle(self, cache: ByteCache) -> None:
         """A look now, however recent the last; the cache shrunk to what it leaves, and what that
         freed handed back to the system."""
+        self._shrink(cache, self._look_now(cache))
+
+    def _look_now(self, cache: ByteCache) -> int:
+        """`self(cache.size)` whatever the time since the last look (not counted as the cache's ask)."""
         with self._lock:
             self._at = -float("inf")
-        if cache.shrink_to(self(cache.size, asked=False)):
+        return self(cache.size, asked=False)
+
+    def _shrink(self, cache: ByteCache, cap: int) -> None:
+        if cache.shrink_to(cap):
             trim()
             self.trims += 1
 
