@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import random
+import re
 import sqlite3
 import threading
 from collections import Counter
@@ -276,6 +277,33 @@ def test_a_cache_too_small_for_anything_and_a_cold_one_answer_the_same(tmp_path:
         assert rank(disk_view(index, "aml", "u1", tiny), query, options, BASE, limit=100) == want
         assert rank(disk_view(index, "aml", "u1", ByteCache(1 << 30)), query, options, BASE, limit=100) == want
     assert tiny.size == 0
+    for x in (index, log):
+        x.close()
+
+
+def test_a_search_reads_through_few_statement_texts_and_finds_what_it_did(tmp_path: Path) -> None:
+    """Every `IN (...)` a search binds holds a power of two of values (the last repeated): a search's
+    lists differ in length, and each length was a statement of its own, prepared again once the
+    connection's statement cache had moved past it (disk_docs.in_list)."""
+    rng, log, index = _grown(tmp_path, 7, ("u1", "u2"), adds=90, convs=4, searches=False, cache_bytes=0)
+    sizes: Counter[int] = Counter()
+    lists = re.compile(r" IN \(([^()]*)\)")
+    literal = re.compile(r"'(?:[^']|'')*'|-?\d+")
+
+    def seen(sql: str) -> None:
+        sizes.update(len(literal.findall(inner)) for inner in lists.findall(sql))
+
+    conn = index._storage._conn
+    for _ in range(30):
+        owner = rng.choice(("u1", "u2"))
+        query, options = random_query(rng)
+        conn.set_trace_callback(seen)
+        hits = index.search("aml", owner, query, limit=100, options=options)
+        conn.set_trace_callback(None)
+        want = rank(reference_view(index, "aml", owner), query, options, BASE, limit=100)
+        assert [(h.score, h.id) for h in hits] == [(round(sc, 6), i) for sc, i in want]
+    assert sum(sizes.values()) > 60 and len(sizes) > 3  # (lists of several lengths were read)
+    assert all(n & (n - 1) == 0 for n in sizes), sorted(sizes)
     for x in (index, log):
         x.close()
 

@@ -34,7 +34,7 @@ from mateclaw_mem.index.messages.bm25f import (
 )
 from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_rows
-from mateclaw_mem.index.messages.disk_docs import CHUNK, Bodies, Docs, FetchedRows, Frequencies
+from mateclaw_mem.index.messages.disk_docs import CHUNK, Bodies, Docs, FetchedRows, Frequencies, in_list
 from mateclaw_mem.index.messages.docfields import TEXT
 from mateclaw_mem.index.messages.ordinals import EMPTY_I64, among_small, distinct, kept_of, union
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
@@ -146,9 +146,9 @@ class DiskView:
         have = dict(zip(got.ids, got.deltas, strict=True)) if got is not None else {}
         missing = [i for i in ids if i not in have]
         for k in range(0, len(missing), CHUNK):
-            part = missing[k : k + CHUNK]
+            marks, bound = in_list(missing[k : k + CHUNK])
             for r in self.conn.execute("SELECT id, first_new, terms, counts, ords, packed FROM pdelta"
-                                       f" WHERE id IN ({','.join('?' * len(part))})", part):
+                                       f" WHERE id IN ({marks})", bound):
                 have[r[0]] = decode(*tuple(r)[1:])
         deltas = [have[i] for i in ids]
         if got is not None and ids[: len(got.ids)] == got.ids:
@@ -185,8 +185,9 @@ class DiskView:
         for k in range(0, len(todo), CHUNK):
             part = todo[k : k + CHUNK]
             rows: dict[str, list[Any]] = {t: [] for t in part}
+            marks, bound = in_list(part)
             for r in self.conn.execute("SELECT term, df, ords, packed FROM postings WHERE okey = ? AND term IN"
-                                       f" ({','.join('?' * len(part))}) ORDER BY term, first", (self.okey, *part)):
+                                       f" ({marks}) ORDER BY term, first", (self.okey, *bound)):
                 rows[r[0]].append(r[1:])
             for t in part:
                 self._read[t] = self._combined(t, self._kept(t, rows[t], None))
@@ -251,10 +252,9 @@ class DiskView:
         want = (segs + b * BLOCK_SEGS).tolist()
         rows: list[tuple[int, bytes, bytes]] = []
         for k in range(0, len(want), CHUNK):
-            part = want[k : k + CHUNK]
-            rows += self.conn.execute(
-                f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({','.join('?' * len(part))})",
-                (self.okey, *part)).fetchall()
+            marks, bound = in_list(want[k : k + CHUNK])
+            rows += self.conn.execute(f"SELECT seg, ids, lens FROM pdocs WHERE okey = ? AND seg IN ({marks})",
+                                      (self.okey, *bound)).fetchall()
         size = max(len(got.ids) if got is not None else 0, (int(segs[-1]) + 1) * SEG_DOCS)
         ids, lens = np.zeros(size, dtype=np.int64), np.zeros((size, 4), dtype=np.uint32)
         have = np.zeros(BLOCK_SEGS, dtype=bool)
@@ -659,8 +659,8 @@ class DiskView:
             read: list[tuple[Any, ...]] = []
             todo = missing.tolist()
             for k in range(0, len(todo), CHUNK):
-                part = todo[k : k + CHUNK]
-                read += cur.execute(_FEATURES.format(marks=",".join("?" * len(part))), part).fetchall()
+                marks, bound = in_list(todo[k : k + CHUNK])
+                read += cur.execute(_FEATURES.format(marks=marks), bound).fetchall()
             if read:
                 fresh = RowChunk.build(read, self.tables)
                 parts.append(fresh)
@@ -678,8 +678,8 @@ class DiskView:
         cur = self.conn.cursor()
         cur.row_factory = None
         for k in range(0, len(ids), CHUNK):
-            part = list(ids[k : k + CHUNK])
-            out.update((r[0], r) for r in cur.execute(_HITS.format(marks=",".join("?" * len(part))), part)
+            marks, bound = in_list(ids[k : k + CHUNK])
+            out.update((r[0], r) for r in cur.execute(_HITS.format(marks=marks), bound)
                        if r[4] is not None)
         return out
 
