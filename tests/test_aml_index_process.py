@@ -322,7 +322,7 @@ def test_the_daemon_indexes_a_stream_of_adds_in_a_child_and_ends_it_on_stop(tmp_
             while not children:  # Adds back to back until the daemon hands their indexing to a child
                 assert n < 5_000, "no child process after 5,000 Adds"
                 # (20 turns an Add, as a leaderboard client sends: its indexing is most of the daemon's work.
-                # One a time left the indexing thread under its BUSY share on a fast run: no child in 20,000.)
+                # With one turn an Add the indexing thread stayed under its BUSY share on a fast run: no child in 20,000.)
                 r = client.post("/v1/aml/add", json={
                     "request_id": f"r{n}", "user_id": "u1", "session_id": "u1:s1",
                     "messages": [{"role": "user", "timestamp": TS + 20 * n + k,
