@@ -1,0 +1,90 @@
+"""The on-disk view's large-owner paths rank exactly like the in-memory view: at the real layout a
+`DocBlock` is 32,768 documents, `want_lengths` reads ahead only past 4,096 and a term is scored field
+by field only past 32,768 postings - sizes test_aml_disk_index.py's random histories (a few hundred
+turns an owner) never reach, while every owner of the scale bench (issue 36: 100k messages) lives
+there. Here the layout is shrunk to a few documents a segment and a few segments a block, so the same
+random histories cross many blocks, read ahead and score common words field by field; each path is
+counted, so the test fails if it stops reaching one."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mateclaw_mem.conversations.log import ConversationLog
+from mateclaw_mem.index.messages import disk_view, postings, view_cache
+from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.ranking import rank
+from tests.support import disk_reference as ref_support
+from tests.test_aml_disk_index import RANKINGS, _Facts, _grow
+
+# (documents a `pdocs` segment, segments a block, postings past which a term is scored field by field)
+_LAYOUTS = [(4, 2, 8), (8, 3, 30), (16, 4, 1 << 15)]
+
+
+def _shrunk(monkeypatch: pytest.MonkeyPatch, seg_docs: int, block_segs: int, fields_from: int) -> Counter[str]:
+    """The layout set to these sizes in every module that reads it; the large-owner paths counted."""
+    for m in (postings, disk_view, view_cache):
+        monkeypatch.setattr(m, "SEG_DOCS", seg_docs)
+    for m in (disk_view, view_cache):
+        monkeypatch.setattr(m, "BLOCK_SEGS", block_segs)
+        monkeypatch.setattr(m, "BLOCK", seg_docs * block_segs)
+    monkeypatch.setattr(disk_view, "_LOOK_AHEAD_DOCS", 2 * seg_docs)
+    monkeypatch.setattr(disk_view, "_FIELDS_FROM", fields_from)
+    seen: Counter[str] = Counter()
+    ahead = [False]
+    block, want_lengths, by_field = disk_view.DiskView._block, disk_view.DiskView.want_lengths, disk_view.saturate_fields
+
+    def counted_block(self: disk_view.DiskView, b: int, local: Any) -> Any:
+        seen["a block past the first"] += b > 0
+        seen["read ahead"] += ahead[0]
+        return block(self, b, local)
+
+    def counted_want_lengths(self: disk_view.DiskView, terms: Any, key: Any) -> None:
+        ahead[0] = True
+        try:
+            want_lengths(self, terms, key)
+        finally:
+            ahead[0] = False
+
+    def counted_by_field(*args: Any) -> Any:
+        seen["field by field"] += 1
+        return by_field(*args)
+
+    monkeypatch.setattr(disk_view.DiskView, "_block", counted_block)
+    monkeypatch.setattr(disk_view.DiskView, "want_lengths", counted_want_lengths)
+    monkeypatch.setattr(disk_view, "saturate_fields", counted_by_field)
+    return seen
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_shrunk_layout_ranks_exactly_like_the_in_memory_view(tmp_path: Path, seed: int,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    seg_docs, block_segs, fields_from = _LAYOUTS[seed % 3]
+    seen = _shrunk(monkeypatch, seg_docs, block_segs, fields_from)
+    if seed % 2:  # small segments and merges every few Adds: a block's segments rewritten under the cache
+        monkeypatch.setattr(postings, "SEG_POSTINGS", 5)
+        monkeypatch.setattr(postings, "DELTA_MAX", 80)
+    rng = random.Random(1000 + seed)
+    log = ConversationLog(tmp_path / "log.db")
+    index = MessageIndex(tmp_path / "messages.db")
+    owners = ("u1", "u2")
+    _grow(rng, log, index, _Facts(), owners, adds=120, convs=4, searches=True)
+    for owner in owners:
+        ref = ref_support.reference_view(index, "aml", owner)
+        assert len(ref.ids) > 20 * seg_docs * block_segs // 8  # (many blocks)
+        assert ref_support.disk_state(index, "aml", owner) == ref_support.reference_state(ref)
+        for _ in range(10):
+            query, options = ref_support.random_query(rng)
+            for name, r in RANKINGS.items():
+                with index.lock:  # (a fresh view per search, the cache carried between them)
+                    got = rank(ref_support.disk_view(index, "aml", owner), query, options, r, limit=100)
+                assert got == rank(ref, query, options, r, limit=100), (seed, owner, query, options, name)
+    assert seen["a block past the first"] > 100 and seen["read ahead"] > 100
+    assert (seen["field by field"] > 100) == (fields_from < 1 << 15)
+    for x in (index, log):
+        x.close()
