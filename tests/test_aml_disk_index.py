@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from collections import Counter
 from contextlib import closing
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +27,13 @@ from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.delta import narrow, pack_segment, unpack_segment
 from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
-from mateclaw_mem.index.messages.ranking import Ranking, rank
+from mateclaw_mem.index.messages.ranking import rank
 from mateclaw_mem.index.messages.storage import _Merger
 from mateclaw_mem.index.messages.view_cache import Overlay
 from mateclaw_mem.index.tokenizer import tokenize
 from tests.support.disk_reference import (
+    BASE,
+    RANKINGS,
     disk_state,
     disk_view,
     random_line,
@@ -41,17 +43,6 @@ from tests.support.disk_reference import (
 )
 
 TS = 1683554160000
-BASE = Ranking()
-RANKINGS = {
-    "default": BASE,
-    "requery": replace(BASE, prf_requery=True),
-    "last-question": replace(BASE, question_mode="last"),
-    "few-candidates": replace(BASE, max_candidates=7),
-    "all-candidates": replace(BASE, max_candidates=0),
-    # A field weighing 0: a turn holding a word only there scores 0 for it (the saturated values keep a
-    # mask of the postings that score, not all of them).
-    "unweighted-fields": replace(BASE, weights={"body": 1.0, "ctx": 0.0, "nb": 0.0, "dt": 0.0}),
-}
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,8 @@ from mateclaw_mem.index.messages import disk_view, postings, view_cache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import rank
 from tests.support import disk_reference as ref_support
-from tests.test_aml_disk_index import RANKINGS, _Facts, _grow
+from tests.support.disk_reference import RANKINGS
+from tests.test_aml_disk_index import _Facts, _grow
 
 # (documents a `pdocs` segment, segments a block, postings past which a term is scored field by field)
 _LAYOUTS = [(4, 2, 8), (8, 3, 30), (16, 4, 1 << 15)]

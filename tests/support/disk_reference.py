@@ -6,13 +6,27 @@ links are read back for comparison."""
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mateclaw_mem.index.messages.delta import unpack_segment
 from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
 from mateclaw_mem.index.messages.index import MessageIndex
+from mateclaw_mem.index.messages.rank_types import Ranking
 from mateclaw_mem.index.messages.turns import parse_doc
 from tests.support.owner_view import OwnerView
+
+BASE = Ranking()
+# The default ranking and knobs that take other branches of it: what the two views are compared under.
+RANKINGS = {
+    "default": BASE,
+    "requery": replace(BASE, prf_requery=True),
+    "last-question": replace(BASE, question_mode="last"),
+    "few-candidates": replace(BASE, max_candidates=7),
+    "all-candidates": replace(BASE, max_candidates=0),
+    # A field weighing 0: a turn holding a word only there scores 0 for it (the saturated values keep a
+    # mask of the postings that score, not all of them).
+    "unweighted-fields": replace(BASE, weights={"body": 1.0, "ctx": 0.0, "nb": 0.0, "dt": 0.0}),
+}
 
 
 def reference_view(index: MessageIndex, agent: str, owner: str) -> OwnerView:
