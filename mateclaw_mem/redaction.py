@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -103,9 +104,30 @@ def _is_placeholder(value: str) -> bool:
     return low in _NOT_SECRETS or low.startswith("redacted") or value.startswith("[REDACTED")
 
 
+def _prefix_tree(words: list[str]) -> str:
+    """A regex matching where any of `words` starts, as a tree of their shared prefixes ("pass(?:phrase|w)"):
+    the engine tests a position's first character once against one set, where a flat alternation tried
+    each word in turn at every position (a LoCoMo turn: ~4.4 us against ~2.5; an Add logs 20 of them). A
+    word with a shorter word as its prefix adds nothing (whatever it finds, the shorter one finds)."""
+    tree: dict[str, Any] = {}
+    for word in words:
+        node = tree
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, Any]) -> str:
+        if "" in node:
+            return ""
+        alts = [re.escape(ch) + pattern(node[ch]) for ch in sorted(node)]
+        return alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+
+    return pattern(tree)
+
+
 # Every hint of every rule in one regex: most text holds none, and one search says so at once
 # (asking each rule in turn was most of an AML Add's redaction time).
-_ANY_HINT = re.compile("|".join(re.escape(h) for r in _RULES for h in r.hints))
+_ANY_HINT = re.compile(_prefix_tree([h for r in _RULES for h in r.hints]))
 
 
 def redact(text: str) -> str:

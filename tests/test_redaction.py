@@ -109,3 +109,23 @@ def test_redaction_is_idempotent() -> None:
     once = redact("password: hunter2 and sk-abcdefghijklmnopqrstuvwxyz123")
     assert redact(once) == once
     assert find_secrets(once) == []
+
+
+def test_the_hint_search_finds_a_hint_exactly_where_some_hint_occurs() -> None:
+    """`_ANY_HINT` is a tree of the hints' shared prefixes: on random text made of pieces of hints,
+    it says "none" exactly when no hint is a substring (a hint it missed would leave its rule
+    untried, and that rule's secret logged)."""
+    import random
+
+    from mateclaw_mem import redaction
+
+    hints = sorted({h for rule in redaction._RULES for h in rule.hints})
+    pieces = [h[a:b] for h in hints for a in range(len(h)) for b in range(a + 1, len(h) + 1)] + [" ", "x", "_"]
+    rng = random.Random(5)
+    found = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 6)))
+        has = any(h in text for h in hints)
+        assert (redaction._ANY_HINT.search(text) is not None) == has, text
+        found += has
+    assert 2_000 < found < 18_000  # (both answers, often)
