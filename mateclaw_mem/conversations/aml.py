@@ -25,6 +25,8 @@ from datetime import UTC, datetime, tzinfo
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mateclaw_mem.clock import Clock
 from mateclaw_mem.conversations import aml_images, parts
 from mateclaw_mem.conversations.aml_records import AmlItem, AmlMessage, Part
@@ -79,19 +81,21 @@ def _body_hash(user_id: str, session_id: str, messages: list[_Normalised]) -> st
     # whitespace, ISO time instead of ms, one text part instead of a string) is still the same
     # request; any change in ids, text, role, time or images is not. A message without images
     # hashes as before content parts existed, so retries of older requests still replay.
-    canon = json.dumps(
-        {
-            "user_id": user_id,
-            "session_id": session_id,
-            "messages": [
-                [m.role, m.text, m.ts_ms, *([[i.as_dict() for i in m.images]] if m.images else [])]
-                for m in messages
-            ],
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(canon.encode()).hexdigest()
+    # (By orjson: its bytes are those of json.dumps(ensure_ascii=False, separators=(",", ":")),
+    # which hashed every earlier request - tests/test_aml_request_hash.py - at a tenth of the time.)
+    canon = {
+        "user_id": user_id,
+        "session_id": session_id,
+        "messages": [
+            [m.role, m.text, m.ts_ms, *([[i.as_dict() for i in m.images]] if m.images else [])]
+            for m in messages
+        ],
+    }
+    try:
+        return hashlib.sha256(orjson.dumps(canon)).hexdigest()
+    except orjson.JSONEncodeError:  # (a str from a Python caller; HTTP and MCP bodies are parsed as UTF-8)
+        raise InvalidInputError("user_id, session_id and messages must be valid Unicode text"
+                                " (one holds a lone surrogate)") from None
 
 
 def parse_iso(value: str) -> datetime:
