@@ -209,13 +209,19 @@ def _date_prefix(ts_ms: int) -> str:
     return _day(ts_ms // _DAY_MS)[0]
 
 
+# The time of day's pieces, formatted once: a search dates each of its up to 100 hits (four
+# formatted fields a hit were ~1 us; looked up, ~0.35). ~150 KB.
+_HH_MM = tuple(f"{m // 60:02d}:{m % 60:02d}:" for m in range(1440))
+_SS = tuple(f"{s:02d}." for s in range(60))
+_MS_Z = tuple(f"{ms:03d}Z" for ms in range(1000))
+
+
 def _iso(ts_ms: int) -> str:
     """UTC, to the millisecond, with "Z" (integer arithmetic: no float rounding of the milliseconds)."""
     day, ms = divmod(ts_ms, _DAY_MS)
     sec, ms = divmod(ms, 1000)
     minute, sec = divmod(sec, 60)
-    hour, minute = divmod(minute, 60)
-    return f"{_day(day)[1]}{hour:02d}:{minute:02d}:{sec:02d}.{ms:03d}Z"
+    return _day(day)[1] + _HH_MM[minute] + _SS[sec] + _MS_Z[ms]
 
 
 def options_from(settings: Settings) -> dict[str, Any]:
@@ -402,13 +408,9 @@ class AmlService:
         items = [
             *(AmlItem(id=f"m{m.id}", content=render_message(m), score=top + 1.0, created_at=_iso(m.ts_ms),
                       images=_images(m.attachments)) for m in same.values()),
-            *(AmlItem(
-                id=f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}",
-                content=render_content(h),
-                score=h.score,
-                created_at=_iso(h.ts_ms),
-                images=_images(kept[h.id]) if h.id in kept else (),
-            ) for h in hits),
+            # (id, content, score, created_at, images: by position, up to 100 a search)
+            *(AmlItem(f"f{h.id - FACT_BASE}" if h.id >= FACT_BASE else f"m{h.id}", render_content(h), h.score,
+                      _iso(h.ts_ms), _images(kept[h.id]) if h.id in kept else ()) for h in hits),
         ][:fetch]
         if self.image_settings.keep and kept:
             items = aml_images.with_parts(self.log, items, kept)

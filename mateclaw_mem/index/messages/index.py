@@ -228,8 +228,9 @@ class MessageIndex:
             if q is not None and self.dense is not None:
                 top = self.dense.fuse(agent, owner, view.contents(), q, top, limit)
             rows = view.hit_rows([i for _, i in top])
-        return [Hit(id=i, agent=agent, owner=owner, conversation_id=r[1], role=r[2], speaker=r[3], content=r[4],
-                    ts_ms=r[5], score=round(s, 6)) for s, i in top if (r := rows.get(i)) is not None]
+        # (By position, in `Hit`'s order: keywords were ~0.35 us more a hit, up to 100 a search.)
+        return [Hit(i, agent, owner, r[1], r[2], r[3], r[4], r[5], round(s, 6))
+                for s, i in top if (r := rows.get(i)) is not None]
 
     def _searching(self) -> None:
         """At each search's start: an idle index process ends now (`_Indexer.searched`)."""
