@@ -9,64 +9,27 @@ counted, so the test fails if it stops reaching one."""
 from __future__ import annotations
 
 import random
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from mateclaw_mem.conversations.log import ConversationLog
-from mateclaw_mem.index.messages import disk_view, postings, view_cache
+from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import rank
 from tests.support import disk_reference as ref_support
-from tests.support.disk_reference import RANKINGS
+from tests.support.disk_reference import RANKINGS, shrunk_layout
 from tests.test_aml_disk_index import _Facts, _grow
 
 # (documents a `pdocs` segment, segments a block, postings past which a term is scored field by field)
 _LAYOUTS = [(4, 2, 8), (8, 3, 30), (16, 4, 1 << 15)]
 
 
-def _shrunk(monkeypatch: pytest.MonkeyPatch, seg_docs: int, block_segs: int, fields_from: int) -> Counter[str]:
-    """The layout set to these sizes in every module that reads it; the large-owner paths counted."""
-    for m in (postings, disk_view, view_cache):
-        monkeypatch.setattr(m, "SEG_DOCS", seg_docs)
-    for m in (disk_view, view_cache):
-        monkeypatch.setattr(m, "BLOCK_SEGS", block_segs)
-        monkeypatch.setattr(m, "BLOCK", seg_docs * block_segs)
-    monkeypatch.setattr(disk_view, "_LOOK_AHEAD_DOCS", 2 * seg_docs)
-    monkeypatch.setattr(disk_view, "_FIELDS_FROM", fields_from)
-    seen: Counter[str] = Counter()
-    ahead = [False]
-    block, want_lengths, by_field = disk_view.DiskView._block, disk_view.DiskView.want_lengths, disk_view.saturate_fields
-
-    def counted_block(self: disk_view.DiskView, b: int, local: Any) -> Any:
-        seen["a block past the first"] += b > 0
-        seen["read ahead"] += ahead[0]
-        return block(self, b, local)
-
-    def counted_want_lengths(self: disk_view.DiskView, terms: Any, key: Any) -> None:
-        ahead[0] = True
-        try:
-            want_lengths(self, terms, key)
-        finally:
-            ahead[0] = False
-
-    def counted_by_field(*args: Any) -> Any:
-        seen["field by field"] += 1
-        return by_field(*args)
-
-    monkeypatch.setattr(disk_view.DiskView, "_block", counted_block)
-    monkeypatch.setattr(disk_view.DiskView, "want_lengths", counted_want_lengths)
-    monkeypatch.setattr(disk_view, "saturate_fields", counted_by_field)
-    return seen
-
-
 @pytest.mark.parametrize("seed", range(6))
 def test_a_shrunk_layout_ranks_exactly_like_the_in_memory_view(tmp_path: Path, seed: int,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     seg_docs, block_segs, fields_from = _LAYOUTS[seed % 3]
-    seen = _shrunk(monkeypatch, seg_docs, block_segs, fields_from)
+    seen = shrunk_layout(monkeypatch, seg_docs, block_segs, fields_from)
     if seed % 2:  # small segments and merges every few Adds: a block's segments rewritten under the cache
         monkeypatch.setattr(postings, "SEG_POSTINGS", 5)
         monkeypatch.setattr(postings, "DELTA_MAX", 80)

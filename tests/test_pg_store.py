@@ -28,7 +28,7 @@ from mateclaw_mem.index.messages import postings
 from mateclaw_mem.index.messages.disk_view import ByteCache
 from mateclaw_mem.index.messages.index import MessageIndex
 from mateclaw_mem.index.messages.ranking import Ranking, rank
-from tests.support.disk_reference import disk_state, disk_view, random_line, random_query
+from tests.support.disk_reference import disk_state, disk_view, random_line, random_query, shrunk_layout
 
 pytest.importorskip("psycopg")
 
@@ -110,12 +110,15 @@ def _items(service: AmlService, query: str, owner: str) -> list[tuple[str, float
     return [(i.id, i.score, i.content) for i in service.search(query, owner, 100)]
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 def test_postgresql_ranks_exactly_like_sqlite(tmp_path: Path, pg_database: str, seed: int,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    if seed >= 2:  # tiny segments and merges at nearly every Add: every path of the segment writes
+    if seed in (2, 3):  # tiny segments and merges at nearly every Add: every path of the segment writes
         monkeypatch.setattr(postings, "SEG_POSTINGS", 4)
         monkeypatch.setattr(postings, "DELTA_MAX", 40 * (seed - 1))
+    # A shrunk layout (tests/test_aml_disk_layout.py): a large owner's paths - blocks past the first,
+    # lengths read ahead, common words scored field by field - read through PostgreSQL too.
+    seen = shrunk_layout(monkeypatch, *((4, 2, 8) if seed == 4 else (8, 3, 30))) if seed >= 4 else None
     rng = random.Random(seed)
     clock = _clock()
     lite = _Sqlite(tmp_path, clock)
@@ -160,6 +163,8 @@ def test_postgresql_ranks_exactly_like_sqlite(tmp_path: Path, pg_database: str, 
                     found += bool(want)
                 assert _items(daemons[1].service, query, owner) == _items(lite.service, query, owner)
         assert found > compared * 0.6
+        if seen is not None:
+            assert seen["a block past the first"] > 100 and seen["read ahead"] > 100 and seen["field by field"] > 100
     finally:
         for s in (lite, *daemons):
             s.close()

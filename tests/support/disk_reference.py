@@ -6,8 +6,15 @@ links are read back for comparison."""
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, replace
+from typing import Any
 
+import pytest
+
+from mateclaw_mem.index.messages import disk_view as _dv
+from mateclaw_mem.index.messages import postings as _postings
+from mateclaw_mem.index.messages import view_cache as _view_cache
 from mateclaw_mem.index.messages.delta import unpack_segment
 from mateclaw_mem.index.messages.disk_view import ByteCache, DiskView, open_view
 from mateclaw_mem.index.messages.index import MessageIndex
@@ -159,3 +166,38 @@ def random_query(rng: random.Random) -> tuple[str, list[str]]:
         words.append(rng.choice(SPEAKERS))
     options = [" ".join(rng.sample(WORDS, 2)) for _ in range(rng.choice((0, 0, 0, 2)))]
     return lead + " ".join(words) + "?", options
+
+
+def shrunk_layout(monkeypatch: pytest.MonkeyPatch, seg_docs: int, block_segs: int, fields_from: int) -> Counter[str]:
+    """The layout set to these sizes in every module that reads it; the large-owner paths counted."""
+    for m in (_postings, _dv, _view_cache):
+        monkeypatch.setattr(m, "SEG_DOCS", seg_docs)
+    for m in (_dv, _view_cache):
+        monkeypatch.setattr(m, "BLOCK_SEGS", block_segs)
+        monkeypatch.setattr(m, "BLOCK", seg_docs * block_segs)
+    monkeypatch.setattr(_dv, "_LOOK_AHEAD_DOCS", 2 * seg_docs)
+    monkeypatch.setattr(_dv, "_FIELDS_FROM", fields_from)
+    seen: Counter[str] = Counter()
+    ahead = [False]
+    block, want_lengths, by_field = _dv.DiskView._block, _dv.DiskView.want_lengths, _dv.saturate_fields
+
+    def counted_block(self: _dv.DiskView, b: int, local: Any) -> Any:
+        seen["a block past the first"] += b > 0
+        seen["read ahead"] += ahead[0]
+        return block(self, b, local)
+
+    def counted_want_lengths(self: _dv.DiskView, terms: Any, key: Any) -> None:
+        ahead[0] = True
+        try:
+            want_lengths(self, terms, key)
+        finally:
+            ahead[0] = False
+
+    def counted_by_field(*args: Any) -> Any:
+        seen["field by field"] += 1
+        return by_field(*args)
+
+    monkeypatch.setattr(_dv.DiskView, "_block", counted_block)
+    monkeypatch.setattr(_dv.DiskView, "want_lengths", counted_want_lengths)
+    monkeypatch.setattr(_dv, "saturate_fields", counted_by_field)
+    return seen
