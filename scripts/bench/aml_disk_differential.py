@@ -82,8 +82,9 @@ def main() -> int:
                     continue
                 differ += 1
                 if differ <= 3:
-                    first = next(k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b) \
-                        if any(a != b for a, b in zip(got, want, strict=False)) else min(len(got), len(want))
+                    # (the first rank where they part; past the shorter one's end when one is a prefix)
+                    first = next((k for k, (a, b) in enumerate(zip(got, want, strict=False)) if a != b),
+                                 min(len(got), len(want)))
                     print(f"DIFFERS ({knob}) {query!r} {options}: first at rank {first + 1}:"
                           f" disk {got[first : first + 2]} / in-memory {want[first : first + 2]}")
         index.close()
