@@ -14,13 +14,71 @@ compares the two on random histories).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from mateclaw_mem.index.messages.bm25f import SatKey
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.rank_types import View
+
+
+# Bytes of dense arrays kept between searches (`_lent`): at 100,000 messages of one user, the two
+# arrays of a search (sums, and a group's best) take 1.6 MB.
+KEEP_BYTES = 4 << 20
+
+
+class _Dense:
+    """Zeroed float arrays over an owner's documents, lent to one search at a time and kept between
+    searches, up to `KEEP_BYTES` in all.
+
+    A fresh `np.zeros` over 100,000 documents comes from pages the allocator was given back (the RSS
+    budget trims the heap when the daemon nears `aml.cache-bytes`: at 100,000 messages of one user,
+    before 40 of 100 searches): touching them faulted each page in again, ~0.3 ms an array, two to
+    four arrays a search. A kept array stays resident, and counts as the rest of the daemon in that
+    budget. Zeroed when lent (`fill`: ~30 us for 800 KB), unless its borrower gave it back zeroed."""
+
+    def __init__(self) -> None:
+        # (array, how many of its first entries may not be 0: past those it is all zeros)
+        self._free: list[tuple[Any, int]] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def lent(self, n: int, *, given_back_zeroed: bool = False) -> Iterator[Any]:
+        """An array of `n` zeros; `given_back_zeroed`: the borrower zeroes what it wrote before it
+        returns (not when it raises)."""
+        import numpy as np
+
+        got = None
+        with self._lock:
+            for k, (b, _) in enumerate(self._free):
+                if len(b) >= n:
+                    got = self._free.pop(k)
+                    break
+        if got is None:
+            buf, dirty = np.zeros(n), 0
+        else:
+            buf, dirty = got
+            buf[: min(n, dirty)].fill(0.0)
+        clean = False
+        try:
+            yield buf[:n]
+            clean = given_back_zeroed
+        finally:
+            dirty = (dirty if dirty > n else 0) if clean else max(dirty, n)
+            with self._lock:
+                # The largest kept first (an owner's array serves every smaller one).
+                kept = sorted([*self._free, (buf, dirty)], key=lambda e: len(e[0]), reverse=True)
+                total, self._free = 0, []
+                for e in kept:
+                    if total + e[0].nbytes <= KEEP_BYTES:
+                        self._free.append(e)
+                        total += e[0].nbytes
+
+
+_DENSE = _Dense()
 
 
 def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str, float]], key: SatKey,
@@ -45,63 +103,61 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
         view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
         n = len(view.ids)
         sat = view.sat_arrays
-    acc = np.zeros(n)
-    # Which turns hold a term: where `acc` > 0, while every term's factor is > 0 (its values are);
-    # a dense mask is kept only from a factor <= 0 on (a scatter per term over tens of thousands).
-    hit: Any = None
-    for t, qw in qweights.items():
-        idx, vals = sat(t, key)
-        if idx.size:
-            idx = idx.astype(np.intp, copy=False)  # (once: numpy converts other index types at each use)
-            c = qw * view.idf(t)
-            if hit is None and not c > 0:
-                hit = acc > 0
-            acc[idx] += c * vals
-            if hit is not None:
-                hit[idx] = True
-    # Per group, the best of its terms per turn, added once: each term's best is gathered where it
-    # occurs and zeroed once added (a later term's + 0.0 changes no sum), rather than a dense array
-    # over the owner's every turn per group, added whole. A group adds >= 0, so `acc` > 0 still
-    # says which turns hold a term.
-    scratch: Any = None
-    for group in groups:
-        parts = []
-        for t, rel in group.items():
-            if t in qweights:
-                continue  # already a query term in its own right
+    # (Both from `_DENSE`: arrays kept resident between searches. `scratch` is given back zeroed.)
+    with _DENSE.lent(n) as acc, _DENSE.lent(n, given_back_zeroed=True) as scratch:
+        # Which turns hold a term: where `acc` > 0, while every term's factor is > 0 (its values are);
+        # a dense mask is kept only from a factor <= 0 on (a scatter per term over tens of thousands).
+        hit: Any = None
+        for t, qw in qweights.items():
             idx, vals = sat(t, key)
             if idx.size:
-                c = rel * view.idf(t)
-                w = c * vals if c > 0 else np.maximum(c * vals, 0.0)  # (the best starts at 0.0)
-                parts.append((idx.astype(np.intp, copy=False), w))
-        if len(parts) > 1:
-            if scratch is None:
-                scratch = np.zeros(n)
-            for at, v in parts:
-                scratch[at] = np.maximum(scratch[at], v)
-            for at, _ in parts:
-                best = scratch[at]
+                idx = idx.astype(np.intp, copy=False)  # (once: numpy converts other index types at each use)
+                c = qw * view.idf(t)
+                if hit is None and not c > 0:
+                    hit = acc > 0
+                acc[idx] += c * vals
+                if hit is not None:
+                    hit[idx] = True
+        # Per group, the best of its terms per turn, added once: each term's best is gathered where it
+        # occurs and zeroed once added (a later term's + 0.0 changes no sum), rather than a dense array
+        # over the owner's every turn per group, added whole. A group adds >= 0, so `acc` > 0 still
+        # says which turns hold a term.
+        for group in groups:
+            parts = []
+            for t, rel in group.items():
+                if t in qweights:
+                    continue  # already a query term in its own right
+                idx, vals = sat(t, key)
+                if idx.size:
+                    c = rel * view.idf(t)
+                    w = c * vals if c > 0 else np.maximum(c * vals, 0.0)  # (the best starts at 0.0)
+                    parts.append((idx.astype(np.intp, copy=False), w))
+            if len(parts) > 1:
+                for at, v in parts:
+                    scratch[at] = np.maximum(scratch[at], v)
+                for at, _ in parts:
+                    best = scratch[at]
+                    acc[at] += best
+                    if hit is not None:
+                        hit[at[best > 0]] = True
+                    scratch[at] = 0.0
+            elif parts:
+                at, best = parts[0]
                 acc[at] += best
                 if hit is not None:
                     hit[at[best > 0]] = True
-                scratch[at] = 0.0
-        elif parts:
-            at, best = parts[0]
-            acc[at] += best
-            if hit is not None:
-                hit[at[best > 0]] = True
-    chosen = np.flatnonzero(hit if hit is not None else acc > 0)  # (a float array's nonzero is ~6x a mask's)
-    if limit and chosen.size > limit:
-        scores = acc[chosen]
-        cut = chosen.size - limit
-        theta = np.partition(scores, cut)[cut]  # the limit-th best score
-        above = chosen[scores > theta]
-        tied = chosen[scores == theta]
-        if not by_ordinal or len(tied) > limit - above.size:  # (all kept, as nearly always: sorted below)
-            tied_ids = disk.ids_of(tied) if by_ordinal else view.cols.ids[tied]
-            tied = tied[np.argsort(tied_ids, kind="stable")]  # a tie goes to the lower id
-        chosen = np.concatenate((above, tied[: limit - above.size]))
-    if by_ordinal:
-        chosen.sort()
-        return disk.place(chosen), acc[chosen]
-    return chosen, acc[chosen]
+        chosen = np.flatnonzero(hit if hit is not None else acc > 0)  # (a float array's nonzero is ~6x a mask's)
+        if limit and chosen.size > limit:
+            scores = acc[chosen]
+            cut = chosen.size - limit
+            theta = np.partition(scores, cut)[cut]  # the limit-th best score
+            above = chosen[scores > theta]
+            tied = chosen[scores == theta]
+            if not by_ordinal or len(tied) > limit - above.size:  # (all kept, as nearly always: sorted below)
+                tied_ids = disk.ids_of(tied) if by_ordinal else view.cols.ids[tied]
+                tied = tied[np.argsort(tied_ids, kind="stable")]  # a tie goes to the lower id
+            chosen = np.concatenate((above, tied[: limit - above.size]))
+        if by_ordinal:
+            chosen.sort()
+            return disk.place(chosen), acc[chosen]
+        return chosen, acc[chosen]

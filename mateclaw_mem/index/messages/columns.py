@@ -85,7 +85,9 @@ class Columns:
         """Whether each turn at `pos` names no one outside `known` (a bool array)."""
         import numpy as np
 
-        distinct, inverse = np.unique(self.names[pos], return_inverse=True)
+        from mateclaw_mem.index.messages.ordinals import unique_inverse
+
+        distinct, inverse = unique_inverse(self.names[pos])
         values = self.values
         return np.array([frozenset(values[c].split()) <= known for c in distinct.tolist()], dtype=bool)[inverse]
 

@@ -21,6 +21,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from mateclaw_mem.index.messages.ordinals import first_of_each
+
 DELTA_MAX = 12_000  # entries an owner's unmerged rows may hold (a few hundred turns) before a merge
 # Merges run beside the Adds (storage.MessageStorage's merger); an Add that finds its owner's rows
 # past this many times `DELTA_MAX` (the merger fell behind) merges them itself, so a search never
@@ -489,7 +491,7 @@ def combine(base: tuple[Any, Any], parts: list[tuple[Any, Any]]) -> tuple[Any, A
     do = np.concatenate([p[0] for p in parts])
     dp = np.concatenate([p[1] for p in parts])
     if len(do) > 1 and not bool(np.all(do[1:] > do[:-1])):
-        last = len(do) - 1 - np.unique(do[::-1], return_index=True)[1]  # the latest of each, ascending
+        last = len(do) - 1 - first_of_each(do[::-1])  # the latest of each, ascending
         do, dp = do[last], dp[last]
     bo, bp = base
     if not len(bo) or do[0] > bo[-1]:

@@ -36,7 +36,7 @@ from mateclaw_mem.index.messages.columns import Columns
 from mateclaw_mem.index.messages.delta import combine, decode, unpack_rows
 from mateclaw_mem.index.messages.disk_docs import CHUNK, Bodies, Docs, FetchedRows, Frequencies, in_list
 from mateclaw_mem.index.messages.docfields import TEXT
-from mateclaw_mem.index.messages.ordinals import EMPTY_I64, among_small, distinct, kept_of, union
+from mateclaw_mem.index.messages.ordinals import EMPTY_I64, among_small, distinct, kept_of, union, unique
 from mateclaw_mem.index.messages.postings import HAS_NUMBER, HAS_TIME, SEG_DOCS
 from mateclaw_mem.index.messages.view_cache import (
     BLOCK,
@@ -600,7 +600,7 @@ class DiskView:
     def prepare(self, pos: Any) -> None:
         """Read the columns of the documents at `pos` (the boosts' inputs and links) and give their
         neighbours positions (in the same conversation: their conversation is known)."""
-        todo = np.unique(pos[~self._feat[pos]]) if len(pos) else pos
+        todo = unique(pos[~self._feat[pos]]) if len(pos) else pos
         if not len(todo):
             return
         rows = self.fetch(self.cols.ids[todo])
@@ -619,7 +619,7 @@ class DiskView:
         present = rows.links >= 0
         if present.any():
             linked = rows.links[present]
-            distinct = np.unique(linked)
+            distinct = unique(linked)
             q = self._register(distinct)[np.searchsorted(distinct, linked)]
             src = np.nonzero(present)
             cols.links[at[src[0]], src[1]] = q

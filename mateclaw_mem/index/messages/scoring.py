@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from mateclaw_mem.index.messages.columns import NEXT, PREV, THREAD_NEXT, THREAD_PREV
+from mateclaw_mem.index.messages.ordinals import is_one_of
 
 if TYPE_CHECKING:
     from mateclaw_mem.index.messages.bm25f import SatKey
@@ -37,7 +38,7 @@ def factors(view: View, pos: Any, q: Boosts, r: Ranking) -> list[Any]:
     out.append(1.0 - r.echo_penalty * cols.echo[pos])  # no echo: exactly 1.0
     codes = [cols.speaker_codes[s] for s in q.named if s in cols.speaker_codes]
     if codes:
-        out.append(np.where(np.isin(cols.speaker[pos], codes), r.speaker_boost, 1.0))
+        out.append(np.where(is_one_of(cols.speaker[pos], codes), r.speaker_boost, 1.0))
     if q.when:
         out.append(np.where(cols.has_time[pos], r.when_boost, 1.0))
     if q.count:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from mateclaw_mem.index.messages.delta import Delta, combine
+from mateclaw_mem.index.messages.ordinals import first_of_each
 from mateclaw_mem.index.messages.postings import SEG_DOCS
 
 # Bytes counted per cache entry beyond its arrays' data: its key (a tuple and a term), the value's tuple
@@ -454,7 +455,7 @@ class RowStore:
         while len(chunks) > 1 and len(chunks[-2].ids) <= 2 * len(chunks[-1].ids):
             merged = RowChunk.concat(chunks[-2:])
             merged = merged.take(np.flatnonzero(merged.alive))
-            first = np.unique(merged.ids, return_index=True)[1]  # (sorted; a row read twice, once)
+            first = first_of_each(merged.ids)  # (sorted; a row read twice, once)
             chunks[-2:] = [merged.take(first)]
         return RowStore(tuple(chunks), self.tables)
 
