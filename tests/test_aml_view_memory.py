@@ -88,3 +88,28 @@ def test_the_byte_cache_keeps_no_more_than_it_counts(tmp_path: Path) -> None:
     finally:
         index.close()
         log.close()
+
+
+def test_the_searchs_kept_arrays_follow_the_cache_bound(tmp_path: Path) -> None:
+    """The first stage's dense arrays stay resident between searches (candidates._Dense) within a
+    sixteenth of `aml.cache-bytes`: none at all with 0, the promise that RSS stays within the bound of
+    the idle daemon (the arrays of another index's earlier searches are let go too)."""
+    from mateclaw_mem.index.messages import candidates
+
+    log = ConversationLog(tmp_path / "log.db")
+    try:
+        for n in range(8):
+            lines = [f"Caroline: the lighthouse painting number {n} is blue", f"Melanie: I love painting {n}"]
+            log.append("aml", f"s{n}", [NewMessage("user", t, TS + 10 * n + i) for i, t in enumerate(lines)],
+                       owner="u", now_ms=TS)
+        for bound, kept in ((64 << 20, True), (0, False), (64 << 20, True), (16 * 8 * 20, True), (16 * 8 * 10, False)):
+            index = MessageIndex(tmp_path / f"messages-{bound}.db", cache_bytes=bound)
+            try:
+                index.sync(log)
+                assert index.search("aml", "u", "what did Caroline paint?", limit=5)
+                held = sum(b.nbytes for b, _ in candidates._DENSE._free)
+                assert (held > 0) == kept and held <= min(candidates.KEEP_BYTES, bound // 16), (bound, held)
+            finally:
+                index.close()
+    finally:
+        log.close()

@@ -25,14 +25,16 @@ if TYPE_CHECKING:
     from mateclaw_mem.index.messages.rank_types import View
 
 
-# Bytes of dense arrays kept between searches (`_lent`): at 100,000 messages of one user, the two
-# arrays of a search (sums, and a group's best) take 1.6 MB.
+# Bytes of dense arrays kept between searches (`_Dense`): at 100,000 messages of one user, the two
+# arrays of a search (sums, and a group's best) take 1.6 MB. Never more than a sixteenth of the
+# view's byte cache bound (`aml.cache-bytes`: 4 MiB of the default 64; none with 0), which the
+# daemon's RSS is held to.
 KEEP_BYTES = 4 << 20
 
 
 class _Dense:
     """Zeroed float arrays over an owner's documents, lent to one search at a time and kept between
-    searches, up to `KEEP_BYTES` in all.
+    searches, up to `KEEP_BYTES` in all (less under a small cache bound: `keep`).
 
     A fresh `np.zeros` over 100,000 documents comes from pages the allocator was given back (the RSS
     budget trims the heap when the daemon nears `aml.cache-bytes`: at 100,000 messages of one user,
@@ -46,9 +48,9 @@ class _Dense:
         self._lock = threading.Lock()
 
     @contextmanager
-    def lent(self, n: int, *, given_back_zeroed: bool = False) -> Iterator[Any]:
-        """An array of `n` zeros; `given_back_zeroed`: the borrower zeroes what it wrote before it
-        returns (not when it raises)."""
+    def lent(self, n: int, *, keep: int = KEEP_BYTES, given_back_zeroed: bool = False) -> Iterator[Any]:
+        """An array of `n` zeros; `keep`: the bytes the pool may keep once it is given back;
+        `given_back_zeroed`: the borrower zeroes what it wrote before it returns (not when it raises)."""
         import numpy as np
 
         got = None
@@ -73,7 +75,7 @@ class _Dense:
                 kept = sorted([*self._free, (buf, dirty)], key=lambda e: len(e[0]), reverse=True)
                 total, self._free = 0, []
                 for e in kept:
-                    if total + e[0].nbytes <= KEEP_BYTES:
+                    if total + e[0].nbytes <= keep:
                         self._free.append(e)
                         total += e[0].nbytes
 
@@ -103,8 +105,10 @@ def candidates(view: View, qweights: dict[str, float], groups: Iterable[dict[str
         view.load([*qweights, *(t for g in groups for t in g if t not in qweights)])
         n = len(view.ids)
         sat = view.sat_arrays
+    bound = getattr(getattr(view, "cache", None), "max_bytes", None)  # (the on-disk view's byte cache)
+    keep = KEEP_BYTES if bound is None else min(KEEP_BYTES, bound // 16)
     # (Both from `_DENSE`: arrays kept resident between searches. `scratch` is given back zeroed.)
-    with _DENSE.lent(n) as acc, _DENSE.lent(n, given_back_zeroed=True) as scratch:
+    with _DENSE.lent(n, keep=keep) as acc, _DENSE.lent(n, keep=keep, given_back_zeroed=True) as scratch:
         # Which turns hold a term: where `acc` > 0, while every term's factor is > 0 (its values are);
         # a dense mask is kept only from a factor <= 0 on (a scatter per term over tens of thousands).
         hit: Any = None
